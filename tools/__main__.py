@@ -1,0 +1,3 @@
+from specatlas.cli import main
+
+raise SystemExit(main())

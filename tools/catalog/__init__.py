@@ -1,0 +1,1 @@
+"""The paper catalog: taxonomy, record schema, loading and validation."""

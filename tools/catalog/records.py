@@ -1,0 +1,127 @@
+"""Reading paper records: bytes -> text -> YAML (with lines) -> `Paper`, with every problem
+reported as a `Problem` naming file, line and field. Never raises on bad input."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from specatlas.catalog.schema import Paper
+from specatlas.catalog.venues import VENUES, normalize_badge
+from specatlas.catalog.yamlio import LoadedYaml, YamlProblem, load_yaml
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    file: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.field}: {self.message}"
+
+
+@dataclass
+class Record:
+    path: Path
+    display: str  # path as shown in messages (relative to the repo when possible)
+    paper: Paper | None
+    loaded: LoadedYaml | None
+
+    def line_of(self, *path) -> int:
+        return self.loaded.line_of(path) if self.loaded else 1
+
+
+def display_path(path: Path, root: Path | None) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve())) if root else str(path)
+    except ValueError:
+        return str(path)
+
+
+def read_record(path: Path, root: Path | None = None) -> tuple[Record, list[Problem]]:
+    shown = display_path(path, root)
+    record = Record(path, shown, None, None)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return record, [Problem(shown, 1, "(file)", f"cannot be read: {exc.strerror}")]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        return record, [Problem(shown, line, "(encoding)", f"byte 0x{raw[exc.start]:02x} is not UTF-8; save the file as UTF-8")]
+    if text.startswith("\ufeff"):
+        return record, [Problem(shown, 1, "(encoding)", "starts with a byte-order mark; save as UTF-8 without BOM")]
+    if not text.strip():
+        return record, [Problem(shown, 1, "(file)", "is empty; run `specatlas new` to scaffold a record")]
+    try:
+        loaded = load_yaml(text)
+    except YamlProblem as exc:
+        return record, [Problem(shown, exc.line, exc.field, exc.message)]
+    record.loaded = loaded
+    if not isinstance(loaded.data, dict):
+        return record, [Problem(shown, 1, "(file)", "must be a YAML mapping of fields (id: ..., title: ...)")]
+    try:
+        record.paper = Paper.model_validate(loaded.data)
+    except ValidationError as exc:
+        return record, [_explain(shown, loaded, error) for error in exc.errors()]
+    return record, []
+
+
+_FIELDS = set(Paper.model_fields)
+
+
+def _dotted(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(record)"
+
+
+def _explain(shown: str, loaded: LoadedYaml, error: dict) -> Problem:
+    loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith(("function-", "literal[", "constrained-str"))))
+    kind, message = error["type"], error["msg"]
+    value = error.get("input")
+    raw_number = loaded.raw_numbers.get(loc)
+    if raw_number is not None and loc and loc[-1] in ("arxiv", "doi", "title", "id"):
+        message = (f"YAML read {raw_number} as the number {value!r}; quote it: "
+                   f"{loc[-1]}: '{raw_number}'")
+    elif kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(loc[-1]), _FIELDS if len(loc) == 1 else [], n=1)
+        message = "unknown field" + (f"; did you mean '{close[0]}'?" if close else "; see paper.schema.json for the fields")
+    elif kind == "missing":
+        message = "is required"
+    elif loc == ("venue",):
+        guess = normalize_badge(str(value)) or next(iter(difflib.get_close_matches(str(value), VENUES, n=1)), None)
+        message = f"'{value}' is not a controlled venue" + (f"; did you mean '{guess}'?" if guess else "; see tools/catalog/venues.py")
+    elif kind == "string_pattern_mismatch":
+        message = _pattern_hint(loc, value)
+    elif kind == "value_error":
+        message = message.removeprefix("Value error, ")
+        named = re.match(r"^([a-z_]+): (.*)$", message, re.S)
+        if named and named.group(1) in _FIELDS:
+            loc, message = (named.group(1),), named.group(2)
+    return Problem(shown, loaded.line_of(loc), _dotted(loc), message)
+
+
+def _pattern_hint(loc: tuple, value) -> str:
+    name = next((p for p in reversed(loc) if isinstance(p, str)), "")
+    hints = {
+        "id": "use surname + year + first title word, lower-case: leviathan2023fast",
+        "builds_on": "list record ids such as leviathan2023fast",
+        "not_duplicate_of": "list record ids such as leviathan2023fast",
+        "arxiv": "write the id without version or URL, quoted: '2302.01318'",
+        "doi": "write the bare DOI: 10.18653/v1/2023.acl-long.1",
+        "aliases": "lower-case letters, digits, '.', '+' and '-': eagle-2",
+    }
+    if name in ("url", "pdf", "code", "links") or (loc and loc[0] in ("code", "links")):
+        return f"'{value}' must be an https:// URL"
+    if loc and loc[0] == "taxonomy":
+        return f"'{value}' is not a kebab-case node id"
+    return f"'{value}' has the wrong form; {hints.get(name, 'see paper.schema.json')}"

@@ -1,0 +1,160 @@
+"""The paper record schema: the single source of truth for what a record may contain.
+
+`papers/<id>.yaml` holds one `Paper`. Cross-record rules (unique ids, lineage, duplicates,
+taxonomy ids) live in `validate.py`; everything checkable on one record alone lives here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from specatlas.catalog.venues import VENUES
+
+SCHEMA_VERSION = 1
+
+ID_PATTERN = r"^[a-z][a-z0-9]*[0-9]{4}[a-z0-9]+$"
+ARXIV_PATTERN = r"^([0-9]{4}\.[0-9]{4,5}|[a-z-]+(\.[A-Z]{2})?/[0-9]{7})$"
+DOI_PATTERN = r"^10\.[0-9]{4,9}/\S+$"
+ALIAS_PATTERN = r"^[a-z0-9][a-z0-9.+-]*$"
+NODE_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+
+HttpsUrl = Annotated[str, Field(pattern=r"^https://[^\s<>\"']+$", description="An https:// URL.")]
+NodeId = Annotated[str, Field(pattern=NODE_PATTERN)]
+PaperId = Annotated[str, Field(pattern=ID_PATTERN)]
+VenueKey = Literal[tuple(VENUES)]  # type: ignore[valid-type]
+
+Metric = Literal[
+    "speedup",  # wall-clock speedup over autoregressive decoding (x)
+    "mean-accepted-tokens",  # tokens committed per target forward (Spec-Bench's tau)
+    "acceptance-rate",  # fraction of drafted tokens accepted (0-1)
+    "throughput",  # tokens per second
+    "throughput-gain",  # serving throughput over a baseline (x)
+    "latency-reduction",  # fraction of latency removed (0-1)
+    "memory-overhead",
+]
+
+_HTML = re.compile(r"<\s*/?\s*[a-zA-Z!][^>]*>|javascript:|\bon[a-z]+\s*=", re.IGNORECASE)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class TaxonomyTags(_Strict):
+    """Tags on the survey's three axes plus what the work targets. Ids are nodes of
+    taxonomy/<facet>.yaml."""
+
+    drafting: list[NodeId] = Field(default_factory=list, description="How drafts are made.")
+    verification: list[NodeId] = Field(default_factory=list, description="How drafts are verified.")
+    alignment: list[NodeId] = Field(default_factory=list, description="How drafter and target are aligned.")
+    scope: list[NodeId] = Field(default_factory=list, description="What the work targets.")
+
+
+class ReportedResult(_Strict):
+    """One number as the paper reports it. Copy it exactly; say where it stands."""
+
+    metric: Metric
+    value: float
+    target_model: str = Field(min_length=1)
+    drafter: str | None = Field(None, description="Draft model or drafting setup; null when the method drafts itself.")
+    hardware: str | None = None
+    benchmark: str = Field(min_length=1, description="Benchmark or dataset, e.g. MT-Bench, Spec-Bench, GSM8K.")
+    temperature: float | None = Field(None, ge=0)
+    batch_size: int | None = Field(None, ge=1)
+    source: str = Field(min_length=1, description="Where in the paper: 'Table 2', 'Figure 4', 'Abstract'.")
+    note: str | None = None
+
+
+class BibtexOverrides(_Strict):
+    """Fields that replace what the BibTeX generator derives from the record."""
+
+    entry_type: Literal["article", "inproceedings", "misc", "techreport", "online"] | None = None
+    booktitle: str | None = None
+    journal: str | None = None
+    volume: str | None = None
+    number: str | None = None
+    pages: str | None = None
+    publisher: str | None = None
+    note: str | None = None
+
+
+class Paper(_Strict):
+    """A paper (or blog post, tutorial, software release) about speculative decoding."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, title="SpecAtlas paper record")
+
+    id: PaperId = Field(description="Immutable BibTeX key, e.g. leviathan2023fast: first author's surname, year, first content word of the title. Never change it once merged.")
+    kind: Literal["paper", "blog", "software", "tutorial"] = "paper"
+    title: str = Field(min_length=4, description="Exact title, as in the paper.")
+    authors: list[Annotated[str, Field(min_length=2)]] = Field(min_length=1, description="Full names in paper order.")
+    year: int = Field(ge=1990, description="Year of the cited version: the venue's year, or the first arXiv posting for preprints. The timeline uses the arXiv id's month when there is one.")
+    month: int | None = Field(None, ge=1, le=12, description="Month of the cited version (conference month, or first arXiv posting for preprints).")
+    venue: VenueKey = Field(description="Controlled venue key; 'arXiv' for preprints.")
+    venue_note: str | None = Field(None, description="Track, workshop name or award, e.g. 'ES-FoMo workshop', 'Oral'.")
+    arxiv: Annotated[str, Field(pattern=ARXIV_PATTERN)] | None = Field(None, description="arXiv id without version, quoted: '2302.01318'.")
+    doi: Annotated[str, Field(pattern=DOI_PATTERN)] | None = None
+    url: HttpsUrl | None = Field(None, description="Canonical landing page (publisher, anthology, OpenReview or arXiv abs).")
+    pdf: HttpsUrl | None = None
+    code: list[HttpsUrl] = Field(default_factory=list, description="Official code repositories.")
+    links: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")], HttpsUrl] = Field(default_factory=dict, description="Other links: homepage, blog, slides, video, models.")
+    aliases: list[Annotated[str, Field(pattern=ALIAS_PATTERN)]] = Field(default_factory=list, description="Short method names users type: eagle, medusa, pld.")
+    taxonomy: TaxonomyTags
+    lossless: bool | None = Field(description="true when the output distribution provably equals the target's; null when not a decoding method.")
+    builds_on: list[PaperId] = Field(default_factory=list, description="Ids of cataloged papers this work extends.")
+    not_duplicate_of: list[PaperId] = Field(default_factory=list, description="Ids of records whose titles are nearly identical but that are different papers.")
+    summary: str = Field(min_length=40, max_length=900, description="1-4 sentences in our own words. No HTML.")
+    reported_results: list[ReportedResult] = Field(default_factory=list)
+    implementation: str | None = Field(None, description="Registry id of the reference implementation, once one exists.")
+    bibtex: BibtexOverrides | None = None
+
+    @field_validator("title", "summary", "venue_note")
+    @classmethod
+    def _no_markup(cls, value: str | None) -> str | None:
+        if value and _HTML.search(value):
+            raise ValueError("contains HTML or script markup; write plain text (Markdown emphasis is fine)")
+        return value
+
+    @field_validator("summary")
+    @classmethod
+    def _sentence_count(cls, value: str) -> str:
+        sentences = [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z0-9])", value.strip()) if s]
+        if len(sentences) > 4:
+            raise ValueError(f"has {len(sentences)} sentences; keep it to 1-4")
+        return value
+
+    @field_validator("authors")
+    @classmethod
+    def _real_authors(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if "et al" in name.lower():
+                raise ValueError(f"'{name}': list every author instead of 'et al.'")
+        if len(set(value)) != len(value):
+            raise ValueError("the same author is listed twice")
+        return value
+
+    @field_validator("aliases", "code", "builds_on")
+    @classmethod
+    def _no_repeats(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("has a repeated entry")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Paper":
+        if self.id in self.builds_on:
+            raise ValueError("builds_on: a paper cannot build on itself")
+        if str(self.year) not in self.id:
+            raise ValueError(f"id: '{self.id}' should contain the year {self.year} (surname + year + title word)")
+        if self.venue == "arXiv" and not self.arxiv and not self.url:
+            raise ValueError("arxiv: an arXiv preprint needs its arxiv id or a url")
+        return self
+
+
+def json_schema() -> dict:
+    schema = Paper.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://specatlas.dev/schema/paper-v{SCHEMA_VERSION}.json"
+    return schema

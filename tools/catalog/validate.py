@@ -1,0 +1,213 @@
+"""`specatlas validate`: every rule a paper record must satisfy, in one pass.
+
+Each problem is one line `papers/x.yaml:LINE: field: what is wrong (how to fix it)`.
+Exit status 0 when clean, 1 when any problem is found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import sys
+import unicodedata
+from pathlib import Path
+
+from specatlas.catalog.records import Problem, Record, display_path, read_record
+from specatlas.catalog.taxonomy import FACETS, Taxonomy, load_taxonomy
+from specatlas.paths import repo_root
+
+NEAR_DUPLICATE_TITLE_SCORE = 95.0
+_ARXIV_NEW_STYLE = re.compile(r"^(\d{2})(\d{2})\.\d{4,5}$")
+
+
+def normalize_title(title: str) -> str:
+    text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode().lower()
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text).split())
+
+
+def validate(paths: list[Path] | None = None, root: Path | None = None, today: dt.date | None = None) -> tuple[list[Problem], list[Record], Taxonomy]:
+    """Validate the records at `paths` (default: the whole catalog) against the whole catalog.
+
+    Cross-record rules (unique ids, duplicates, lineage) always see every record in papers/, so
+    a new file is checked against what is already there; problems are reported for the files
+    asked about only.
+    """
+    root = root or repo_root()
+    today = today or dt.date.today()
+    taxonomy = load_taxonomy(root / "taxonomy")
+    problems = [Problem(display_path(f, root), line, field, msg) for f, line, field, msg in taxonomy.problems]
+
+    catalog_files = sorted((root / "papers").glob("*.yaml"))
+    targets = _expand(paths, root) if paths else catalog_files
+    target_set = {p.resolve() for p in targets}
+    records: list[Record] = []
+    for path in sorted({p.resolve(): p for p in (*catalog_files, *targets)}.values()):
+        record, found = read_record(path, root)
+        records.append(record)
+        if path.resolve() in target_set:
+            problems.extend(found)
+    cross = _cross_record_problems([r for r in records if r.paper], taxonomy, today)
+    problems.extend(p for p in cross if _resolve(root, p.file) in target_set)
+    return sorted(set(problems)), records, taxonomy
+
+
+def _resolve(root: Path, shown: str) -> Path:
+    path = Path(shown)
+    return (path if path.is_absolute() else root / path).resolve()
+
+
+def _expand(paths: list[Path], root: Path) -> list[Path]:
+    out: list[Path] = []
+    for path in paths:
+        path = path if path.is_absolute() or path.exists() else root / path
+        out.extend(sorted(path.glob("*.yaml")) if path.is_dir() else [path])
+    return out
+
+
+def _cross_record_problems(records: list[Record], taxonomy: Taxonomy, today: dt.date) -> list[Problem]:
+    problems: list[Problem] = []
+
+    def report(record: Record, field: str, message: str, *loc) -> None:
+        problems.append(Problem(record.display, record.line_of(*(loc or (field.split(".")[0],))), field, message))
+
+    by_id: dict[str, Record] = {}
+    owners: dict[str, str] = {}  # alias or id -> record id
+    seen_keys: dict[tuple[str, str], Record] = {}
+    for record in records:
+        paper = record.paper
+        if record.path.stem != paper.id:
+            report(record, "id", f"'{paper.id}' must equal the file name '{record.path.stem}'; rename the file to {paper.id}.yaml (ids never change once merged)")
+        if paper.id in by_id:
+            report(record, "id", f"'{paper.id}' is already used by {by_id[paper.id].display}")
+        else:
+            by_id[paper.id] = record
+        for i, alias in enumerate(paper.aliases):
+            owner = owners.get(alias)
+            if owner and owner != paper.id:
+                report(record, f"aliases[{i}]", f"'{alias}' already names {owner}; aliases must be unique", "aliases", i)
+            owners.setdefault(alias, paper.id)
+        # The same paper under two ids: same arXiv id, DOI or normalized title.
+        for key, value in (("arxiv", paper.arxiv), ("doi", (paper.doi or "").lower() or None), ("title", normalize_title(paper.title))):
+            if not value:
+                continue
+            first = seen_keys.get((key, value))
+            if first and first.paper.id != paper.id:
+                report(record, key, f"the same paper as {first.display} (same {'normalized title' if key == 'title' else key}); keep one record and merge the facts")
+            else:
+                seen_keys.setdefault((key, value), record)
+        _check_tags(record, taxonomy, report)
+        _check_dates(record, today, report)
+        if paper.lossless and paper.taxonomy.verification and all(
+            taxonomy.facets["verification"].nodes.get(t) and "relaxed-acceptance" in (t, *taxonomy.facets["verification"].ancestors(t))
+            for t in paper.taxonomy.verification
+        ):
+            report(record, "lossless", "is true, but every verification tag is a relaxed (lossy) rule; set lossless: false or fix the tags")
+    for alias, owner in owners.items():
+        if alias in by_id and owner != alias:
+            report(by_id[owner], "aliases", f"'{alias}' is the id of another record; pick a different alias")
+    _check_near_duplicates(records, report)
+    _check_lineage(records, by_id, report)
+    return problems
+
+
+def _check_tags(record: Record, taxonomy: Taxonomy, report) -> None:
+    import difflib
+
+    tags = record.paper.taxonomy
+    for facet in FACETS:
+        nodes = taxonomy.facets[facet].nodes if facet in taxonomy.facets else {}
+        for i, tag in enumerate(getattr(tags, facet)):
+            if tag in nodes:
+                continue
+            elsewhere = taxonomy.node(tag)
+            if elsewhere:
+                hint = f"is a {elsewhere.facet} node; move it under taxonomy.{elsewhere.facet}"
+            else:
+                close = difflib.get_close_matches(tag, list(nodes), n=2)
+                hint = "is not a node of taxonomy/" + facet + ".yaml" + (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "")
+            report(record, f"taxonomy.{facet}[{i}]", f"'{tag}' {hint}", "taxonomy", facet, i)
+        if len(set(getattr(tags, facet))) != len(getattr(tags, facet)):
+            report(record, f"taxonomy.{facet}", "lists the same node twice", "taxonomy", facet)
+    if not tags.drafting and not tags.scope:
+        report(record, "taxonomy", "tag at least one drafting or scope node", "taxonomy")
+
+
+def _check_dates(record: Record, today: dt.date, report) -> None:
+    paper = record.paper
+    if (paper.year, paper.month or 1) > (today.year, today.month):
+        report(record, "year" if paper.year > today.year else "month", f"{paper.year}-{paper.month or 1:02d} is in the future")
+    match = _ARXIV_NEW_STYLE.match(paper.arxiv or "")
+    if match:
+        posted = (2000 + int(match.group(1)), int(match.group(2)))
+        if paper.year < posted[0] - 1:
+            report(record, "year", f"{paper.year} is long before arXiv {paper.arxiv} was posted ({posted[0]}-{posted[1]:02d}); check the id")
+        elif (paper.year, paper.month or 12) > posted and paper.venue == "arXiv":
+            report(record, "month" if paper.year == posted[0] else "year", f"the preprint is dated {paper.year}-{paper.month or 0:02d}, after arXiv {paper.arxiv} was posted ({posted[0]}-{posted[1]:02d}); use the first version's date")
+
+
+def _check_near_duplicates(records: list[Record], report) -> None:
+    from rapidfuzz import fuzz, process
+
+    titles = [normalize_title(r.paper.title) for r in records]
+    scores = process.cdist(titles, titles, scorer=fuzz.ratio, score_cutoff=NEAR_DUPLICATE_TITLE_SCORE, workers=1)
+    for i, j in zip(*scores.nonzero()):
+        if i >= j or titles[i] == titles[j]:
+            continue  # identical titles are reported as exact duplicates
+        a, b = records[i], records[j]
+        if b.paper.id in a.paper.not_duplicate_of or a.paper.id in b.paper.not_duplicate_of:
+            continue
+        report(b, "title", f"nearly identical to {a.display} ('{a.paper.title}'); merge them if they are one paper, else add not_duplicate_of: [{a.paper.id}]")
+
+
+def _check_lineage(records: list[Record], by_id: dict[str, Record], report) -> None:
+    for record in records:
+        for i, parent in enumerate(record.paper.builds_on):
+            if parent not in by_id:
+                report(record, f"builds_on[{i}]", f"'{parent}' is not a cataloged paper id", "builds_on", i)
+        for i, other in enumerate(record.paper.not_duplicate_of):
+            if other not in by_id:
+                report(record, f"not_duplicate_of[{i}]", f"'{other}' is not a cataloged paper id", "not_duplicate_of", i)
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for parent in by_id[node].paper.builds_on:
+            if parent not in by_id:
+                continue
+            if state.get(parent) == 1:
+                cycle = path[path.index(parent):] + [parent]
+                for member in cycle[:-1]:
+                    report(by_id[member], "builds_on", "lineage cycle: " + " -> ".join(cycle) + "; a paper cannot (indirectly) build on itself")
+            elif parent not in state:
+                visit(parent, path + [parent])
+        state[node] = 2
+
+    for paper_id in sorted(by_id):
+        if paper_id not in state:
+            visit(paper_id, [paper_id])
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="record files or folders (default: the whole catalog)")
+    parser.add_argument("--format", choices=("text", "json", "github"), default="text",
+                        help="text: file:line: field: message; json: machine-readable; github: Actions annotations")
+
+
+def execute(args: argparse.Namespace) -> int:
+    problems, records, taxonomy = validate(args.paths or None)
+    if args.format == "json":
+        json.dump({"ok": not problems, "records": len(records), "problems": [p.__dict__ for p in problems]}, sys.stdout, indent=2)
+        print()
+    else:
+        for problem in problems:
+            if args.format == "github":
+                print(f"::error file={problem.file},line={problem.line},title={problem.field}::{problem.message}")
+            else:
+                print(problem)
+        n_nodes = len(taxonomy.all_nodes())
+        summary = (f"{len(problems)} problem(s) in {len({p.file for p in problems})} file(s)" if problems
+                   else f"ok: {len(records)} records, {n_nodes} taxonomy nodes")
+        print(summary, file=sys.stderr)
+    return 1 if problems else 0

@@ -1,0 +1,46 @@
+"""The `specatlas` command. Each subcommand lives in its own module, imported only when used,
+so `specatlas validate` never pays for importing torch."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help). A module defines configure(parser) and execute(args) -> int.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("specatlas.catalog.validate", "check paper records (file:line: field: problem)"),
+    "new": ("specatlas.catalog.scaffold", "scaffold a new paper record"),
+    "schema": ("specatlas.catalog.schema_export", "write the JSON Schema of paper records"),
+}
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="specatlas",
+        description="SpecAtlas: the reference knowledge base for speculative decoding.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = argv[0] if argv else None
+    for name, (module_name, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.set_defaults(_module=module_name)
+        if name == chosen:  # only the chosen command's module is imported
+            importlib.import_module(module_name).configure(command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
+    try:
+        return int(importlib.import_module(args._module).execute(args) or 0)
+    except KeyboardInterrupt:
+        print("specatlas: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

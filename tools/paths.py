@@ -1,0 +1,48 @@
+"""Where the catalog lives.
+
+The catalog (papers/, taxonomy/, docs/, results/) is data in the repository, not package data:
+it is found from SPECATLAS_ROOT, else the working directory or one of its parents, else the
+checkout this package was installed from (editable install).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+
+def _is_root(path: Path) -> bool:
+    return (path / "taxonomy").is_dir() and (path / "papers").is_dir()
+
+
+@lru_cache(maxsize=None)
+def repo_root() -> Path:
+    env = os.environ.get("SPECATLAS_ROOT")
+    if env:
+        return Path(env).resolve()
+    cwd = Path.cwd().resolve()
+    for candidate in (cwd, *cwd.parents):
+        if _is_root(candidate):
+            return candidate
+    source_checkout = Path(__file__).resolve().parent.parent
+    if _is_root(source_checkout):
+        return source_checkout
+    raise SystemExit(
+        "specatlas: cannot find the catalog (a folder with papers/ and taxonomy/). "
+        "Run from a SpecAtlas checkout or set SPECATLAS_ROOT."
+    )
+
+
+def papers_dir() -> Path:
+    return repo_root() / "papers"
+
+
+def taxonomy_dir() -> Path:
+    return repo_root() / "taxonomy"
+
+
+def shared_dir() -> Path | None:
+    """The read-only ../shared folder beside the checkout, when present."""
+    candidate = repo_root().parent / "shared"
+    return candidate if candidate.is_dir() else None
