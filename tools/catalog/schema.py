@@ -120,6 +120,8 @@ class Paper(_Strict):
     @field_validator("summary")
     @classmethod
     def _sentence_count(cls, value: str) -> str:
+        if "TODO" in value:
+            raise ValueError("still holds the scaffold's TODO; write 1-4 sentences in your own words")
         sentences = [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z0-9])", value.strip()) if s]
         if len(sentences) > 4:
             raise ValueError(f"has {len(sentences)} sentences; keep it to 1-4")

@@ -66,7 +66,7 @@ def _convert(loader: _Loader, node: Node, path: Path_, out: LoadedYaml):
         return [_convert(loader, item, path + (i,), out) for i, item in enumerate(node.value)]
     assert isinstance(node, ScalarNode)
     value = loader.construct_object(node, deep=True)
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and node.style is None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not node.style:  # plain (unquoted) scalar; libyaml says '', PyYAML None
         out.raw_numbers[path] = node.value
     return value
 
@@ -80,7 +80,10 @@ def load_yaml(text: str) -> LoadedYaml:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
-        raise YamlProblem(line, "(yaml)", f"not valid YAML: {exc.problem or exc.context}") from None
+        message = f"not valid YAML: {exc.problem or exc.context}"
+        if exc.context_mark and exc.problem_mark and exc.context_mark.line != exc.problem_mark.line:
+            message += f" (the construct started on line {exc.context_mark.line + 1})"
+        raise YamlProblem(line, "(yaml)", message) from None
     except yaml.YAMLError as exc:
         raise YamlProblem(1, "(yaml)", f"not valid YAML: {exc}") from None
     finally:
