@@ -148,8 +148,11 @@ class Paper(_Strict):
     def _consistent(self) -> "Paper":
         if self.id in self.builds_on:
             raise ValueError("builds_on: a paper cannot build on itself")
-        if str(self.year) not in self.id:
-            raise ValueError(f"id: '{self.id}' should contain the year {self.year} (surname + year + title word)")
+        # Ids are minted once (often from the preprint) and never change, so a paper published
+        # later keeps its older year: the id's year may precede the record's, never follow it.
+        id_year = int(re.search(r"[0-9]{4}", self.id).group())
+        if id_year > self.year:
+            raise ValueError(f"id: '{self.id}' has year {id_year}, after the record's year {self.year}")
         if self.venue == "arXiv" and not self.arxiv and not self.url:
             raise ValueError("arxiv: an arXiv preprint needs its arxiv id or a url")
         return self
