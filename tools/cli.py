@@ -12,6 +12,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("specatlas.catalog.validate", "check paper records (file:line: field: problem)"),
     "new": ("specatlas.catalog.scaffold", "scaffold a new paper record"),
     "schema": ("specatlas.catalog.schema_export", "write the JSON Schema of paper records"),
+    "site": ("specatlas.site.build", "build (or serve) the website from the catalog"),
+    "bib": ("specatlas.bib", "write the catalog as BibTeX (papers.bib)"),
 }
 
 

@@ -1,0 +1,95 @@
+"""BibTeX: entry types by venue kind, overrides, escaping, and a full round trip."""
+
+import bibtexparser
+import pytest
+from bibtexparser.middlewares import LatexDecodingMiddleware
+
+from specatlas import bib
+from specatlas.catalog.schema import Paper
+from specatlas.catalog.validate import validate
+
+TRICKY_TITLES = [
+    "Medusa & EAGLE: 50% Faster with draft_len #3 for $5",
+    "Caf\u00e9 \u00fcber \u00f8l: Accents in \u00c9cole and \u0141\u00f3d\u017a",
+    "Speculative Decoding in $O(n^2)$ Time with \u03b1-Tuning",
+    "Braces {like this} and a back\\slash and ~tilde",
+    "LLaMA-2 meets GPT-4 -- A \"Study\" of ''Quotes'' -- \u2013 and \u2014 dashes",
+]
+
+
+def paper(**changes) -> Paper:
+    data = {
+        "id": "doe2024tricky", "title": "A Tricky Title", "authors": ["Jane Doe", "Jos\u00e9 \u00c1lvarez"],
+        "year": 2024, "venue": "arXiv", "arxiv": "2401.00001", "taxonomy": {"scope": ["analysis"]},
+        "lossless": None, "summary": "A record made up for the BibTeX tests, long enough to be valid.",
+    }
+    return Paper.model_validate({**data, **changes})
+
+
+def parse(text: str) -> bibtexparser.Library:
+    return bibtexparser.parse_string(text, append_middleware=[LatexDecodingMiddleware()])
+
+
+def fields(entry: bibtexparser.model.Entry) -> dict[str, str]:
+    return {f.key: f.value for f in entry.fields}
+
+
+@pytest.mark.parametrize("title", TRICKY_TITLES)
+def test_titles_decode_back_exactly(title):
+    library = parse(bib.render([paper(title=title)]))
+    assert not library.failed_blocks
+    assert library.entries[0]["title"] == title
+
+
+def test_capitals_are_protected():
+    assert bib.latex_title("Medusa and EAGLE on LLaMA") == "{M}edusa and {EAGLE} on {LLaMA}"
+
+
+@pytest.mark.parametrize(("venue", "entry_type", "field", "value"), [
+    ("ICML", "inproceedings", "booktitle", "Proceedings of the International Conference on Machine Learning"),
+    ("ICML-Workshop", "inproceedings", "booktitle", "ICML Workshop"),
+    ("TMLR", "article", "journal", "Transactions on Machine Learning Research"),
+    ("technical-report", "techreport", "url", "https://example.org/report"),
+    ("blog", "misc", "howpublished", "Blog post"),
+    ("software", "misc", "howpublished", "Software release"),
+])
+def test_entry_type_follows_venue_kind(venue, entry_type, field, value):
+    entry = bib.entry(paper(venue=venue, arxiv=None, url="https://example.org/report"))
+    assert entry.entry_type == entry_type
+    assert fields(entry)[field] == value
+    assert "eprint" not in fields(entry)
+
+
+def test_preprint_is_misc_with_eprint_unescaped():
+    values = fields(bib.entry(paper(doi="10.1000/a_b%c")))
+    assert bib.entry(paper()).entry_type == "misc"
+    assert values["eprint"] == "2401.00001" and values["archivePrefix"] == "arXiv" and values["primaryClass"] == "cs.CL"
+    assert values["doi"] == "10.1000/a_b%c" and values["url"] == "https://arxiv.org/abs/2401.00001"
+    assert values["author"] == "Jane Doe and Jos\u00e9 \u00c1lvarez"
+
+
+def test_overrides_win_and_prose_is_escaped():
+    record = paper(venue="ICML", bibtex={"entry_type": "article", "journal": "Data & Knowledge", "pages": "1--9"},
+                   venue_note="Oral & spotlight")
+    entry = bib.entry(record)
+    assert entry.entry_type == "article"
+    assert fields(entry)["journal"] == "Data \\& Knowledge" and fields(entry)["pages"] == "1--9"
+    assert fields(entry)["note"] == "Oral \\& spotlight"
+
+
+def test_real_catalog_round_trips(tmp_path):
+    _, records, _ = validate()
+    papers = [r.paper for r in records if r.paper]
+    library = parse(bib.render(papers))
+    assert not library.failed_blocks
+    assert len(library.entries) == len(papers)
+    titles = {e.key: e["title"] for e in library.entries}
+    assert titles == {p.id: p.title for p in papers}
+
+
+def test_cli_writes_the_file(tmp_path):
+    from specatlas.cli import main
+
+    out = tmp_path / "papers.bib"
+    assert main(["bib", "-o", str(out)]) == 0
+    assert out.read_text(encoding="utf-8").count("\n@") + 1 == len(validate()[1])

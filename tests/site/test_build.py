@@ -1,0 +1,40 @@
+"""The site builds strictly (every link checked, tags from the taxonomy only) on the real catalog,
+with plain `mkdocs build` at the repository root."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from specatlas.catalog.validate import validate
+from specatlas.paths import repo_root
+
+
+def test_mkdocs_build_strict_on_the_real_catalog(tmp_path):
+    out = tmp_path / "site"
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+                            cwd=repo_root(), capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "WARNING -" not in result.stderr, result.stderr[-4000:]
+    ids = [r.paper.id for r in validate()[1]]
+    built = {p.parent.name for p in (out / "papers").glob("*/index.html")}
+    assert built == set(ids)
+    assert (out / "papers.bib").read_text(encoding="utf-8").count("\n@") + 1 == len(ids)
+    for page in ("catalog", "taxonomy", "timeline", "lineage", "leaderboard", "contributing"):
+        assert (out / page / "index.html").is_file()
+    assert (out / "javascripts" / "vendor" / "mermaid.min.js").is_file()
+    assert not list(Path(repo_root(), "docs").glob("**/*.md")), "generated pages must not land in docs/"
+
+
+def test_a_tag_outside_the_taxonomy_fails_the_build(tmp_path):
+    """tags_allowed comes from the taxonomy: a page tagged with anything else is refused."""
+    from mkdocs.config import load_config
+
+    from specatlas.site.build import config_file
+
+    config = load_config(str(config_file()), site_dir=str(tmp_path))
+    config.plugins.run_event("config", config)
+    tags = config.plugins["material/tags"].config.tags_allowed
+    assert {t.name for t in tags} >= {"Extra decoding heads", "Speculative sampling"}
+    assert "Made-up tag" not in {t.name for t in tags}

@@ -1,0 +1,143 @@
+"""`specatlas bib`: the catalog as BibTeX, one entry per record keyed by its id.
+
+The entry type follows the venue's kind (tools/catalog/venues.py); a record's `bibtex`
+overrides win. Prose fields are LaTeX-escaped and titles keep their capitalisation with braces
+({M}edusa, {EAGLE}); identifiers (url, doi, eprint) are written as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import bibtexparser
+from bibtexparser.model import Entry, Field
+from pylatexenc.latexencode import RULE_DICT, UnicodeToLatexConversionRule, UnicodeToLatexEncoder
+
+from specatlas.catalog.schema import Paper
+from specatlas.catalog.venues import VENUES
+
+_SPECIALS = {
+    "\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "&": r"\&", "%": r"\%", "$": r"\$",
+    "#": r"\#", "_": r"\_", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    '"': '"',  # pylatexenc's default ('') would come back as a curly quote
+}
+# Our rule for the ten specials first, then pylatexenc's defaults for accents, Greek, dashes...
+_ENCODER = UnicodeToLatexEncoder(
+    conversion_rules=[
+        UnicodeToLatexConversionRule(RULE_DICT, {ord(c): v for c, v in _SPECIALS.items()}),
+        "defaults",
+    ],
+    non_ascii_only=False,
+    replacement_latex_protection="braces",
+    unknown_char_policy="keep",
+)
+# $...$ in a title is mathematics, kept for LaTeX to typeset. Pandoc's rule: no space just
+# inside the dollars and no digit right after, so "costs $5 and $10" stays text.
+_MATH = re.compile(r"(\$(?=\S)[^$]*?(?<=\S)\$(?!\d))")
+_WORD = re.compile(r"\w+")
+PROSE_FIELDS = ("booktitle", "journal", "note", "publisher", "howpublished")
+
+
+_LIGATURE = re.compile(r"([-'`])(?=[-'`])")
+
+
+def latex(text: str) -> str:
+    """Plain text as LaTeX that decodes back to the same text. Runs such as -- or '' are split
+    with {} so that TeX does not turn them into dashes or curly quotes."""
+    return _LIGATURE.sub(r"\1{}", _ENCODER.unicode_to_latex(text))
+
+
+def latex_title(title: str) -> str:
+    """Escape a title and brace-protect capitals so that styles cannot lower-case them:
+    {M}edusa for a capitalised word, {EAGLE} / {LLaMA} for acronyms and mixed case."""
+    parts = []
+    for i, chunk in enumerate(_MATH.split(title)):
+        if i % 2:
+            parts.append(chunk)
+            continue
+        pos = 0
+        for word in _WORD.finditer(chunk):
+            parts.append(latex(chunk[pos:word.start()]))
+            parts.append(_protect(word.group()))
+            pos = word.end()
+        parts.append(latex(chunk[pos:]))
+    return "".join(parts)
+
+
+def _protect(word: str) -> str:
+    if not any(c.isupper() for c in word):
+        return latex(word)
+    if any(c.isupper() or c.isdigit() for c in word[1:]):
+        return "{" + latex(word) + "}"
+    return "{" + latex(word[0]) + "}" + latex(word[1:])
+
+
+def entry(paper: Paper) -> Entry:
+    venue = VENUES[paper.venue]
+    overrides = paper.bibtex.model_dump(exclude_none=True) if paper.bibtex else {}
+    entry_type = overrides.pop("entry_type", None)
+    fields: dict[str, str] = {
+        "title": latex_title(paper.title),
+        "author": " and ".join(paper.authors),
+        "year": str(paper.year),
+    }
+    if paper.month:
+        fields["month"] = str(paper.month)
+    if venue.kind in ("conference", "workshop"):
+        entry_type = entry_type or "inproceedings"
+        fields["booktitle"] = venue.name
+    elif venue.kind == "journal":
+        entry_type = entry_type or "article"
+        fields["journal"] = venue.name
+    elif venue.kind == "report":
+        entry_type = entry_type or "techreport"
+    else:  # preprint, blog, software
+        entry_type = entry_type or "misc"
+        if not (venue.kind == "preprint" and paper.arxiv):
+            fields["howpublished"] = venue.name
+    if paper.arxiv and venue.kind == "preprint":
+        fields.update(eprint=paper.arxiv, archivePrefix="arXiv", primaryClass="cs.CL")
+    if paper.venue_note:
+        fields["note"] = paper.venue_note
+    fields.update(overrides)
+    for name in PROSE_FIELDS:
+        if name in fields:
+            fields[name] = latex(fields[name])
+    if paper.doi:
+        fields["doi"] = paper.doi
+    url = paper.url or (f"https://arxiv.org/abs/{paper.arxiv}" if paper.arxiv else None)
+    if url:
+        fields["url"] = url
+    return Entry(entry_type, paper.id, [Field(k, v) for k, v in fields.items()])
+
+
+def render(papers: list[Paper]) -> str:
+    library = bibtexparser.Library([entry(p) for p in sorted(papers, key=lambda p: p.id)])
+    stack = bibtexparser.middlewares.default_unparse_stack(allow_inplace_modification=True)
+    return bibtexparser.write_string(library, unparse_stack=stack)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", type=Path, default=Path("papers.bib"),
+                        help="where to write the BibTeX file (default: papers.bib; '-' for stdout)")
+
+
+def execute(args: argparse.Namespace) -> int:
+    from specatlas.catalog.validate import validate
+
+    problems, records, _ = validate()
+    if problems:
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print("specatlas bib: fix the catalog first (specatlas validate)", file=sys.stderr)
+        return 1
+    text = render([r.paper for r in records])
+    if str(args.output) == "-":
+        sys.stdout.write(text)
+    else:
+        args.output.write_text(text, encoding="utf-8")
+        print(f"wrote {len(records)} entries to {args.output}", file=sys.stderr)
+    return 0

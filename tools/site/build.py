@@ -1,0 +1,58 @@
+"""`specatlas site build|serve`: the website, built with MkDocs from mkdocs.yml at the repository
+root. `build()` is also what the tests and the benchmark call."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from specatlas.paths import repo_root
+from specatlas.site.catalog import Catalog
+
+
+def config_file() -> Path:
+    """mkdocs.yml of this checkout (the site's templates, not data, so not under SPECATLAS_ROOT)."""
+    return Path(__file__).resolve().parent.parent.parent / "mkdocs.yml"
+
+
+def build(site_dir: Path, catalog: Catalog | None = None, *, strict: bool = True) -> None:
+    """Build the site into `site_dir`, from `catalog` if given, else from the repository."""
+    from mkdocs.commands.build import build as mkdocs_build
+    from mkdocs.config import load_config
+
+    config = load_config(str(config_file()), site_dir=str(site_dir), strict=strict)
+    if catalog is not None:
+        config.plugins["specatlas"].catalog = catalog
+    config.plugins.on_startup(command="build", dirty=False)
+    try:
+        mkdocs_build(config)
+    finally:
+        config.plugins.on_shutdown()
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    build_parser = sub.add_parser("build", help="generate the catalog pages and build the site")
+    build_parser.add_argument("--out", type=Path, default=None, help="output folder (default: site/ in the repository)")
+    serve = sub.add_parser("serve", help="serve the site with live reload")
+    serve.add_argument("--addr", default="127.0.0.1:8000", help="address to serve on (default: 127.0.0.1:8000)")
+
+
+def execute(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)-7s -  %(message)s")
+    if args.action == "serve":
+        from mkdocs.commands.serve import serve
+
+        serve(str(config_file()), dev_addr=args.addr)
+        return 0
+    from mkdocs.exceptions import Abort
+
+    out = args.out or repo_root() / "site"
+    try:
+        build(out)
+    except Abort as exc:
+        logging.error("%s", exc)
+        return 1
+    print(f"site written to {out}")
+    return 0

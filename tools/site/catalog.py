@@ -1,0 +1,101 @@
+"""The catalog as the site sees it: valid records, the taxonomy and the derived indexes every
+page needs (node -> papers, lineage both ways, implemented methods), computed once."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from specatlas.catalog.schema import Paper
+from specatlas.catalog.taxonomy import FACETS, Taxonomy
+from specatlas.catalog.validate import validate
+
+log = logging.getLogger("mkdocs.plugins.specatlas")
+
+_ARXIV_YYMM = re.compile(r"^(\d{2})(\d{2})\.\d{4,5}$")
+
+
+@dataclass
+class Catalog:
+    root: Path
+    papers: list[Paper]  # sorted by id
+    taxonomy: Taxonomy
+    implemented: frozenset[str] = field(default_factory=frozenset)  # paper ids with a reference implementation
+
+    @cached_property
+    def by_id(self) -> dict[str, Paper]:
+        return {p.id: p for p in self.papers}
+
+    @cached_property
+    def built_upon_by(self) -> dict[str, list[str]]:
+        children: dict[str, list[str]] = defaultdict(list)
+        for paper in self.papers:
+            for parent in paper.builds_on:
+                children[parent].append(paper.id)
+        return dict(children)
+
+    @cached_property
+    def node_papers(self) -> dict[str, list[str]]:
+        """Node id -> ids of papers tagged with the node or any node below it, in paper order."""
+        out: dict[str, list[str]] = {n.id: [] for n in self.taxonomy.all_nodes()}
+        for paper in self.papers:
+            for node_id in self.expanded_tags(paper):
+                out.setdefault(node_id, []).append(paper.id)
+        return out
+
+    def tags(self, paper: Paper, facet: str) -> list[str]:
+        return list(getattr(paper.taxonomy, facet, None) or [])
+
+    def expanded_tags(self, paper: Paper) -> list[str]:
+        """The paper's tags plus all their ancestors, each once."""
+        seen: dict[str, None] = {}
+        for facet_id in FACETS:
+            facet = self.taxonomy.facets.get(facet_id)
+            for tag in self.tags(paper, facet_id):
+                seen[tag] = None
+                if facet and tag in facet.nodes:
+                    seen.update(dict.fromkeys(facet.ancestors(tag)))
+        return list(seen)
+
+    def family(self, paper: Paper) -> str | None:
+        """The drafting family: the top-level drafting node of the paper's first drafting tag."""
+        facet = self.taxonomy.facets.get("drafting")
+        first = next(iter(self.tags(paper, "drafting")), None)
+        if facet is None or first not in facet.nodes:
+            return None
+        return ([first, *facet.ancestors(first)])[-1]
+
+
+def posted(paper: Paper) -> tuple[int, int | None]:
+    """(year, month) the work appeared: the arXiv id's yymm when there is one, else year/month."""
+    match = _ARXIV_YYMM.match(paper.arxiv or "")
+    if match:
+        return 2000 + int(match.group(1)), int(match.group(2))
+    return paper.year, paper.month
+
+
+def implemented_ids() -> frozenset[str]:
+    """Paper ids the reference-implementation registry can run; empty when the registry is
+    missing or cannot be imported (e.g. without the engine extra)."""
+    try:
+        from specatlas.impls.registry import implemented_ids as registry_ids
+    except ImportError:
+        return frozenset()
+    return frozenset(registry_ids())
+
+
+def load_catalog(root: Path) -> Catalog:
+    """The valid records under `root`. Invalid ones are left out with a warning (an error under
+    `mkdocs build --strict`); `specatlas validate` explains them."""
+    problems, records, taxonomy = validate(root=root)
+    bad = sorted({p.file for p in problems})
+    for shown in bad:
+        log.warning("%s is invalid and left out of the site; run `specatlas validate %s`", shown, shown)
+    bad_files = set(bad)
+    papers = sorted((r.paper for r in records if r.paper and r.display not in bad_files), key=lambda p: p.id)
+    explicit = {p.id for p in papers if p.implementation}
+    return Catalog(root, papers, taxonomy, frozenset(explicit | (implemented_ids() & {p.id for p in papers})))

@@ -1,0 +1,46 @@
+"""The MkDocs plugin (`plugins: [specatlas]` in mkdocs.yml): generates the catalog pages and
+papers.bib into the build as virtual files, and derives the tags plugin's allow-list from the
+taxonomy. Nothing is written into docs/."""
+
+from __future__ import annotations
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.plugins import BasePlugin, event_priority
+from mkdocs.structure.files import File, Files
+
+from specatlas import bib
+from specatlas.paths import repo_root
+from specatlas.site.catalog import Catalog, load_catalog
+from specatlas.site.pages import allowed_tags, generate
+
+
+class SpecAtlasPlugin(BasePlugin):
+    def __init__(self) -> None:
+        # `specatlas site build` and tests may set a catalog before the build; else it is loaded
+        # from the repository (SPECATLAS_ROOT or the working directory).
+        self.catalog: Catalog | None = None
+
+    @event_priority(100)  # before the tags plugin reads tags_allowed in its own on_config
+    def on_config(self, config: MkDocsConfig) -> MkDocsConfig:
+        if self.catalog is None:
+            self.catalog = load_catalog(repo_root())
+        from material.plugins.tags.plugin import TagsPlugin
+        from material.plugins.tags.structure.tag import Tag
+
+        for plugin in config.plugins.values():
+            if isinstance(plugin, TagsPlugin):
+                plugin.config.tags_allowed = {Tag(name) for name in allowed_tags(self.catalog)}
+        return config
+
+    def on_files(self, files: Files, config: MkDocsConfig) -> Files:
+        assert self.catalog is not None
+        for src_uri, markdown in generate(self.catalog, directory_urls=config.use_directory_urls).items():
+            files.append(File.generated(config, src_uri, content=markdown))
+        files.append(File.generated(config, "papers.bib", content=bib.render(self.catalog.papers)))
+        return files
+
+    def on_serve(self, server, config: MkDocsConfig, builder):
+        root = self.catalog.root if self.catalog else repo_root()
+        for path in (root / "papers", root / "taxonomy", root / "CONTRIBUTING.md"):
+            server.watch(str(path))
+        return server

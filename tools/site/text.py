@@ -1,0 +1,60 @@
+"""Escaping record text for the places the site puts it. Records are data, never markup: every
+string from a record goes through one of these before it reaches Markdown, HTML, JSON or a URL."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+# Python-Markdown's backslash-escapable characters (with the tables extension's '|'). Others
+# would keep their backslash, and '<', '>', '&' are HTML-escaped instead.
+_MD_ESCAPABLE = re.compile(r"([\\`*_{}\[\]()#+\-.!|])")
+_MD_ESCAPABLE_KEEP_EMPHASIS = re.compile(r"([\\`{}\[\]()#+\-.!|])")
+_SAFE_URL = re.compile(r"^https?://[^\s<>\"'`\\]+$")
+
+
+def md(text: object) -> str:
+    """Plain text as inline Markdown that renders literally (one line, no markup, no HTML)."""
+    flat = " ".join(str(text).split())
+    return html.escape(_MD_ESCAPABLE.sub(r"\\\1", flat), quote=False)
+
+
+def md_prose(text: str) -> str:
+    """Like `md`, but keeps *emphasis* and _emphasis_, which records may use in summaries.
+    Links, images, attribute lists and HTML stay inert."""
+    flat = " ".join(text.split())
+    return html.escape(_MD_ESCAPABLE_KEEP_EMPHASIS.sub(r"\\\1", flat), quote=False)
+
+
+def attr(text: object) -> str:
+    """Text for an HTML attribute value or element body."""
+    return html.escape(str(text), quote=True)
+
+
+def safe_url(url: str | None) -> str | None:
+    """`url` if it is a plain http(s) URL, else None: a record's link never becomes a
+    javascript: or data: link. Parentheses are percent-encoded so Markdown links stay intact."""
+    if not url or not _SAFE_URL.match(url):
+        return None
+    return url.replace("(", "%28").replace(")", "%29")
+
+
+def md_link(label: str, url: str | None) -> str:
+    """A Markdown link to an external URL, or the bare label when the URL is not safe."""
+    safe = safe_url(url)
+    return f"[{md(label)}]({safe})" if safe else md(label)
+
+
+def script_json(data: object) -> str:
+    """JSON that is safe inside <script type="application/json">: no '<', '>' or '&' can close
+    the element or start markup."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def code_fence(text: str, lang: str = "") -> str:
+    """A fenced code block longer than any backtick run inside `text`, so it cannot be closed early."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
