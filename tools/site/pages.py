@@ -88,8 +88,13 @@ def _when(paper: Paper) -> str:
     return f"{year}-{month:02d}" if month else str(year)
 
 
+def _chronological(paper: Paper) -> tuple[int, int, str]:
+    year, month = posted(paper)
+    return year, month or 0, paper.id
+
+
 def _newest_first(papers: Iterable[Paper]) -> list[Paper]:
-    return sorted(papers, key=lambda p: (posted(p)[0], posted(p)[1] or 0, p.id), reverse=True)
+    return sorted(papers, key=_chronological, reverse=True)
 
 
 def _paper_table(papers: list[Paper], prefix: str) -> str:
@@ -434,7 +439,7 @@ def lineage_page(catalog: Catalog, directory_urls: bool) -> str:
     if not components:
         out.append("No record lists `builds_on` yet.")
     for members in components:
-        ordered = sorted(members, key=lambda i: (posted(catalog.by_id[i]), i))
+        ordered = sorted(members, key=lambda i: _chronological(catalog.by_id[i]))
         ids = {paper_id: f"n{k}" for k, paper_id in enumerate(ordered)}
         lines = ["graph LR"]
         for paper_id in ordered:

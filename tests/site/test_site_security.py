@@ -1,0 +1,121 @@
+"""Record text is data: markup in a record renders as inert text everywhere on the built site.
+
+The validator refuses such records, so the catalog here is loaded without validation."""
+
+import json
+from html.parser import HTMLParser
+
+import pytest
+import yaml
+
+from sitecatalog import FIXTURE_PAPERS, load_unvalidated, make_root
+from specatlas.site.build import build
+
+TITLE = 'Evil <script>alert("title")</script><img src=x onerror=alert(1)> Decoding'
+EVIL = {
+    "id": "evil2024decoding",
+    "title": TITLE,
+    "authors": ["Mallory <script>alert('author')</script>", "Eve"],
+    "year": 2024,
+    "venue": "arXiv",
+    "venue_note": '<b onmouseover="alert(5)">Oral</b>',
+    "arxiv": '2401.00001"><script>alert(9)</script>',
+    "url": "javascript:alert(3)",
+    "pdf": "JaVaScRiPt:alert(3)",
+    "doi": '10.1/x"onmouseover="alert(8)',
+    "code": ["javascript:alert(4)"],
+    "links": {"home": "data:text/html,<script>alert(4)</script>"},
+    "aliases": ['"><svg onload=alert(6)>'],
+    "taxonomy": {"drafting": ["extra-heads"], "scope": ["llm-text-generation"]},
+    "lossless": True,
+    "builds_on": ["cai2024medusa"],
+    "summary": ("A summary with <iframe src=javascript:alert(2)></iframe>, a [link](javascript:alert(2)), "
+                "an ![image](x onerror=alert(2)) and {: onclick=alert(2) } attributes."),
+    "reported_results": [{"metric": "speedup", "value": 2.0, "target_model": "</td><script>alert(7)</script>",
+                          "benchmark": "<a href=javascript:alert(7)>MT-Bench</a>", "source": "Table | 1"}],
+}
+
+
+class Collector(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.scripts: list[tuple[dict, str]] = []
+        self.text: list[str] = []
+        self._script: dict | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append((tag, attrs))
+        if tag == "script":
+            self._script = attrs
+            self.scripts.append((attrs, ""))
+
+    def handle_endtag(self, tag):
+        if tag == "script":
+            self._script = None
+
+    def handle_data(self, data):
+        if self._script is not None:
+            attrs, body = self.scripts[-1]
+            self.scripts[-1] = (attrs, body + data)
+        else:
+            self.text.append(data)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = make_root(tmp_path_factory.mktemp("evil-catalog"))
+    (root / "papers" / "evil2024decoding.yaml").write_text(yaml.safe_dump(EVIL, allow_unicode=True), encoding="utf-8")
+    out = tmp_path_factory.mktemp("evil-site")
+    build(out, load_unvalidated(root))
+    return out
+
+
+def parsed(path) -> Collector:
+    collector = Collector()
+    collector.feed(path.read_text(encoding="utf-8"))
+    return collector
+
+
+def test_no_page_carries_live_markup_from_a_record(site):
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) > 60
+    for page in pages:
+        doc = parsed(page)
+        for tag, attrs in doc.tags:
+            assert tag not in ("iframe", "svg") or "alert" not in json.dumps(attrs), (page, tag, attrs)
+            for name, value in attrs.items():
+                assert not (name.startswith("on") and "alert" in (value or "")), (page, tag, attrs)
+                if name in ("href", "src", "action"):
+                    assert not (value or "").strip().lower().startswith(("javascript:", "data:")), (page, tag, attrs)
+        for attrs, body in doc.scripts:
+            assert "alert" not in body or attrs.get("type") == "application/json", (page, body[:200])
+
+
+def test_the_paper_page_shows_the_text_literally(site):
+    doc = parsed(site / "papers" / "evil2024decoding" / "index.html")
+    text = "".join(doc.text)
+    assert TITLE in text
+    assert "[link](javascript:alert(2))" in text and "{: onclick=alert(2) }" in text
+    assert "</td><script>alert(7)</script>" in text
+    assert not [a for t, a in doc.tags if "alert(" in json.dumps(a)]
+
+
+def test_catalog_json_is_data(site):
+    doc = parsed(site / "catalog" / "index.html")
+    (body,) = [b for a, b in doc.scripts if a.get("id") == "sa-catalog-data"]
+    assert "<" not in body
+    titles = {row["id"]: row["title"] for row in json.loads(body)["papers"]}
+    assert titles["evil2024decoding"] == TITLE
+
+
+def test_search_index_holds_escaped_text(site):
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    for doc in index["docs"]:
+        for value in (doc["title"], doc["text"]):
+            assert "<script" not in value and "<img" not in value and "<iframe" not in value, value[:300]
+
+
+def test_fixture_papers_still_render(site):
+    assert {p.stem for p in FIXTURE_PAPERS.glob("*.yaml")} <= {p.name for p in (site / "papers").iterdir()}
