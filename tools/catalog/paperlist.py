@@ -48,6 +48,11 @@ def _exclusions() -> dict:
     return yaml.safe_load(EXCLUSIONS_FILE.read_text(encoding="utf-8")) or {}
 
 
+def matched_rows() -> dict[int, str]:
+    """source_line of a row matched by hand -> record id."""
+    return {int(e["source_line"]): str(e["id"]) for e in _exclusions().get("matched_rows") or []}
+
+
 def load_exclusions() -> dict[int, str]:
     """source_line of an excluded row -> why it has no record."""
     return {int(e["source_line"]): str(e["reason"]) for e in _exclusions().get("excluded_rows") or []}
@@ -62,8 +67,10 @@ def map_rows(rows: list[dict], papers) -> dict[int, str | None]:
     """source_line -> record id (None when no record matches)."""
     by_title = {normalize_title(p.title): p.id for p in papers}
     by_arxiv = {p.arxiv: p.id for p in papers if p.arxiv}
+    by_hand = matched_rows()
     # Titles first: the list links at least one row to the wrong arXiv paper.
     return {
         row["source_line"]: by_title.get(normalize_title(row["title"])) or by_arxiv.get(row.get("arxiv_id"))
+        or by_hand.get(row["source_line"])
         for row in rows
     }
