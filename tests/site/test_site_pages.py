@@ -107,3 +107,12 @@ def test_unsafe_ids_cannot_name_pages(fixture_catalog):
     catalog = type(fixture_catalog)(fixture_catalog.root, [evil], fixture_catalog.taxonomy)
     with pytest.raises(ValueError, match="cannot name a page"):
         pages.generate(catalog)
+
+
+def test_synthetic_catalog_for_the_benchmark():
+    from specatlas.site.benchmark import synthetic_catalog
+
+    catalog = synthetic_catalog(40)
+    generated = pages.generate(catalog)
+    assert sum(uri.startswith("papers/") for uri in generated) == 40
+    assert "```mermaid" in generated["lineage.md"]

@@ -16,12 +16,13 @@ def config_file() -> Path:
     return Path(__file__).resolve().parent.parent.parent / "mkdocs.yml"
 
 
-def build(site_dir: Path, catalog: Catalog | None = None, *, strict: bool = True) -> None:
-    """Build the site into `site_dir`, from `catalog` if given, else from the repository."""
+def build(site_dir: Path, catalog: Catalog | None = None) -> None:
+    """Build the site into `site_dir` (strictly, as mkdocs.yml says), from `catalog` if given,
+    else from the repository."""
     from mkdocs.commands.build import build as mkdocs_build
     from mkdocs.config import load_config
 
-    config = load_config(str(config_file()), site_dir=str(site_dir), strict=strict)
+    config = load_config(str(config_file()), site_dir=str(site_dir))
     if catalog is not None:
         config.plugins["specatlas"].catalog = catalog
     config.plugins.on_startup(command="build", dirty=False)
