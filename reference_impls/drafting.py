@@ -1,0 +1,162 @@
+"""Axis 1 of the taxonomy: where draft tokens come from.
+
+A drafter proposes a `Draft` (a chain or a token tree) after the committed tokens, and may
+observe each `Verified` step (target logits and hidden states of every verified position and
+the tokens committed), which is what Medusa/EAGLE heads, Lookahead's Jacobi branch or Token
+Recycling's tables feed on. The loop never needs to know which kind of drafter it runs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from specatlas.impls import kv
+from specatlas.impls.sampling import Randomness, Sampling, without
+
+
+@dataclass
+class Draft:
+    """Draft tokens as a tree: node i continues node parents[i] (-1: the last committed token).
+
+    parents[i] < i, so a chain is parents == [-1, 0, 1, ...]. Siblings were drawn in order,
+    without replacement, from `q[i]` (the drafter's distribution at the parent, the same row for
+    all siblings); `q is None` means deterministic proposals (a point mass on each token).
+    The last `auxiliary` nodes ride along in the verification forward so the drafter can read
+    their outputs back (e.g. a Jacobi window), but they can never be accepted.
+    """
+
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    q: torch.Tensor | None = None
+    auxiliary: int = 0
+
+    @classmethod
+    def chain(cls, tokens: list[int], q: torch.Tensor | None = None) -> Draft:
+        return cls(list(tokens), list(range(-1, len(tokens) - 1)), q)
+
+    @property
+    def proposed(self) -> int:
+        return len(self.tokens) - self.auxiliary
+
+    @property
+    def depth(self) -> int:
+        return max(kv.depths(self.parents[: self.proposed]), default=0)
+
+    def children(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {-1: []}
+        for node in range(self.proposed):
+            out.setdefault(self.parents[node], []).append(node)
+            out.setdefault(node, [])
+        return out
+
+
+@dataclass
+class Verified:
+    """One verification step, as drafters may observe it."""
+
+    draft: Draft
+    logits: torch.Tensor  # target logits: row 0 after the last committed token, row 1+i after node i
+    hidden_states: torch.Tensor | None  # same rows, when the drafter asked for them
+    accepted: list[int]  # accepted node indices, root to leaf
+    committed: list[int]  # every token (prompt included) after this step
+
+
+class Drafter:
+    """Interface. `propose` gets the committed tokens and a depth budget (>= 1)."""
+
+    needs_hidden_states = False  # set by drafters that read target features (Medusa, EAGLE)
+
+    def propose(self, context: list[int], depth: int, sampling: Sampling, rng: Randomness) -> Draft:
+        raise NotImplementedError
+
+    def observe(self, step: Verified) -> None:
+        """Called after every verification; default: nothing to learn."""
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+class PromptLookup(Drafter):
+    """Copy the tokens that followed the latest earlier occurrence of the current suffix n-gram
+    (Saxena 2023). Free to compute, so it only costs verification width."""
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+
+    def propose(self, context, depth, sampling, rng):
+        for n in range(min(self.max_ngram, len(context) - 1), self.min_ngram - 1, -1):
+            suffix = context[-n:]
+            # Scan backwards: the most recent occurrence best reflects what is being written now.
+            for start in range(len(context) - n - 1, -1, -1):
+                if context[start] == suffix[0] and context[start : start + n] == suffix:
+                    return Draft.chain(context[start + n : start + n + depth])
+        return Draft()
+
+    def describe(self):
+        return f"prompt lookup (n-gram {self.max_ngram}..{self.min_ngram})"
+
+
+class ModelDrafter(Drafter):
+    """A small causal LM drafting autoregressively: a chain (widths all 1) or a token tree that
+    expands widths[d] children per node at depth d, one drafter forward per tree level.
+
+    Greedy decoding drafts the drafter's top tokens; sampling draws children without replacement
+    from the drafter's tempered distribution and records it in `Draft.q` for the verifier.
+    """
+
+    def __init__(self, model, widths: tuple[int, ...] = (), label: str = "draft model"):
+        self.model, self.widths, self.label = model, widths, label
+        self.cache = kv.new_cache(model)
+        self.cached: list[int] = []  # the tokens whose keys/values the cache holds, in order
+
+    def propose(self, context, depth, sampling, rng):
+        # Reuse the cache up to the first token that differs from the committed text.
+        common = 0
+        for mine, theirs in zip(self.cached, context):
+            if mine != theirs:
+                break
+            common += 1
+        common = min(common, len(context) - 1)  # the last token must be fed to get fresh logits
+        kv.truncate(self.cache, common)
+        logits = kv.forward(self.model, self.cache, context[common:]).logits[-1:]
+        self.cached = list(context)
+
+        draft, frontier = Draft(q=None if sampling.greedy else []), [-1]
+        for level in range(depth):
+            width = self.widths[level] if level < len(self.widths) else 1
+            new_nodes = []
+            for row, parent in enumerate(frontier):
+                for token, q in self._children(logits[row], width, sampling, rng):
+                    draft.tokens.append(token)
+                    draft.parents.append(parent)
+                    if q is not None:
+                        draft.q.append(q)
+                    new_nodes.append(len(draft.tokens) - 1)
+            if level == depth - 1 or not new_nodes:
+                break
+            tree = None if kv.is_chain(draft.parents) else draft.parents
+            logits = kv.forward(self.model, self.cache, [draft.tokens[i] for i in new_nodes], tree=tree).logits
+            frontier = new_nodes
+        if kv.is_chain(draft.parents):
+            self.cached += draft.tokens[:-1]  # a chain's rows are a valid continuation to reuse
+        else:
+            kv.truncate(self.cache, len(context))
+        if draft.q is not None:
+            draft.q = torch.stack(draft.q) if draft.q else None
+        return draft
+
+    @staticmethod
+    def _children(logits, width, sampling, rng):
+        if sampling.greedy:
+            return [(int(t), None) for t in logits.topk(width).indices]
+        q = sampling.probs(logits)
+        drawn: list[int] = []
+        for _ in range(min(width, int((q > 0).sum()))):
+            drawn.append(rng.categorical(without(q, drawn)))
+        return [(token, q) for token in drawn]
+
+    def describe(self):
+        return self.label

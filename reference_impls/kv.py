@@ -1,0 +1,108 @@
+"""One forward pass over new tokens (chain or tree) and KV-cache rollback.
+
+The cache API moved during transformers 5.x (the `past_key_values` argument became `cache`;
+`DynamicCache.crop` now takes a negative count of tokens to drop instead of a target length).
+We only rely on `cache.layers[i].keys/values` ([batch, heads, seq, head_dim]), which is stable
+across 5.x, and slice those ourselves.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+
+@lru_cache(maxsize=None)
+def _cache_argument(model_type: type) -> str:
+    return "cache" if "cache" in inspect.signature(model_type.forward).parameters else "past_key_values"
+
+
+def new_cache(model):
+    from transformers import DynamicCache
+
+    return DynamicCache(config=model.config)
+
+
+def cache_length(cache) -> int:
+    return cache.get_seq_length()
+
+
+def keep_rows(cache, prefix: int, rows: list[int]) -> None:
+    """Keep the first `prefix` cached positions, then only `rows` (offsets after the prefix, in order).
+
+    A rejected chain is a plain truncation (rows == 0..m-1); a tree keeps its accepted path.
+    """
+    contiguous = rows == list(range(len(rows)))
+    for layer in cache.layers:
+        if not hasattr(layer, "keys") or layer.keys is None:
+            continue
+        if contiguous:
+            layer.keys = layer.keys[..., : prefix + len(rows), :]
+            layer.values = layer.values[..., : prefix + len(rows), :]
+        else:
+            index = torch.tensor(rows, device=layer.keys.device) + prefix
+            layer.keys = torch.cat([layer.keys[..., :prefix, :], layer.keys.index_select(-2, index)], dim=-2)
+            layer.values = torch.cat([layer.values[..., :prefix, :], layer.values.index_select(-2, index)], dim=-2)
+
+
+def truncate(cache, length: int) -> None:
+    keep_rows(cache, length, [])
+
+
+def is_chain(parents: list[int]) -> bool:
+    return all(parent == i - 1 for i, parent in enumerate(parents))
+
+
+def depths(parents: list[int]) -> list[int]:
+    """Depth of each node, 1 for children of the root (parents[i] == -1); parents[i] < i."""
+    out: list[int] = []
+    for parent in parents:
+        out.append(1 if parent < 0 else out[parent] + 1)
+    return out
+
+
+def tree_mask(parents: list[int], new: int, prefix: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """Additive attention mask [1, 1, new, prefix + len(parents)] for the last `new` tree rows.
+
+    Every row sees the whole prefix, its ancestors and itself: one forward scores every branch
+    as if it were the only continuation.
+    """
+    size = len(parents)
+    sees = torch.zeros(size, size, dtype=torch.bool)
+    for i, parent in enumerate(parents):
+        if parent >= 0:
+            sees[i] = sees[parent]
+        sees[i, i] = True
+    mask = torch.zeros(new, prefix + size, dtype=dtype)
+    mask[:, prefix:].masked_fill_(~sees[size - new :], torch.finfo(dtype).min)
+    return mask.to(device)[None, None]
+
+
+@dataclass
+class ForwardOutput:
+    logits: torch.Tensor  # [new, vocab]
+    hidden_states: torch.Tensor | None  # [new, hidden] from the last layer, when asked for
+
+
+def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, want_hidden: bool = False) -> ForwardOutput:
+    """Run `input_ids` after the cached positions and append them to the cache.
+
+    `tree`: parents of the rows after the fully visible prefix (the last len(input_ids) of them
+    are new, earlier ones are already cached), -1 for rows attached to the prefix. None means a
+    plain causal chain. Positions follow depth in the tree.
+    """
+    device = model.device
+    past = cache_length(cache)
+    kwargs = {_cache_argument(type(model)): cache, "use_cache": True}
+    ids = torch.tensor([input_ids], device=device)
+    if tree is not None and not (is_chain(tree) and len(tree) == len(input_ids)):
+        prefix = past + len(input_ids) - len(tree)
+        node_depth = depths(tree)[len(tree) - len(input_ids) :]
+        kwargs["position_ids"] = torch.tensor([[prefix - 1 + d for d in node_depth]], device=device)
+        kwargs["attention_mask"] = tree_mask(tree, len(input_ids), prefix, model.dtype, device)
+    out = model(input_ids=ids, output_hidden_states=want_hidden, **kwargs)
+    hidden = out.hidden_states[-1][0] if want_hidden else None
+    return ForwardOutput(out.logits[0], hidden)

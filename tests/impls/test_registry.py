@@ -1,0 +1,47 @@
+"""The registry is the taxonomy made executable: its tags must be the paper records' tags."""
+
+import subprocess
+import sys
+
+import pytest
+
+from specatlas.catalog.records import read_record
+from specatlas.catalog.taxonomy import load_taxonomy
+from specatlas.impls.registry import METHODS, implemented_ids, resolve
+from specatlas.paths import papers_dir, taxonomy_dir
+
+PAPER_METHODS = [spec for spec in METHODS.values() if spec.has_paper]
+
+
+def test_registry_imports_without_torch():
+    code = "import sys, specatlas.impls.registry as r; r.implemented_ids(); assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_ids_and_aliases_resolve_uniquely():
+    names = [name for spec in METHODS.values() for name in (spec.id, *spec.aliases)]
+    assert len(names) == len(set(names))
+    assert implemented_ids() == sorted(METHODS)
+    assert resolve("PLD").id == "saxena2023prompt" and resolve("nope") is None
+
+
+def test_declared_nodes_exist_in_their_facet():
+    taxonomy = load_taxonomy(taxonomy_dir())
+    for spec in METHODS.values():
+        for facet, nodes in (("drafting", spec.drafting), ("verification", spec.verification)):
+            unknown = set(nodes) - set(taxonomy.facets[facet].nodes)
+            assert not unknown, f"{spec.id}: unknown {facet} nodes {unknown}"
+
+
+@pytest.mark.parametrize("spec", PAPER_METHODS, ids=lambda spec: spec.id)
+def test_method_implements_exactly_its_papers_tags(spec):
+    path = papers_dir() / f"{spec.id}.yaml"
+    if not path.exists():
+        pytest.skip(f"papers/{spec.id}.yaml is not written yet; its tags cannot be compared")
+    record, problems = read_record(path)
+    assert not problems, [str(problem) for problem in problems]
+    paper = record.paper
+    assert set(spec.drafting) == set(paper.taxonomy.drafting)
+    assert set(spec.verification) == set(paper.taxonomy.verification)
+    assert set(spec.aliases) == set(paper.aliases)
+    assert spec.lossless == paper.lossless
