@@ -104,9 +104,10 @@ def _explain(shown: str, loaded: LoadedYaml, error: dict) -> Problem:
         message = _pattern_hint(loc, value)
     elif kind == "value_error":
         message = message.removeprefix("Value error, ")
+        # Model-level checks name the field they are about: "builds_on: ...".
         named = re.match(r"^([a-z_]+): (.*)$", message, re.S)
-        if named and named.group(1) in _FIELDS:
-            loc, message = (named.group(1),), named.group(2)
+        if named:
+            loc, message = (*loc, named.group(1)), named.group(2)
     return Problem(shown, loaded.line_of(loc), _dotted(loc), message)
 
 

@@ -36,6 +36,8 @@ Metric = Literal[
     "memory-overhead",
 ]
 
+FRACTION_METRICS = ("acceptance-rate", "latency-reduction")
+
 _HTML = re.compile(r"<\s*/?\s*[a-zA-Z!][^>]*>|javascript:|\bon[a-z]+\s*=", re.IGNORECASE)
 
 
@@ -66,6 +68,12 @@ class ReportedResult(_Strict):
     batch_size: int | None = Field(None, ge=1)
     source: str = Field(min_length=1, description="Where in the paper: 'Table 2', 'Figure 4', 'Abstract'.")
     note: str | None = None
+
+    @model_validator(mode="after")
+    def _fraction_in_range(self) -> "ReportedResult":
+        if self.metric in FRACTION_METRICS and not 0 <= self.value <= 1:
+            raise ValueError(f"value: {self.metric} is a fraction in [0, 1]; write {self.value / 100:g} for {self.value:g}%")
+        return self
 
 
 class BibtexOverrides(_Strict):
