@@ -20,7 +20,7 @@ def test_one_page_per_paper_and_per_node(fixture_catalog, generated):
     expected = {f"papers/{p.id}.md" for p in fixture_catalog.papers}
     expected |= {f"taxonomy/{n.id}.md" for n in fixture_catalog.taxonomy.all_nodes()}
     expected |= {"index.md", "catalog.md", "taxonomy/index.md", "timeline.md", "lineage.md",
-                 "leaderboard.md", "contributing.md"}
+                 "leaderboard.md", "contributing.md", "papers.bib"}
     assert set(generated) == expected
 
 

@@ -1,8 +1,9 @@
 """Markdown for every page that is derived from the catalog.
 
-`generate(catalog)` returns {path under docs/: Markdown}. It is a pure function of the catalog,
-linear in its size, and all record text goes through `specatlas.site.text` escaping. Links
-between pages are relative links to .md files, so MkDocs checks every one of them.
+`generate(catalog)` returns {path under docs/: content}: the Markdown pages plus papers.bib. It is
+a pure function of the catalog, linear in its size, and all record text goes through
+`specatlas.site.text` escaping. Links between pages are relative links to .md files, so MkDocs
+checks every one of them.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ RUN_PROMPT = "Explain speculative decoding in two sentences."
 
 def generate(catalog: Catalog, *, directory_urls: bool = True) -> dict[str, str]:
     for paper in catalog.papers:  # ids and node ids become file names
-        if not _ID.match(paper.id):
+        if not _ID.fullmatch(paper.id):
             raise ValueError(f"paper id {paper.id!r} cannot name a page")
     for node in catalog.taxonomy.all_nodes():
-        if not _NODE_ID.match(node.id) or node.id == "index":
+        if not _NODE_ID.fullmatch(node.id) or node.id == "index":
             raise ValueError(f"taxonomy node id {node.id!r} cannot name a page")
     pages = {
         "index.md": home(catalog),
@@ -47,8 +48,9 @@ def generate(catalog: Catalog, *, directory_urls: bool = True) -> dict[str, str]
         "lineage.md": lineage_page(catalog, directory_urls),
         "leaderboard.md": leaderboard_page(catalog),
         "contributing.md": contributing_page(catalog),
+        "papers.bib": bib.render(catalog.papers),
     }
-    entries = bib_entries(catalog.papers)
+    entries = bib_entries(pages["papers.bib"])
     for paper in catalog.papers:
         pages[f"papers/{paper.id}.md"] = paper_page(catalog, paper, entries[paper.id])
     for node in catalog.taxonomy.all_nodes():
@@ -61,12 +63,10 @@ def allowed_tags(catalog: Catalog) -> list[str]:
     return sorted({node.name for node in catalog.taxonomy.all_nodes()})
 
 
-def bib_entries(papers: list[Paper]) -> dict[str, str]:
-    """id -> that paper's BibTeX entry, cut from one rendering of the whole file (one
-    bibtexparser pass instead of one per paper)."""
-    text = bib.render(papers)
-    chunks = re.split(r"\n(?=@)", text.strip())
-    return {p.id: chunk for p, chunk in zip(sorted(papers, key=lambda p: p.id), chunks)}
+def bib_entries(bibtex: str) -> dict[str, str]:
+    """id -> that paper's entry, cut from the whole file (one bibtexparser pass, not one per paper)."""
+    chunks = re.split(r"\n(?=@)", bibtex.strip())
+    return {re.match(r"@\w+\{([^,]*),", chunk).group(1): chunk.strip() for chunk in chunks}
 
 
 # Shared pieces -------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.plugins import BasePlugin, event_priority
 from mkdocs.structure.files import File, Files
 
-from specatlas import bib
 from specatlas.paths import repo_root
 from specatlas.site.catalog import Catalog, load_catalog
 from specatlas.site.pages import allowed_tags, generate
@@ -34,9 +33,8 @@ class SpecAtlasPlugin(BasePlugin):
 
     def on_files(self, files: Files, config: MkDocsConfig) -> Files:
         assert self.catalog is not None
-        for src_uri, markdown in generate(self.catalog, directory_urls=config.use_directory_urls).items():
-            files.append(File.generated(config, src_uri, content=markdown))
-        files.append(File.generated(config, "papers.bib", content=bib.render(self.catalog.papers)))
+        for src_uri, content in generate(self.catalog, directory_urls=config.use_directory_urls).items():
+            files.append(File.generated(config, src_uri, content=content))
         return files
 
     def on_serve(self, server, config: MkDocsConfig, builder):
