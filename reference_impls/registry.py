@@ -45,6 +45,14 @@ METHODS: dict[str, MethodSpec] = {
                    True, f"{_M}:specinfer", uses_draft_model=True),
         MethodSpec("saxena2023prompt", "Prompt lookup decoding", ("pld", "prompt-lookup", "prompt-lookup-decoding"),
                    ("context-copy",), ("greedy-verification", "speculative-sampling"), True, f"{_M}:prompt_lookup"),
+        MethodSpec("yang2023inference", "LLMA: inference with reference", ("llma",),
+                   ("context-copy",), ("greedy-verification",), True, f"{_M}_retrieval:llma"),
+        MethodSpec("he2024rest", "REST: retrieval-based speculative decoding", ("rest",),
+                   ("retrieval-drafting", "token-tree"), ("token-tree-verification", "greedy-verification"),
+                   True, f"{_M}_retrieval:rest"),
+        MethodSpec("hu2025sam", "SAM-Decoding: suffix automaton drafts", ("sam-decoding",),
+                   ("retrieval-drafting", "context-copy"), ("greedy-verification",),
+                   True, f"{_M}_retrieval:sam_decoding"),
     ]
 }
 

@@ -14,6 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("specatlas.catalog.schema_export", "write the JSON Schema of paper records"),
     "site": ("specatlas.site.build", "build (or serve) the website from the catalog"),
     "bib": ("specatlas.bib", "write the catalog as BibTeX (papers.bib)"),
+    "datastore": ("specatlas.datastore", "build a REST/SAM datastore from a text or JSONL corpus"),
 }
 
 

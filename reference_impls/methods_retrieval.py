@@ -1,0 +1,62 @@
+"""Retrieval-based methods (LLMA, REST, SAM-Decoding) as compositions on the shared loop.
+
+Same builder signature as `methods.py`; none uses a draft model. REST and SAM-Decoding read a
+datastore: $SPECATLAS_DATASTORE when set, else the one shipped for the embedded model, built by
+`specatlas datastore build --self-generate` from the model's own answers to our instructions.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from specatlas.impls.decoding import SpeculativeDecoder
+from specatlas.impls.methods import _policy
+from specatlas.impls.models import EMBEDDED, ModelLoadError
+from specatlas.impls.retrieval import Datastore, ReferenceCopy, RetrievalTree, SuffixAutomatonDraft
+
+DEFAULT_DATASTORE = Path(__file__).resolve().parent / "datastores" / f"{EMBEDDED}.npz"
+
+
+def rest_nodes(depth: int) -> int:
+    """REST's node budget for a depth-k tree: k levels of up to 3 branches each on average. The
+    paper verifies 64 nodes on a GPU, where width is nearly free; on a CPU it is not."""
+    return 3 * depth
+
+
+def llma(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
+    """Yang et al. 2023: copy the reference span that follows the latest generated n-gram; the
+    reference is the prompt (documents given with the question)."""
+    return SpeculativeDecoder(target, ReferenceCopy(), draft_length=_policy(target, draft_length))
+
+
+def rest(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
+    """He et al. 2024: the frequency-pruned trie of datastore continuations of the longest
+    matching suffix, verified as one token tree."""
+    drafter = RetrievalTree(datastore_for(target), rest_nodes)
+    return SpeculativeDecoder(target, drafter, draft_length=_policy(target, draft_length, rest_nodes))
+
+
+def sam_decoding(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
+    """Hu et al. 2025: the longest suffix match in a suffix automaton of the context, or in the
+    datastore when that match is clearly longer; its continuation is the draft."""
+    return SpeculativeDecoder(target, SuffixAutomatonDraft(datastore_for(target)),
+                              draft_length=_policy(target, draft_length))
+
+
+def datastore_for(target) -> Datastore:
+    path = Path(os.environ.get("SPECATLAS_DATASTORE") or DEFAULT_DATASTORE).expanduser()
+    if not path.is_file():
+        raise ModelLoadError(f"no datastore at {path}; build one with `specatlas datastore build`")
+    datastore = _load(path)
+    if datastore.meta.get("vocab_size") != target.config.vocab_size:
+        raise ModelLoadError(f"datastore {path} was built for {datastore.meta.get('model')!r}, whose vocabulary "
+                             f"differs from the target's; build one with `specatlas datastore build --model ...` "
+                             "and point SPECATLAS_DATASTORE at it")
+    return datastore
+
+
+@lru_cache(maxsize=4)
+def _load(path: Path) -> Datastore:
+    return Datastore.load(path)

@@ -1,0 +1,127 @@
+"""The retrieval drafters' indexes against brute force, and the drafting rules of each paper."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from specatlas.datastore import INSTRUCTIONS, read_corpus
+from specatlas.impls.retrieval import (Datastore, ReferenceCopy, RetrievalTree, SuffixAutomaton,
+                                       SuffixAutomatonDraft, suffix_array, trie_draft)
+from specatlas.impls.sampling import Randomness, Sampling
+from specatlas.paths import shared_dir
+
+GREEDY, RNG = Sampling(), Randomness(0)
+
+
+def random_texts(count=150, seed=0):
+    rng = random.Random(seed)
+    for _ in range(count):
+        alphabet = rng.choice([1, 2, 3, 30])
+        yield [rng.randint(0, alphabet) for _ in range(rng.randint(1, 50))]
+
+
+def test_suffix_array_sorts_every_suffix():
+    for text in random_texts():
+        assert suffix_array(np.array(text)).tolist() == sorted(range(len(text)), key=lambda i: text[i:])
+
+
+def test_longest_suffix_and_its_occurrences():
+    for text in random_texts(60, seed=1):
+        store = Datastore(text)
+        context = text[-5:] + [0, 1]
+        length, lo, hi = store.longest_suffix(context, max_length=6)
+        occurs = lambda pattern: [s for s in range(len(text)) if text[s : s + len(pattern)] == pattern]  # noqa: E731
+        want = max((n for n in range(1, 7) if occurs(context[-n:])), default=0)
+        assert length == want
+        if length:
+            assert sorted(store.suffixes[lo:hi].tolist()) == occurs(context[-length:])
+
+
+def test_suffix_automaton_tracks_the_longest_earlier_match():
+    for text in random_texts(80, seed=2):
+        automaton = SuffixAutomaton()
+        for end, token in enumerate(text, start=1):
+            automaton.extend(token)
+            seen = text[:end]
+            earlier = lambda n: [s for s in range(end - n) if seen[s : s + n] == seen[-n:]]  # noqa: E731
+            want = max((n for n in range(1, end) if earlier(n)), default=0)
+            assert automaton.matched == want
+            if want:  # the draft continues the earliest earlier occurrence
+                first = earlier(want)[0]
+                assert automaton.continuation(3) == seen[first + want : first + want + 3]
+
+
+def test_trie_keeps_the_most_frequent_prefixes_as_a_tree():
+    rows = np.array([[1, 2, 3], [1, 2, 4], [1, 5, -1], [6, 7, 8], [1, 2, 3]])
+    draft = trie_draft(rows, budget=4)
+    paths = []
+    for node in range(len(draft.tokens)):
+        path, at = [], node
+        while at >= 0:
+            path.insert(0, draft.tokens[at])
+            at = draft.parents[at]
+        paths.append(tuple(path))
+    # counts: (1,)=4, (1,2)=3, (1,2,3)=2, then ties at 1 broken by length: (6,) first.
+    assert paths == [(1,), (1, 2), (1, 2, 3), (6,)]
+    assert all(parent < node for node, parent in enumerate(draft.parents))
+
+
+def test_rest_drafts_the_continuations_of_the_longest_suffix():
+    store = Datastore([5, 1, 2, 3, 9, 7, 1, 2, 3, 9, 8, 4, 2, 3, 6])
+    draft = RetrievalTree(store, nodes=lambda depth: 3 * depth).propose([0, 1, 2, 3], 2, GREEDY, RNG)
+    # [1, 2, 3] occurs twice (then 9 7 / 9 8); the shorter [2, 3] is not consulted.
+    assert draft.tokens == [9, 7, 8] and draft.parents == [-1, 0, 0]
+    assert RetrievalTree(store, nodes=lambda depth: 3).propose([0, 0, 6], 2, GREEDY, RNG).tokens == []
+
+
+def test_llma_copies_from_the_first_occurrence_of_the_longest_ngram():
+    reference = [1, 2, 3, 4, 9, 2, 3, 5, 2, 3, 4, 7]
+    drafter = ReferenceCopy(reference)
+    assert drafter.propose([8, 2, 3], 3, GREEDY, RNG).tokens == [4, 9, 2]  # first [2, 3]
+    assert drafter.propose([9, 2, 3], 3, GREEDY, RNG).tokens == [5, 2, 3]  # longer [9, 2, 3] wins
+    assert drafter.propose([0, 6], 3, GREEDY, RNG).tokens == []
+
+
+def test_llma_searches_only_the_prompt_not_the_generated_text():
+    drafter, prompt = ReferenceCopy(), [1, 2, 3, 4]
+    assert drafter.propose(prompt, 2, GREEDY, RNG).tokens == []  # nothing follows [4] in the prompt
+    assert drafter.propose(prompt + [7, 8, 2], 2, GREEDY, RNG).tokens == [3, 4]
+    assert drafter.propose(prompt + [7, 8, 2, 3, 4, 7], 2, GREEDY, RNG).tokens == []  # 7 is not in the prompt
+    assert drafter.propose([7, 8, 9, 7], 2, GREEDY, RNG).tokens == [8, 9]  # a new generation, a new reference
+
+
+def test_sam_prefers_the_context_unless_the_datastore_match_is_longer_by_the_bias():
+    store = Datastore([1, 2, 3, 4, 5, 6, 40, 41, 42])
+    drafter = SuffixAutomatonDraft(store, bias=2)
+    # In the context, [5, 6] occurred before (then 30); the datastore matches [3..6]: 4 - 2 > 2 is false.
+    assert drafter.propose([5, 6, 30, 3, 4, 5, 6], 2, GREEDY, RNG).tokens == [30, 3]
+    # [2..6] matches 5 tokens in the datastore: 5 - 2 > 2, so the static draft wins.
+    assert drafter.propose([5, 6, 30, 2, 3, 4, 5, 6], 2, GREEDY, RNG).tokens == [40, 41]
+
+
+def test_datastore_round_trip(tmp_path):
+    store = Datastore.from_documents([[3, 1, 2], [1, 2]], separator=0, meta={"model": "toy"})
+    store.save(tmp_path / "store.npz")
+    loaded = Datastore.load(tmp_path / "store.npz")
+    assert loaded.tokens == [3, 1, 2, 0, 1, 2, 0] and loaded.meta == {"model": "toy"}
+    assert loaded.suffixes.tolist() == store.suffixes.tolist()
+
+
+def test_corpus_reader(tmp_path):
+    (tmp_path / "a.txt").write_text("first doc\nline two\n\n\nsecond doc\n")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"text": "plain"}) + "\n\n"
+                                      + json.dumps({"id": 3, "turns": ["q1", "q2"], "meta": {"note": "n"}}) + "\n")
+    assert read_corpus(tmp_path / "a.txt") == ["first doc\nline two", "second doc"]
+    assert read_corpus(tmp_path / "b.jsonl") == ["plain", "q1\nq2\nn"]
+
+
+def test_self_generation_instructions_are_our_own():
+    assert len(set(INSTRUCTIONS)) == len(INSTRUCTIONS) >= 100
+    shared = shared_dir()
+    bench = shared / "data" / "spec_bench" / "question.jsonl" if shared else None
+    if bench is None or not bench.is_file():
+        pytest.skip("Spec-Bench questions are not available here")
+    turns = {turn for line in bench.read_text().splitlines() for turn in json.loads(line)["turns"]}
+    assert not turns & set(INSTRUCTIONS)

@@ -1,0 +1,150 @@
+"""`specatlas datastore build`: a datastore for REST and SAM-Decoding (token array + suffix array,
+one .npz), tokenized with the target model's tokenizer.
+
+From a corpus: `specatlas datastore build corpus.txt more.jsonl --output ds.npz` (.txt: documents
+separated by blank lines; .jsonl: one document per line, its `text` field or else every string in
+it, so chat logs with `turns` or `messages` work as they are).
+
+Self-distilled: `specatlas datastore build --self-generate` has the model answer, greedily, a fixed
+set of instructions written for this project (INSTRUCTIONS below; no benchmark's questions) and
+stores each rendered conversation. For the embedded model this writes the datastore shipped with
+the package (`specatlas.impls.methods_retrieval.DEFAULT_DATASTORE`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+# Our own instructions, varied in task and register: (template, subjects).
+TASKS: list[tuple[str, tuple[str, ...]]] = [
+    ("Write a short blog post about {}.", ("learning to cook at home", "a weekend hiking trip", "starting a small vegetable garden", "working from home", "visiting a night market", "adopting a rescue dog", "learning a second language", "cycling to work")),
+    ("Explain {} in simple terms.", ("how vaccines work", "why the sky is blue", "what inflation is", "how a refrigerator keeps food cold", "what machine learning is", "how tides happen", "what a black hole is", "how credit scores work")),
+    ("Give me five practical tips for {}.", ("sleeping better", "saving money on groceries", "studying for an exam", "running a productive meeting", "staying focused while reading", "keeping houseplants alive", "preparing for a job interview", "reducing screen time")),
+    ("Write a Python function that {}.", ("checks whether a string is a palindrome", "returns the n-th Fibonacci number", "counts the words in a text file", "merges two sorted lists", "removes duplicates from a list while keeping order", "converts Celsius to Fahrenheit", "finds the largest number in a list", "reverses the words in a sentence")),
+    ("Solve this problem step by step: {}", ("A shop sells pens at 3 dollars each. How much do 7 pens cost?", "A train travels 120 km in 2 hours. What is its average speed?", "If a rectangle is 8 cm long and 5 cm wide, what is its area?", "Tom has 24 apples and gives a third to his sister. How many are left?", "What is 15 percent of 80?", "A recipe needs 2 cups of flour for 12 cookies. How much flour for 30 cookies?", "A car uses 6 liters of fuel per 100 km. How much fuel for 250 km?", "The sum of two numbers is 50 and their difference is 10. What are the numbers?")),
+    ("Translate the following sentence into {}", ("French: The library opens at nine in the morning.", "Spanish: I would like a cup of coffee, please.", "German: The weather is beautiful today.", "Italian: Where is the nearest train station?", "French: My brother is a doctor in a big hospital.", "Spanish: We are going to the beach this weekend.", "German: Can you help me carry these boxes?", "Portuguese: Thank you for the wonderful dinner.")),
+    ("Summarize the following text in two sentences: {}", (
+        "Honeybees live in colonies with a single queen, thousands of female workers and a few hundred males. Workers gather nectar and pollen, build wax combs, and care for the young. In winter the colony clusters together to keep warm, living on the honey stored during the summer.",
+        "The printing press, developed in the fifteenth century, made books far cheaper to produce. Ideas spread faster than ever before, literacy rose across Europe, and scholars could compare identical copies of texts. Many historians see it as one of the most important inventions of the millennium.",
+        "Regular physical activity strengthens the heart, improves mood and helps control weight. Health agencies recommend at least 150 minutes of moderate exercise each week. Even short walks during the day can reduce the risks associated with sitting for long periods.",
+        "Coral reefs cover a tiny fraction of the ocean floor but support about a quarter of all marine species. Rising water temperatures cause corals to expel the algae that feed them, a process called bleaching. Reefs can recover if temperatures return to normal, but repeated events make recovery harder.",
+        "The city council approved a plan to add protected bike lanes on three major streets. Supporters say the lanes will make cycling safer and reduce traffic. Some shop owners worry about losing parking spaces, and the council promised to review the project after one year.",
+        "Volcanoes form where molten rock from deep inside the Earth reaches the surface. Some erupt explosively, throwing ash high into the atmosphere, while others release slow rivers of lava. Scientists monitor gas emissions and small earthquakes to warn people before major eruptions.",
+        "A new study found that students who took handwritten notes remembered lectures better than those who typed. The researchers think writing by hand forces people to summarize ideas rather than copy every word. They suggest combining both methods for the best results.",
+        "The Amazon rainforest produces a large share of the world's oxygen and stores huge amounts of carbon. Deforestation for farming and logging has reduced its area significantly over the past decades. Conservation groups are working with local communities to protect the remaining forest.",
+    )),
+    ("Answer the question: {}", ("What is the capital of Australia?", "Who wrote Romeo and Juliet?", "How many planets are in the solar system?", "What is photosynthesis?", "What is the boiling point of water at sea level?", "Why do leaves change color in autumn?", "What is the largest ocean on Earth?", "What does DNA stand for?")),
+    ("Write a polite email {}.", ("asking a colleague to review a report", "declining an invitation to a conference", "requesting a day off from work", "thanking a customer for their feedback", "following up after a job interview", "apologizing for a delayed delivery", "inviting the team to a farewell lunch", "asking a landlord to fix a leaking tap")),
+    ("Compare {} and list their advantages and disadvantages.", ("trains and planes for travel", "renting and buying a home", "e-books and printed books", "electric cars and petrol cars", "working in an office and working remotely", "public schools and private schools", "cooking at home and eating out", "laptops and desktop computers")),
+    ("Pretend you are {} and introduce yourself.", ("a tour guide in Rome", "a chef at a busy restaurant", "a detective in a mystery novel", "a friendly robot assistant", "a museum curator", "a park ranger", "a ship captain", "a science teacher")),
+    ("Write a short poem about {}.", ("the ocean", "autumn leaves", "a rainy morning", "friendship", "the night sky", "a busy city", "mountains in winter", "a cup of tea")),
+    ("Extract the names, dates and places from this text: {}", ("On 3 May 2021 Maria Lopez opened a bakery in Madrid.", "John Smith flew from London to Tokyo on 14 July.", "The conference in Berlin started on 2 March and Anna Weber gave the keynote.", "In 1969 Neil Armstrong walked on the Moon.", "Priya Patel moved to Toronto in January 2019.", "The festival in Edinburgh ran from 5 to 29 August.", "On Monday, Carlos Diaz met the mayor of Lisbon.", "Marie Curie received the Nobel Prize in 1911 in Stockholm.")),
+    ("What are the main causes and effects of {}?", ("air pollution in cities", "the French Revolution", "climate change", "the Great Depression", "soil erosion", "traffic congestion", "the decline of bee populations", "the industrial revolution")),
+    ("Describe how to {} in clear steps.", ("bake a loaf of bread", "change a flat bicycle tire", "set up a new email account", "plant a tree", "make a budget for the month", "brew a good cup of coffee", "write a cover letter", "prepare for a long flight")),
+    ("Is the following argument logically valid? Explain your reasoning: {}", ("All birds can fly. Penguins are birds. So penguins can fly.", "If it rains, the ground gets wet. The ground is wet. So it rained.", "Every square is a rectangle. This shape is a square. So it is a rectangle.", "Some cats are black. Tom is a cat. So Tom is black.", "No fish are mammals. Whales are mammals. So whales are not fish.", "If I study, I pass. I did not pass. So I did not study.", "All metals conduct electricity. Copper is a metal. So copper conducts electricity.", "Most students like music. Ana is a student. So Ana likes music.")),
+]
+INSTRUCTIONS = [template.format(subject) for template, subjects in TASKS for subject in subjects]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    build = actions.add_parser("build", help="build a datastore from corpus files or the model's own answers")
+    build.add_argument("inputs", nargs="*", type=Path, help=".txt (blank-line separated documents) or .jsonl files")
+    build.add_argument("--self-generate", action="store_true",
+                       help="add the model's greedy answers to this project's fixed instruction set")
+    build.add_argument("--model", help="local HF folder or hub id whose tokenizer (and answers) to use "
+                                       "(default: the embedded SmolLM2-135M-Instruct)")
+    build.add_argument("--output", type=Path, help="the .npz to write (default for the embedded model "
+                                                  "with --self-generate: the datastore shipped with the package)")
+    build.add_argument("--max-new-tokens", type=int, default=128, help="answer length cap for --self-generate")
+    build.add_argument("--batch-size", type=int, default=32, help="prompts generated together for --self-generate")
+
+
+def execute(args: argparse.Namespace) -> int:
+    if not args.inputs and not args.self_generate:
+        return _fail("give corpus files, --self-generate, or both")
+    missing = [str(path) for path in args.inputs if not path.is_file()]
+    if missing:
+        return _fail(f"no such file: {', '.join(missing)}")
+    from specatlas.impls.methods_retrieval import DEFAULT_DATASTORE
+    from specatlas.impls.models import EMBEDDED, ModelLoadError, load_model
+    from specatlas.impls.retrieval import Datastore
+
+    output = args.output
+    if output is None:
+        if not (args.self_generate and not args.inputs and args.model in (None, EMBEDDED)):
+            return _fail("--output is required unless rebuilding the embedded model's default datastore")
+        output = DEFAULT_DATASTORE
+    try:
+        loaded = load_model(args.model)
+    except ModelLoadError as exc:
+        return _fail(str(exc), status=1)
+    tokenizer, started = loaded.tokenizer, time.perf_counter()
+    documents = [tokenizer(text, add_special_tokens=False).input_ids for path in args.inputs for text in read_corpus(path)]
+    meta = {"model": loaded.name, "vocab_size": loaded.model.config.vocab_size,
+            "sources": [path.name for path in args.inputs]}
+    if args.self_generate:
+        documents += self_generate(loaded, args.max_new_tokens, args.batch_size)
+        meta["self_generated"] = {"instructions": len(INSTRUCTIONS), "max_new_tokens": args.max_new_tokens,
+                                  "batch_size": args.batch_size, "decoding": "greedy",
+                                  "command": "specatlas datastore build --self-generate"}
+    datastore = Datastore.from_documents(documents, tokenizer.eos_token_id, meta | {"documents": len(documents)})
+    datastore.meta["tokens"] = len(datastore)
+    datastore.save(output)
+    print(f"wrote {output}: {len(documents)} documents, {len(datastore)} tokens "
+          f"({time.perf_counter() - started:.1f}s)", file=sys.stderr)
+    return 0
+
+
+def read_corpus(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".jsonl":
+        return [block.strip() for block in text.split("\n\n") if block.strip()]
+    documents = []
+    for line in text.splitlines():
+        if line.strip():
+            record = json.loads(line)
+            documents.append(record["text"] if isinstance(record, dict) and "text" in record else "\n".join(_strings(record)))
+    return documents
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return [text for item in items for text in _strings(item)]
+
+
+def self_generate(loaded, max_new_tokens: int, batch_size: int) -> list[list[int]]:
+    """Each instruction rendered with the chat template, then the model's greedy answer (the
+    datastore separator is its EOS), so the datastore also knows how answers begin."""
+    import torch
+
+    from specatlas.impls.models import encode_chat, eos_ids
+
+    model, tokenizer = loaded.model, loaded.tokenizer
+    stop, pad = eos_ids(model, tokenizer), tokenizer.pad_token_id or tokenizer.eos_token_id
+    prompts = sorted((encode_chat(tokenizer, text) for text in INSTRUCTIONS), key=len)  # less padding
+    documents = []
+    for first in range(0, len(prompts), batch_size):
+        batch = prompts[first : first + batch_size]
+        width = max(map(len, batch))
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in batch], device=model.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch], device=model.device)
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                 do_sample=False, pad_token_id=pad)
+        for prompt, row in zip(batch, out[:, width:].tolist()):
+            end = next((i for i, token in enumerate(row) if token in stop), len(row))
+            documents.append(prompt + row[:end])
+        print(f"  generated {len(documents)}/{len(prompts)}", file=sys.stderr)
+    return documents
+
+
+def _fail(message: str, status: int = 2) -> int:
+    print(f"specatlas datastore: {message}", file=sys.stderr)
+    return status
