@@ -53,6 +53,13 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec("hu2025sam", "SAM-Decoding: suffix automaton drafts", ("sam-decoding",),
                    ("retrieval-drafting", "context-copy"), ("greedy-verification",),
                    True, f"{_M}_retrieval:sam_decoding"),
+        MethodSpec("santilli2023accelerating", "Jacobi decoding", ("jacobi-decoding",),
+                   ("mask-predict-jacobi",), ("greedy-verification",), True, f"{_M}_parallel:jacobi_decoding"),
+        MethodSpec("fu2024break", "Lookahead decoding", ("lookahead-decoding", "lookahead"),
+                   ("mask-predict-jacobi", "ngram-pool"), ("greedy-verification", "speculative-sampling"),
+                   True, f"{_M}_parallel:lookahead_decoding"),
+        MethodSpec("luo2025turning", "Token Recycling", ("token-recycling",),
+                   ("ngram-pool", "token-tree"), ("token-tree-verification",), True, f"{_M}_parallel:token_recycling"),
     ]
 }
 
