@@ -45,10 +45,15 @@ class CostAware:
         return (self.accepted[position] + self.prior[0]) / (self.reached[position] + self.prior[1])
 
     def cost(self, width: int) -> float:
+        """Seconds of a target forward over `width` tokens, interpolated between measured widths."""
         if width in self.seconds:
             return self.seconds[width]
-        known = max(n for n in self.seconds if n <= width)  # costs grow with width: extrapolate linearly
-        return self.seconds[known] * width / known
+        below = max((n for n in self.seconds if n < width), default=min(self.seconds))
+        above = min((n for n in self.seconds if n > width), default=None)
+        if above is None:  # beyond the measurements: grow proportionally
+            return self.seconds[below] * width / below
+        share = (width - below) / (above - below)
+        return self.seconds[below] + share * (self.seconds[above] - self.seconds[below])
 
     def choose(self) -> int:
         best_depth, best_rate, expected, survive = 0, 1.0 / self.cost(1), 1.0, 1.0
@@ -67,7 +72,7 @@ class CostAware:
         for position in range(1, min(depth, accepted + 1) + 1):
             self.reached[position] += 1
             self.accepted[position] += position <= accepted
-        self.seconds[width] = 0.8 * self.cost(width) + 0.2 * verify_seconds
+        self.seconds[width] = 0.8 * self.cost(width) + 0.2 * verify_seconds  # follow the machine's load
         if depth:
             per_level = draft_seconds / depth
             self.draft_seconds_per_level = 0.8 * self.draft_seconds_per_level + 0.2 * per_level
@@ -79,13 +84,17 @@ class CostAware:
 _calibrations: dict[tuple, dict[int, float]] = {}
 
 
-def calibrate(model, widths: range, context: int = 64, repeats: int = 5) -> dict[int, float]:
-    """Seconds of a target forward over n new tokens after `context` cached ones, for n in widths.
-    Measured once per model per process."""
+CALIBRATED_WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+
+
+def calibrate(model, widths: range, context: int = 64, repeats: int = 3) -> dict[int, float]:
+    """Seconds of a target forward over n new tokens after `context` cached ones, for a spread of
+    n in `widths` (CostAware interpolates between them). Measured once per model per process."""
     import torch
 
     from specatlas.impls import kv
 
+    widths = [n for n in CALIBRATED_WIDTHS if widths[0] <= n < widths[-1]] + [widths[-1]]
     key = (id(model), tuple(widths))
     if key not in _calibrations:
         cache = kv.new_cache(model)

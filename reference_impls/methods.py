@@ -25,7 +25,8 @@ def speculative_sampling(target, draft_model=None, draft_length="auto") -> Specu
     autoregressively, the target scores all k+1 positions in one forward, each draft token is kept
     with probability min(1, p/q), the first rejection is resampled from norm(max(p - q, 0)), and a
     fully accepted chain earns a bonus token from p."""
-    drafter = ModelDrafter(*_draft_model(target, draft_model))
+    model, label = _draft_model(target, draft_model)
+    drafter = ModelDrafter(model, label=label)
     return SpeculativeDecoder(target, drafter, draft_length=_policy(target, draft_length))
 
 
@@ -39,7 +40,8 @@ def specinfer(target, draft_model=None, draft_length="auto") -> SpeculativeDecod
     samples without replacement when sampling); the target verifies the whole tree in one forward
     with a tree attention mask, and multi-step speculative sampling (recursive rejection over
     siblings) picks the accepted root-to-leaf path."""
-    drafter = ModelDrafter(*_draft_model(target, draft_model), widths=SPECINFER_WIDTHS)
+    model, label = _draft_model(target, draft_model)
+    drafter = ModelDrafter(model, SPECINFER_WIDTHS, label)
     return SpeculativeDecoder(target, drafter, draft_length=_policy(target, draft_length, tree_nodes(SPECINFER_WIDTHS)))
 
 
@@ -78,5 +80,4 @@ def _draft_model(target, draft_model):
 def _policy(target, draft_length, nodes=lambda k: k):
     if draft_length != "auto":
         return FixedLength(int(draft_length))
-    seconds = calibrate(target, range(1, nodes(MAX_DEPTH) + 2))
-    return CostAware(MAX_DEPTH, seconds, nodes)
+    return CostAware(MAX_DEPTH, calibrate(target, range(1, nodes(MAX_DEPTH) + 2)), nodes)

@@ -123,27 +123,60 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
     dtype = dtype or pick_dtype(None, device)
     if name in (None, "", EMBEDDED, "embedded"):
         source, shown = embedded_model_dir(), EMBEDDED
-    elif Path(name).expanduser().exists():
+    elif _looks_like_path(name):
         source, shown = Path(name).expanduser(), name
         if not (source / "config.json").is_file():
-            raise ModelLoadError(f"{name} is not a Hugging Face model folder (no config.json)")
+            problem = "is not a Hugging Face model folder (no config.json)" if source.is_dir() else "does not exist"
+            raise ModelLoadError(f"{name} {problem}")
     else:
         source, shown = name, name
     verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # progress bars and notices would interleave with the streamed text
+    # Progress bars and notices would interleave with the streamed text.
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tokenizer = AutoTokenizer.from_pretrained(source)
-            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+            try:  # the local HF cache first: no network round trips for models already downloaded
+                tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True)
+            except OSError:
+                if isinstance(source, Path) or not _hub_reachable():
+                    raise ModelLoadError(f"cannot load model {shown!r}: not in the local Hugging Face cache "
+                                         "and the hub is unreachable") from None
+                tokenizer = AutoTokenizer.from_pretrained(source)
+                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+    except ModelLoadError:
+        raise
     except Exception as exc:  # transformers raises OSError, ValueError, HF hub errors...: all mean "cannot load"
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"cannot load model {shown!r}: {reason}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
+        hf_logging.enable_progress_bar()
     model.to(device).eval()
     model.requires_grad_(False)
     return LoadedModel(model, tokenizer, shown)
+
+
+def _looks_like_path(name: str) -> bool:
+    # Hub ids are "name" or "org/name"; anything else is meant as a folder.
+    return Path(name).expanduser().exists() or name.startswith(("/", ".", "~")) or name.count("/") > 1
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Asked before downloading, because the hub client retries an unreachable host for a minute."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return False
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
 
 
 def shallow_slice(model: nn.Module, num_layers: int) -> nn.Module:

@@ -1,0 +1,125 @@
+"""`specatlas run PAPER-ID --prompt TEXT`: run a reference implementation and stream its output.
+
+Everything heavy (torch, transformers) is imported only after the method id has been checked,
+so a typo is answered instantly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import resource
+import sys
+
+from specatlas.paths import papers_dir
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("method", metavar="PAPER_ID", help="paper id or alias of an implemented method (e.g. pld)")
+    parser.add_argument("--prompt", required=True, help="user message, rendered with the model's chat template")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 (default) decodes greedily")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", help="local HF folder or hub id (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--draft-model", help="drafter for methods with a draft model (default: a shallow slice of the target)")
+    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps")
+    parser.add_argument("--dtype", default="auto", help="auto, float32, float16 or bfloat16")
+    parser.add_argument("--draft-length", default="auto", help="'auto' (cost-aware) or a fixed number of draft tokens")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+
+
+def execute(args: argparse.Namespace) -> int:
+    from specatlas.impls.registry import all_names, implemented_ids, resolve
+
+    spec = resolve(args.method)
+    if spec is None:
+        return _unknown_method(args.method, all_names(), implemented_ids())
+    problem = _check_numbers(args)
+    if problem:
+        return _fail(problem)
+
+    from specatlas.impls.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
+    from specatlas.impls.sampling import Randomness, Sampling
+
+    sampling = Sampling(args.temperature, args.top_p)
+    try:
+        device = pick_device(args.device)
+        dtype = pick_dtype(args.dtype, device)
+        target = load_model(args.model, device, dtype)
+        draft = load_model(args.draft_model, device, dtype) if args.draft_model and spec.uses_draft_model else None
+        if draft and draft.model.config.vocab_size != target.model.config.vocab_size:
+            raise ModelLoadError(f"draft model {draft.name!r} has a different vocabulary from {target.name!r}")
+        decoder = spec.build(target.model, draft.model if draft else None, draft_length=args.draft_length)
+    except ModelLoadError as exc:
+        return _fail(str(exc), status=1)
+
+    drafter = decoder.drafter.describe() if decoder.drafter else "none"
+    header = (f"{spec.id} ({spec.name}) | target {target.name} on {device.type} {str(dtype).removeprefix('torch.')} "
+              f"| drafter: {drafter} | {decoder.draft_length.describe() if decoder.drafter else 'no drafting'}")
+    if args.draft_model and not spec.uses_draft_model:
+        header += f" | --draft-model ignored: {spec.id} uses none"
+    prompt = encode_chat(target.tokenizer, args.prompt)
+    stream = None if args.json else TextStream(target.tokenizer)
+    if stream:
+        print(header, file=sys.stderr)
+    output = decoder.generate(prompt, args.max_new_tokens, sampling, Randomness(args.seed),
+                              stop=eos_ids(target.model, target.tokenizer), on_tokens=stream and stream.add)
+    stats = output.stats
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    if args.json:
+        text = target.tokenizer.decode(output.tokens, skip_special_tokens=True)
+        print(json.dumps({"method": spec.id, "model": target.name, "drafter": drafter, "device": device.type,
+                          "text": text, "tokens": output.tokens, "peak_rss_mb": round(peak_mb), **stats.as_dict()}))
+    else:
+        stream.finish()
+        print(f"[{stats.new_tokens} tokens, {stats.tokens_per_second:.1f} tokens/s, "
+              f"{stats.mean_accepted:.2f} mean accepted tokens per step, {stats.target_forwards} target forward passes, "
+              f"draft {stats.draft_seconds:.2f}s / verify {stats.verify_seconds:.2f}s, peak RSS {peak_mb:.0f} MB]")
+    return 0
+
+
+class TextStream:
+    """Prints decoded text as tokens are committed, holding back an incomplete UTF-8 character."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.tokens, self.shown = tokenizer, [], 0
+
+    def add(self, tokens: list[int]) -> None:
+        self.tokens += tokens
+        text = self.tokenizer.decode(self.tokens, skip_special_tokens=True)
+        if not text.endswith("\ufffd"):
+            sys.stdout.write(text[self.shown :])
+            sys.stdout.flush()
+            self.shown = len(text)
+
+    def finish(self) -> None:
+        sys.stdout.write(self.tokenizer.decode(self.tokens, skip_special_tokens=True)[self.shown :] + "\n")
+
+
+def _check_numbers(args) -> str | None:
+    if args.max_new_tokens < 1:
+        return f"--max-new-tokens must be at least 1, got {args.max_new_tokens}"
+    if args.temperature < 0:
+        return f"--temperature must be >= 0, got {args.temperature}"
+    if not 0 < args.top_p <= 1:
+        return f"--top-p must be in (0, 1], got {args.top_p}"
+    if args.draft_length != "auto" and not (args.draft_length.isdigit() and int(args.draft_length) >= 1):
+        return f"--draft-length must be 'auto' or a positive integer, got {args.draft_length!r}"
+    return None
+
+
+def _unknown_method(name: str, names: list[str], implemented: list[str]) -> int:
+    listing = ", ".join(implemented)
+    if (papers_dir() / f"{name}.yaml").is_file():
+        return _fail(f"{name} is cataloged but has no reference implementation yet; implemented: {listing}")
+    cataloged = [path.stem for path in papers_dir().glob("*.yaml")]
+    close = difflib.get_close_matches(name.lower(), names + cataloged, n=3, cutoff=0.6)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    return _fail(f"unknown method {name!r}{hint}; implemented: {listing}")
+
+
+def _fail(message: str, status: int = 2) -> int:
+    print(f"specatlas run: {message}", file=sys.stderr)
+    return status
