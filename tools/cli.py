@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "site": ("specatlas.site.build", "build (or serve) the website from the catalog"),
     "bib": ("specatlas.bib", "write the catalog as BibTeX (papers.bib)"),
     "datastore": ("specatlas.datastore", "build a REST/SAM datastore from a text or JSONL corpus"),
+    "run": ("specatlas.run_command", "run a method by paper id or alias"),
 }
 
 
