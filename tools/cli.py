@@ -16,6 +16,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bib": ("specatlas.bib", "write the catalog as BibTeX (papers.bib)"),
     "datastore": ("specatlas.datastore", "build a REST/SAM datastore from a text or JSONL corpus"),
     "run": ("specatlas.run_command", "run a method by paper id or alias"),
+    "bench": ("specatlas.bench.run", "measure methods against the baseline; results go to results/"),
+    "leaderboard": ("specatlas.bench.leaderboard", "render results/ as the leaderboard page (or check it)"),
 }
 
 

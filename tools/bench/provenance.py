@@ -1,0 +1,116 @@
+"""What a measurement depends on besides the code under test: the checkout, the packages, the
+machine, and the exact weights. Everything here goes into the result file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from specatlas.paths import repo_root
+
+
+def git_state() -> dict:
+    """Commit and dirty flag of the checkout (None outside a git checkout)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=repo_root(), capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+def packages() -> dict:
+    versions = {"python": platform.python_version()}
+    for name in ("torch", "transformers", "specatlas"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def hardware(device) -> dict:
+    import torch
+
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    return {
+        "cpu": cpu_model(),
+        "gpu": gpu,
+        "cores": usable,
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+    }
+
+
+def label(hw: dict) -> str:
+    """How a machine is named on the leaderboard: the accelerator if any, else the CPU and its cores."""
+    return hw["gpu"] or f"{hw['cpu']} ({hw['cores']} cores, {hw['torch_threads']} torch threads)"
+
+
+def weights_sha256(model) -> str | None:
+    """sha256 of the model's safetensors file(s); None when they cannot be found.
+    Hashing 0.5 GB takes seconds, so digests are cached by (path, size, mtime)."""
+    folder = _weights_folder(getattr(model, "name_or_path", "") or "")
+    files = sorted(folder.glob("*.safetensors")) if folder else []
+    if not files:
+        return None
+    from specatlas.impls.models import cache_root
+
+    cache_file = cache_root() / "weights-sha256.json"
+    try:
+        cache = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    digests = []
+    for file in files:
+        stat = file.stat()
+        key = f"{file.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+        if key not in cache:
+            one = hashlib.sha256()
+            with file.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 22), b""):
+                    one.update(block)
+            cache[key] = one.hexdigest()
+        digests.append(cache[key])
+    try:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
+        os.replace(tmp, cache_file)
+    except OSError:
+        pass  # a read-only cache only costs a re-hash next time
+    # One file: its plain sha256, checkable with sha256sum. Several: the hash of their hashes.
+    return digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+
+
+def _weights_folder(name_or_path: str) -> Path | None:
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path
+    try:  # a hub id: its snapshot in the local Hugging Face cache
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name_or_path, local_files_only=True))
+    except Exception:  # not cached, not a repo id, or huggingface_hub missing: no digest
+        return None

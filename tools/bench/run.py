@@ -1,0 +1,303 @@
+"""`specatlas bench`: measure methods against the autoregressive baseline in one session.
+
+Protocol: load once, measure the target's forward cost curve, warm every method up, then for
+each question and repeat run the baseline and then every other method in an order that rotates
+from unit to unit, so slow drift of the machine (thermal, background load) hits all alike.
+Greedy outputs are compared token by token with the baseline's (see results.summarize).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+import zlib
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from specatlas.bench import questions as qs
+from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, dumps, summarize, write_atomic
+
+WARMUP_PROMPT = "Name three colours."
+
+
+class BenchError(Exception):
+    """Bad input or setup; the message is for the user."""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("methods", nargs="*", metavar="ID",
+                        help="method ids or aliases from the registry, or peer ids (hf-generate, hf-prompt-lookup, "
+                             "hf-assisted); the baseline is always measured")
+    parser.add_argument("--all", action="store_true", help="every method in the registry, plus the peers")
+    parser.add_argument("--no-peers", action="store_true", help="with --all: leave out the transformers peers")
+    parser.add_argument("--list", action="store_true", help="list the method and peer ids and exit")
+    parser.add_argument("--questions", type=Path, default=None,
+                        help="Spec-Bench style JSONL (question_id, category, turns); default: the built-in set")
+    parser.add_argument("--categories", type=lambda s: [c.strip() for c in s.split(",") if c.strip()], default=None,
+                        help="comma-separated subtasks (mt_bench, translation, summarization, qa, math_reasoning, rag)")
+    parser.add_argument("--limit-per-category", type=int, default=None, metavar="N", help="at most N questions per subtask")
+    parser.add_argument("--max-new-tokens", type=int, default=128, help="per turn (default: 128)")
+    parser.add_argument("--repeats", type=int, default=1, help="measurements of every question (default: 1)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
+    parser.add_argument("--seed", type=int, default=0, help="base seed; each question, repeat and turn derives its own")
+    parser.add_argument("--draft-length", default="auto", help="'auto' (cost-aware) or a fixed number of draft tokens")
+    parser.add_argument("--model", default=None, help="target: a hub id or local folder (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--draft-model", default=None,
+                        help="drafter for draft-model methods and hf-assisted (default: a shallow slice of the target)")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, mps or auto (default)")
+    parser.add_argument("--dtype", default="auto", help="float32, float16, bfloat16 or auto (default)")
+    parser.add_argument("--out", type=Path, default=None, help="results folder (default: results/ in the repository)")
+
+
+def execute(args: argparse.Namespace) -> int:
+    from specatlas.impls.models import ModelLoadError
+
+    try:
+        if args.list:
+            return list_ids()
+        path = bench(args)
+    except (BenchError, qs.QuestionsError, ModelLoadError) as exc:
+        print(f"specatlas bench: {exc}", file=sys.stderr)
+        return 2
+    print(f"results written to {path}")
+    return 0
+
+
+def list_ids() -> int:
+    from specatlas.bench.contenders import PEERS
+    from specatlas.impls.registry import METHODS
+
+    for spec in METHODS.values():
+        print(f"{spec.id:24} {spec.name}" + (f" (aliases: {', '.join(spec.aliases)})" if spec.aliases else ""))
+    for peer_id, name in PEERS.items():
+        print(f"{peer_id:24} {name} (peer)")
+    return 0
+
+
+def chosen_ids(names: list[str], everything: bool, peers: bool) -> tuple[list[str], list[str]]:
+    """(registry ids with the baseline first, peer ids), or a BenchError naming the closest ids."""
+    from specatlas.bench.contenders import PEERS
+    from specatlas.impls.registry import all_names, implemented_ids, resolve
+
+    if not names and not everything:
+        raise BenchError("name methods to measure, or --all (specatlas bench --list shows the ids)")
+    methods, peer_ids = [BASELINE], []
+    if everything:
+        methods += implemented_ids()
+        peer_ids += list(PEERS) if peers else []
+    for name in names:
+        spec = resolve(name)
+        if spec:
+            methods.append(spec.id)
+        elif name.strip().lower() in PEERS:
+            peer_ids.append(name.strip().lower())
+        else:
+            close = difflib.get_close_matches(name.strip().lower(), [*all_names(), *PEERS], n=3, cutoff=0.5)
+            hint = f"; did you mean {' or '.join(close)}?" if close else "; specatlas bench --list shows the ids"
+            raise BenchError(f"unknown method {name!r}{hint}")
+    return list(dict.fromkeys(methods)), list(dict.fromkeys(peer_ids))
+
+
+def check_numbers(args) -> None:
+    for flag, value, least in (("--max-new-tokens", args.max_new_tokens, 1), ("--repeats", args.repeats, 1),
+                               ("--limit-per-category", args.limit_per_category, 1)):
+        if value is not None and value < least:
+            raise BenchError(f"{flag} must be at least {least}, got {value}")
+    if args.temperature < 0:
+        raise BenchError(f"--temperature must be >= 0, got {args.temperature}")
+    if args.draft_length != "auto" and not (args.draft_length.isdigit() and int(args.draft_length) >= 1):
+        raise BenchError(f"--draft-length must be 'auto' or a positive number, got {args.draft_length!r}")
+
+
+def encode_conversation(tokenizer, turns: list[str], answers: list[str]) -> list[int]:
+    """The user turns so far, with the model's own answers between them, through the chat template."""
+    messages = []
+    for i, turn in enumerate(turns):
+        messages.append({"role": "user", "content": turn})
+        if i < len(answers):
+            messages.append({"role": "assistant", "content": answers[i]})
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return tokenizer(text, add_special_tokens=False).input_ids
+    return tokenizer("\n\n".join(m["content"] for m in messages)).input_ids
+
+
+def unit_seed(seed: int, question_id: str, repeat: int, turn: int) -> int:
+    """The same for every method on a unit, so sampled runs of different methods are comparable."""
+    return zlib.crc32(f"{seed}/{question_id}/{repeat}/{turn}".encode())
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def bench(args) -> Path:
+    check_numbers(args)
+    method_ids, peer_ids = chosen_ids(args.methods, args.all, not args.no_peers)
+    prompt_set = qs.load(args.questions)
+    chosen = qs.select(prompt_set.questions, args.categories, args.limit_per_category)
+    out = args.out or _default_out()
+    out.mkdir(parents=True, exist_ok=True)
+
+    import torch
+    from tqdm import tqdm
+
+    from specatlas.bench import contenders as cs
+    from specatlas.bench import provenance
+    from specatlas.impls.models import eos_ids, load_model, pick_device, pick_dtype
+    from specatlas.impls.registry import METHODS
+
+    device = pick_device(args.device)
+    dtype = pick_dtype(args.dtype, device)
+    target = load_model(args.model, device, dtype)
+    drafter = load_model(args.draft_model, device, dtype) if args.draft_model else None
+    versions, git = provenance.packages(), provenance.git_state()
+    config = {
+        "methods": method_ids + peer_ids,
+        "prompt_set": {"id": prompt_set.id, "sha256": prompt_set.sha256},
+        "question_ids": [q.id for q in chosen],
+        "model": {"target": target.name, "target_sha256": provenance.weights_sha256(target.model),
+                  "drafter": drafter.name if drafter else None,
+                  "drafter_sha256": provenance.weights_sha256(drafter.model) if drafter else None},
+        "device": str(device), "dtype": str(dtype).removeprefix("torch."),
+        "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "temperature": args.temperature,
+        "seed": args.seed, "draft_length": args.draft_length, "torch_threads": torch.get_num_threads(),
+        "torch": versions["torch"], "transformers": versions["transformers"],
+    }  # the commit is not part of it: a resumed run records each session's commit instead
+    digest = config_hash(config)
+    checkpoint = Checkpoint(out / f".partial-{digest[:16]}.jsonl")
+    if checkpoint.header is None:
+        checkpoint.start({
+            "config_hash": digest, "config": config, "cost_curve": cs.cost_curve(target.model),
+            "provenance": {"started": now(), "packages": versions, "hardware": provenance.hardware(device),
+                           "prompt_set_file": str(prompt_set.path), "arguments": _arguments(args)},
+        })
+    checkpoint.append({"session": {"started": now(), "git_commit": git["commit"], "git_dirty": git["dirty"]}})
+
+    draft_model = drafter.model if drafter else None
+    contenders = [_built(lambda s=METHODS[i]: cs.specatlas_method(s, target.model, draft_model, args.draft_length),
+                         i, METHODS[i].name, "specatlas", METHODS[i].lossless) for i in method_ids]
+    stop = eos_ids(target.model, target.tokenizer)
+    pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else min(stop)
+    contenders += [_built(lambda p=p: cs.peer(p, target.model, draft_model, pad), p, cs.PEERS[p], "peer", True)
+                   for p in peer_ids]
+    if contenders[0].error:
+        raise BenchError(f"the baseline cannot run: {contenders[0].error}")
+
+    done = {(s["question_id"], s["repeat"], s["method"]) for s in checkpoint.items if "method" in s}
+    others = contenders[1:]
+    plan = []
+    for index, (question, repeat) in enumerate((q, r) for q in chosen for r in range(args.repeats)):
+        shift = index % len(others) if others else 0
+        for contender in [contenders[0], *others[shift:], *others[:shift]]:
+            if (question.id, repeat, contender.id) not in done:
+                plan.append((question, repeat, contender))
+    if plan:  # untimed: first-call allocations and lazy initialisation must not count
+        warmup = encode_conversation(target.tokenizer, [WARMUP_PROMPT], [])
+        for contender in contenders:
+            if not contender.error:
+                _attempt(contender, lambda c=contender: c.generate(warmup, 16, args.temperature, args.seed, stop))
+    with tqdm(total=len(done) + len(plan), initial=len(done), desc="bench", unit="gen", file=sys.stderr,
+              dynamic_ncols=True) as bar:
+        for question, repeat, contender in plan:
+            bar.set_postfix_str(f"{question.id} {contender.id}", refresh=False)
+            if not contender.error:
+                sample = _attempt(contender, lambda: _unit(contender, question, repeat, target.tokenizer, args, stop))
+                if sample:
+                    checkpoint.append(sample)
+            bar.update()
+
+    run = _assemble(checkpoint, contenders)
+    started = run.provenance["started"][:10]
+    path = out / f"{started}-{_slug(target.name)}-{device.type}-{digest[:8]}.json"
+    write_atomic(path, dumps(run))
+    checkpoint.path.unlink()
+    _print_summary(run)
+    return path
+
+
+def _default_out() -> Path:
+    from specatlas.paths import repo_root
+
+    return repo_root() / "results"
+
+
+def _arguments(args) -> dict:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in sorted(vars(args).items()) if not k.startswith("_")}
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _built(build, method_id: str, name: str, kind: str, lossless: bool):
+    """The contender, or one that records why it could not be built (a peer transformers refuses,
+    a method that needs what this model lacks): a long run must not die for one row."""
+    from specatlas.bench.contenders import Contender
+
+    try:
+        return build()
+    except Exception as exc:  # noqa: BLE001 - any failure is reported in the result row
+        return Contender(method_id, name, kind, lossless, "", None, _reason(exc))
+
+
+def _attempt(contender, call):
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - the row records the reason; other rows go on
+        contender.error = _reason(exc)
+        return None
+
+
+def _unit(contender, question, repeat: int, tokenizer, args, stop) -> dict:
+    """All turns of one question by one method; each later turn follows the method's own answers."""
+    answers, turns = [], []
+    for index in range(len(question.turns)):
+        prompt = encode_conversation(tokenizer, list(question.turns[: index + 1]), answers)
+        seed = unit_seed(args.seed, question.id, repeat, index)
+        turn = contender.generate(prompt, args.max_new_tokens, args.temperature, seed, stop)
+        answers.append(tokenizer.decode(turn.tokens, skip_special_tokens=True))
+        turns.append({"seed": seed, **asdict(turn)})
+    return {"question_id": question.id, "category": question.category, "repeat": repeat,
+            "method": contender.id, "turns": turns}
+
+
+def _assemble(checkpoint: Checkpoint, contenders) -> Run:
+    sessions, samples = [], []
+    for item in checkpoint.items:
+        if "session" in item:
+            sessions.append({**item["session"], "finished": None, "units": 0})
+        else:
+            samples.append(item)
+            sessions[-1]["units"] += 1
+    sessions[-1]["finished"] = now()  # earlier sessions were interrupted: their end is unknown
+    header = checkpoint.header
+    ids = {c.id for c in contenders}
+    run = Run(
+        schema_version=SCHEMA_VERSION, config_hash=header["config_hash"], config=header["config"],
+        provenance=header["provenance"], cost_curve=header["cost_curve"], sessions=sessions,
+        methods=[{"id": c.id, "name": c.name, "kind": c.kind, "lossless": c.lossless, "setup": c.setup,
+                  "error": c.error} for c in contenders],
+        samples=[s for s in samples if s["method"] in ids], summary={},
+    )
+    run.summary = summarize(run)
+    return run
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "-" for ch in Path(name).name.lower()).strip("-") or "model"
+
+
+def _print_summary(run: Run) -> None:
+    print(f"{'method':26} {'speedup':>8} {'tokens/s ratio':>14} {'accepted':>9}  lossless")
+    for method in run.methods:
+        summary = run.summary.get(method.id)
+        if summary is None:
+            print(f"{method.id:26} did not run: {method.error}")
+            continue
+        overall = summary["overall"]
+        print(f"{method.id:26} {overall['speedup']:>7.2f}x {overall['speedup_total']:>13.2f}x "
+              f"{overall['mean_accepted'] or 0:>9.2f}  {summary['lossless']['status']}")
