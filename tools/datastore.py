@@ -21,31 +21,97 @@ from pathlib import Path
 
 # Our own instructions, varied in task and register: (template, subjects).
 TASKS: list[tuple[str, tuple[str, ...]]] = [
-    ("Write a short blog post about {}.", ("learning to cook at home", "a weekend hiking trip", "starting a small vegetable garden", "working from home", "visiting a night market", "adopting a rescue dog", "learning a second language", "cycling to work")),
-    ("Explain {} in simple terms.", ("how vaccines work", "why the sky is blue", "what inflation is", "how a refrigerator keeps food cold", "what machine learning is", "how tides happen", "what a black hole is", "how credit scores work")),
-    ("Give me five practical tips for {}.", ("sleeping better", "saving money on groceries", "studying for an exam", "running a productive meeting", "staying focused while reading", "keeping houseplants alive", "preparing for a job interview", "reducing screen time")),
-    ("Write a Python function that {}.", ("checks whether a string is a palindrome", "returns the n-th Fibonacci number", "counts the words in a text file", "merges two sorted lists", "removes duplicates from a list while keeping order", "converts Celsius to Fahrenheit", "finds the largest number in a list", "reverses the words in a sentence")),
-    ("Solve this problem step by step: {}", ("A shop sells pens at 3 dollars each. How much do 7 pens cost?", "A train travels 120 km in 2 hours. What is its average speed?", "If a rectangle is 8 cm long and 5 cm wide, what is its area?", "Tom has 24 apples and gives a third to his sister. How many are left?", "What is 15 percent of 80?", "A recipe needs 2 cups of flour for 12 cookies. How much flour for 30 cookies?", "A car uses 6 liters of fuel per 100 km. How much fuel for 250 km?", "The sum of two numbers is 50 and their difference is 10. What are the numbers?")),
-    ("Translate the following sentence into {}", ("French: The library opens at nine in the morning.", "Spanish: I would like a cup of coffee, please.", "German: The weather is beautiful today.", "Italian: Where is the nearest train station?", "French: My brother is a doctor in a big hospital.", "Spanish: We are going to the beach this weekend.", "German: Can you help me carry these boxes?", "Portuguese: Thank you for the wonderful dinner.")),
-    ("Summarize the following text in two sentences: {}", (
-        "Honeybees live in colonies with a single queen, thousands of female workers and a few hundred males. Workers gather nectar and pollen, build wax combs, and care for the young. In winter the colony clusters together to keep warm, living on the honey stored during the summer.",
-        "The printing press, developed in the fifteenth century, made books far cheaper to produce. Ideas spread faster than ever before, literacy rose across Europe, and scholars could compare identical copies of texts. Many historians see it as one of the most important inventions of the millennium.",
-        "Regular physical activity strengthens the heart, improves mood and helps control weight. Health agencies recommend at least 150 minutes of moderate exercise each week. Even short walks during the day can reduce the risks associated with sitting for long periods.",
-        "Coral reefs cover a tiny fraction of the ocean floor but support about a quarter of all marine species. Rising water temperatures cause corals to expel the algae that feed them, a process called bleaching. Reefs can recover if temperatures return to normal, but repeated events make recovery harder.",
-        "The city council approved a plan to add protected bike lanes on three major streets. Supporters say the lanes will make cycling safer and reduce traffic. Some shop owners worry about losing parking spaces, and the council promised to review the project after one year.",
-        "Volcanoes form where molten rock from deep inside the Earth reaches the surface. Some erupt explosively, throwing ash high into the atmosphere, while others release slow rivers of lava. Scientists monitor gas emissions and small earthquakes to warn people before major eruptions.",
-        "A new study found that students who took handwritten notes remembered lectures better than those who typed. The researchers think writing by hand forces people to summarize ideas rather than copy every word. They suggest combining both methods for the best results.",
-        "The Amazon rainforest produces a large share of the world's oxygen and stores huge amounts of carbon. Deforestation for farming and logging has reduced its area significantly over the past decades. Conservation groups are working with local communities to protect the remaining forest.",
+    ('Write a short blog post about {}.', (
+        'learning to cook at home',
+        'a weekend hiking trip',
+        'starting a small vegetable garden',
+        'working from home',
     )),
-    ("Answer the question: {}", ("What is the capital of Australia?", "Who wrote Romeo and Juliet?", "How many planets are in the solar system?", "What is photosynthesis?", "What is the boiling point of water at sea level?", "Why do leaves change color in autumn?", "What is the largest ocean on Earth?", "What does DNA stand for?")),
-    ("Write a polite email {}.", ("asking a colleague to review a report", "declining an invitation to a conference", "requesting a day off from work", "thanking a customer for their feedback", "following up after a job interview", "apologizing for a delayed delivery", "inviting the team to a farewell lunch", "asking a landlord to fix a leaking tap")),
-    ("Compare {} and list their advantages and disadvantages.", ("trains and planes for travel", "renting and buying a home", "e-books and printed books", "electric cars and petrol cars", "working in an office and working remotely", "public schools and private schools", "cooking at home and eating out", "laptops and desktop computers")),
-    ("Pretend you are {} and introduce yourself.", ("a tour guide in Rome", "a chef at a busy restaurant", "a detective in a mystery novel", "a friendly robot assistant", "a museum curator", "a park ranger", "a ship captain", "a science teacher")),
-    ("Write a short poem about {}.", ("the ocean", "autumn leaves", "a rainy morning", "friendship", "the night sky", "a busy city", "mountains in winter", "a cup of tea")),
-    ("Extract the names, dates and places from this text: {}", ("On 3 May 2021 Maria Lopez opened a bakery in Madrid.", "John Smith flew from London to Tokyo on 14 July.", "The conference in Berlin started on 2 March and Anna Weber gave the keynote.", "In 1969 Neil Armstrong walked on the Moon.", "Priya Patel moved to Toronto in January 2019.", "The festival in Edinburgh ran from 5 to 29 August.", "On Monday, Carlos Diaz met the mayor of Lisbon.", "Marie Curie received the Nobel Prize in 1911 in Stockholm.")),
-    ("What are the main causes and effects of {}?", ("air pollution in cities", "the French Revolution", "climate change", "the Great Depression", "soil erosion", "traffic congestion", "the decline of bee populations", "the industrial revolution")),
-    ("Describe how to {} in clear steps.", ("bake a loaf of bread", "change a flat bicycle tire", "set up a new email account", "plant a tree", "make a budget for the month", "brew a good cup of coffee", "write a cover letter", "prepare for a long flight")),
-    ("Is the following argument logically valid? Explain your reasoning: {}", ("All birds can fly. Penguins are birds. So penguins can fly.", "If it rains, the ground gets wet. The ground is wet. So it rained.", "Every square is a rectangle. This shape is a square. So it is a rectangle.", "Some cats are black. Tom is a cat. So Tom is black.", "No fish are mammals. Whales are mammals. So whales are not fish.", "If I study, I pass. I did not pass. So I did not study.", "All metals conduct electricity. Copper is a metal. So copper conducts electricity.", "Most students like music. Ana is a student. So Ana likes music.")),
+    ('Explain {} in simple terms.', (
+        'how vaccines work',
+        'why the sky is blue',
+        'what inflation is',
+        'how a refrigerator keeps food cold',
+    )),
+    ('Give me five practical tips for {}.', (
+        'sleeping better',
+        'saving money on groceries',
+        'studying for an exam',
+        'running a productive meeting',
+    )),
+    ('Write a Python function that {}.', (
+        'checks whether a string is a palindrome',
+        'returns the n-th Fibonacci number',
+        'counts the words in a text file',
+        'merges two sorted lists',
+    )),
+    ('Solve this problem step by step: {}', (
+        'A shop sells pens at 3 dollars each. How much do 7 pens cost?',
+        'A train travels 120 km in 2 hours. What is its average speed?',
+        'If a rectangle is 8 cm long and 5 cm wide, what is its area?',
+        'Tom has 24 apples and gives a third to his sister. How many are left?',
+    )),
+    ('Translate the following sentence into {}', (
+        'French: The library opens at nine in the morning.',
+        'Spanish: I would like a cup of coffee, please.',
+        'German: The weather is beautiful today.',
+        'Italian: Where is the nearest train station?',
+    )),
+    ('Summarize the following text in two sentences: {}', (
+        'Honeybees live in colonies with a single queen, thousands of female workers and a few hundred males. Workers gather nectar and pollen, build wax combs, and care for the young. In winter the colony clusters together to keep warm, living on the honey stored during the summer.',
+        'The printing press, developed in the fifteenth century, made books far cheaper to produce. Ideas spread faster than ever before, literacy rose across Europe, and scholars could compare identical copies of texts. Many historians see it as one of the most important inventions of the millennium.',
+        'Regular physical activity strengthens the heart, improves mood and helps control weight. Health agencies recommend at least 150 minutes of moderate exercise each week. Even short walks during the day can reduce the risks associated with sitting for long periods.',
+        'Coral reefs cover a tiny fraction of the ocean floor but support about a quarter of all marine species. Rising water temperatures cause corals to expel the algae that feed them, a process called bleaching. Reefs can recover if temperatures return to normal, but repeated events make recovery harder.',
+    )),
+    ('Answer the question: {}', (
+        'What is the capital of Australia?',
+        'Who wrote Romeo and Juliet?',
+        'How many planets are in the solar system?',
+        'What is photosynthesis?',
+    )),
+    ('Write a polite email {}.', (
+        'asking a colleague to review a report',
+        'declining an invitation to a conference',
+        'requesting a day off from work',
+        'thanking a customer for their feedback',
+    )),
+    ('Compare {} and list their advantages and disadvantages.', (
+        'trains and planes for travel',
+        'renting and buying a home',
+        'e-books and printed books',
+        'electric cars and petrol cars',
+    )),
+    ('Pretend you are {} and introduce yourself.', (
+        'a tour guide in Rome',
+        'a chef at a busy restaurant',
+        'a detective in a mystery novel',
+        'a friendly robot assistant',
+    )),
+    ('Write a short poem about {}.', ('the ocean', 'autumn leaves', 'a rainy morning', 'friendship')),
+    ('Extract the names, dates and places from this text: {}', (
+        'On 3 May 2021 Maria Lopez opened a bakery in Madrid.',
+        'John Smith flew from London to Tokyo on 14 July.',
+        'The conference in Berlin started on 2 March and Anna Weber gave the keynote.',
+        'In 1969 Neil Armstrong walked on the Moon.',
+    )),
+    ('What are the main causes and effects of {}?', (
+        'air pollution in cities',
+        'the French Revolution',
+        'climate change',
+        'the Great Depression',
+    )),
+    ('Describe how to {} in clear steps.', (
+        'bake a loaf of bread',
+        'change a flat bicycle tire',
+        'set up a new email account',
+        'plant a tree',
+    )),
+    ('Is the following argument logically valid? Explain your reasoning: {}', (
+        'All birds can fly. Penguins are birds. So penguins can fly.',
+        'If it rains, the ground gets wet. The ground is wet. So it rained.',
+        'Every square is a rectangle. This shape is a square. So it is a rectangle.',
+        'Some cats are black. Tom is a cat. So Tom is black.',
+    )),
 ]
 INSTRUCTIONS = [template.format(subject) for template, subjects in TASKS for subject in subjects]
 
@@ -60,7 +126,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                        "(default: the embedded SmolLM2-135M-Instruct)")
     build.add_argument("--output", type=Path, help="the .npz to write (default for the embedded model "
                                                   "with --self-generate: the datastore shipped with the package)")
-    build.add_argument("--max-new-tokens", type=int, default=128, help="answer length cap for --self-generate")
+    build.add_argument("--max-new-tokens", type=int, default=96, help="answer length cap for --self-generate")
     build.add_argument("--batch-size", type=int, default=32, help="prompts generated together for --self-generate")
 
 
