@@ -143,12 +143,14 @@ def bench(args) -> Path:
 
     import torch
     from tqdm import tqdm
+    from transformers.utils import logging as hf_logging
 
     from specatlas.bench import contenders as cs
     from specatlas.bench import provenance
     from specatlas.impls.models import eos_ids, load_model, pick_device, pick_dtype
     from specatlas.impls.registry import METHODS
 
+    hf_logging.set_verbosity_error()  # generate()'s deprecation notices would tear the progress bar
     device = pick_device(args.device)
     dtype = pick_dtype(args.dtype, device)
     target = load_model(args.model, device, dtype)
