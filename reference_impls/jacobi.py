@@ -12,7 +12,7 @@ from specatlas.impls.drafting import Draft, Drafter
 
 
 class Jacobi(Drafter):
-    """Jacobi decoding (Santilli et al. 2023, Algorithm 1 applied to a sliding window).
+    """Jacobi decoding (Santilli et al. 2023), over a window that slides with the committed text.
 
     Greedy decoding is the fixed point y_i = argmax p(. | y_<i) of a system of equations over a
     window of future positions; Jacobi iteration solves all of them at once: each step feeds the
@@ -22,10 +22,10 @@ class Jacobi(Drafter):
     next token, so at least one token is committed per step and the output is greedy decoding's.
     The outputs after the accepted prefix become the next guesses (read back in `observe`).
 
-    Paper defaults: the window is the whole block being decoded (block sizes of the target length
-    in the paper's translation setting) and guesses start as padding. Here the window is `window`
-    tokens (the cost-aware policy drafts the first `depth` of them), and guesses start as the last
-    prompt tokens, which is as good as padding and needs no special token.
+    The paper iterates over blocks of future positions whose guesses start as padding tokens. Here
+    the window is `window` tokens (the cost-aware policy drafts the first `depth` of them) and the
+    guesses start as the last prompt tokens: as good as padding, and no special token is needed.
+    Left out: the paper's Gauss-Seidel hybrid (GS-Jacobi) and its dependency visualiser.
     """
 
     def __init__(self, window: int = 8):
@@ -50,9 +50,8 @@ class Jacobi(Drafter):
         return f"Jacobi iteration over a window of {self.window} guesses"
 
 
-
 class Lookahead(Drafter):
-    """Lookahead decoding (Fu et al. 2024, Algorithm 1 and Figure 2): one forward runs two branches.
+    """Lookahead decoding (Fu et al. 2024): one forward runs two branches.
 
     Lookahead branch: a 2D window of `window` (W) columns by N-1 levels keeps the last N-1 Jacobi
     iterates. Level 0 is a chain of guesses for positions 1..W after the pending token; the token at
@@ -68,7 +67,9 @@ class Lookahead(Drafter):
     Paper defaults: W=15, N=5, G=W for 7B models on an A100 (W=7, N=5, G=7 in the reference code's
     README); the pool is per generation, with at most G n-grams per key (least recently seen out);
     level 0 starts as tokens copied from the prompt. This CPU affords far less verification width,
-    so the compositions pick smaller W, N, G (see methods_parallel).
+    so the compositions pick smaller W, N, G (see methods_parallel). Sampling verifies the n-grams
+    with the engine's recursive rejection sampling, lossless like the paper's own scheme. Left out:
+    lookahead parallelism across several GPUs.
     """
 
     def __init__(self, window: int = 15, ngram: int = 5, guess_set: int = 15):

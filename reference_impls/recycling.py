@@ -24,7 +24,7 @@ PAPER_TREE = _paths("""
 
 
 class TokenRecycling(Drafter):
-    """Algorithm (the paper's Figure 2 and Section 3):
+    """The algorithm (the paper's Figure 2):
 
     1. An adjacency table maps every token to the target's top-k next tokens the last time that
        token was scored (k = 8 in the paper; under 2 MB for a 32k vocabulary).
