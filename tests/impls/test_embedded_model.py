@@ -1,0 +1,72 @@
+"""On the real embedded model: every lossless method reproduces greedy decoding token for token,
+the cache survives a rejection, and `specatlas run` works end to end."""
+
+import json
+
+import pytest
+import torch
+
+from specatlas.cli import main
+from specatlas.impls import kv
+from specatlas.impls.models import encode_chat, eos_ids
+from specatlas.impls.registry import METHODS
+
+pytestmark = pytest.mark.model
+
+PROMPTS = [
+    "Explain speculative decoding in two sentences.",
+    "Write a Python function that returns the n-th Fibonacci number.",
+    "List the planets of the solar system in order.",
+    "Translate to French: The cat sleeps on the warm windowsill.",
+    "Summarize: Bees pollinate flowers. Without bees, many crops would fail. Bees are declining.",
+]
+NEW_TOKENS = 64
+
+
+@pytest.fixture(scope="module")
+def baseline_outputs(embedded):
+    decoder = METHODS["baseline"].build(embedded.model)
+    stop = eos_ids(embedded.model, embedded.tokenizer)
+    return [decoder.generate(encode_chat(embedded.tokenizer, p), NEW_TOKENS, stop=stop).tokens for p in PROMPTS]
+
+
+# One run per distinct composition (leviathan2023fast and chen2023accelerating share theirs).
+LOSSLESS = {m.builder: m for m in reversed(METHODS.values()) if m.lossless and m.id != "baseline"}.values()
+
+
+@pytest.mark.parametrize("method", LOSSLESS, ids=lambda m: m.id)
+def test_greedy_output_is_token_identical_to_baseline(embedded, baseline_outputs, method):
+    # A fixed draft length, so drafts really are proposed and verified on every step.
+    decoder = method.build(embedded.model, draft_length=3)
+    stop = eos_ids(embedded.model, embedded.tokenizer)
+    for prompt, want in zip(PROMPTS, baseline_outputs):
+        output = decoder.generate(encode_chat(embedded.tokenizer, prompt), NEW_TOKENS, stop=stop)
+        assert output.tokens == want, f"{method.id} diverged on {prompt!r}"
+
+
+def test_baseline_matches_transformers_generate(embedded, baseline_outputs):
+    ids = encode_chat(embedded.tokenizer, PROMPTS[0])
+    generated = embedded.model.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False)
+    assert generated[0, len(ids):].tolist() == baseline_outputs[0]
+
+
+def test_cache_after_rejection_equals_fresh_prefill(embedded):
+    model = embedded.model
+    prompt = encode_chat(embedded.tokenizer, PROMPTS[1])
+    draft, parents = [11, 22, 33, 44], [-1, 0, -1, 2]  # two branches; the second is kept
+    with torch.no_grad():
+        cache = kv.new_cache(model)
+        kv.forward(model, cache, prompt[:-1])
+        kv.forward(model, cache, [prompt[-1]] + draft, tree=[-1] + [p + 1 for p in parents])
+        kv.keep_rows(cache, len(prompt) - 1, [0, 3])  # root, then node 2 (token 33)
+        assert kv.cache_length(cache) == len(prompt) + 1
+        rolled_back = kv.forward(model, cache, [55]).logits[-1]
+        fresh = kv.forward(model, kv.new_cache(model), prompt + [33, 55]).logits[-1]
+    torch.testing.assert_close(rolled_back, fresh, rtol=1e-4, atol=1e-4)
+
+
+def test_cli_runs_a_method_as_json(embedded, capsys):
+    assert main(["run", "pld", "--prompt", PROMPTS[2], "--max-new-tokens", "8", "--json", "--device", "cpu"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["method"] == "saxena2023prompt" and result["new_tokens"] == 8 and result["text"]
+    assert result["target_forwards"] >= 2 and result["peak_rss_mb"] > 0
