@@ -14,10 +14,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("specatlas.catalog.schema_export", "write the JSON Schema of paper records"),
     "site": ("specatlas.site.build", "build (or serve) the website from the catalog"),
     "bib": ("specatlas.bib", "write the catalog as BibTeX (papers.bib)"),
-    "datastore": ("specatlas.datastore", "build a REST/SAM datastore from a text or JSONL corpus"),
-    "run": ("specatlas.run_command", "run a method by paper id or alias"),
+    "stats": ("specatlas.catalog.stats", "coverage of the catalog: counts per node, year, venue"),
     "bench": ("specatlas.bench.run", "measure methods against the baseline; results go to results/"),
     "leaderboard": ("specatlas.bench.leaderboard", "render results/ as the leaderboard page (or check it)"),
+    "run": ("specatlas.run_command", "run a method by paper id or alias"),
+    "datastore": ("specatlas.datastore", "build a REST/SAM datastore from a text or JSONL corpus"),
 }
 
 
