@@ -93,7 +93,7 @@ class SpeculativeDecoder:
         stats, tokens, started = Stats(), list(prompt), time.perf_counter()
         cache = kv.new_cache(self.target)
         if len(prompt) > 1:
-            kv.forward(self.target, cache, prompt[:-1])
+            kv.forward(self.target, cache, prompt[:-1], last_only=True)
             stats.target_forwards += 1
         stats.prefill_seconds = time.perf_counter() - started
 

@@ -99,7 +99,7 @@ def calibrate(model, widths: range, context: int = 64, repeats: int = 3) -> dict
     if key not in _calibrations:
         cache = kv.new_cache(model)
         with torch.inference_mode():
-            kv.forward(model, cache, [0] * context)
+            kv.forward(model, cache, [0] * context, last_only=True)
             seconds = {}
             for width in widths:
                 runs = []

@@ -121,7 +121,7 @@ class ModelDrafter(Drafter):
             common += 1
         common = min(common, len(context) - 1)  # the last token must be fed to get fresh logits
         kv.truncate(self.cache, common)
-        logits = kv.forward(self.model, self.cache, context[common:]).logits[-1:]
+        logits = kv.forward(self.model, self.cache, context[common:], last_only=True).logits
         self.cached = list(context)
 
         draft, frontier = Draft(q=None if sampling.greedy else []), [-1]

@@ -87,12 +87,14 @@ class ForwardOutput:
     hidden_states: torch.Tensor | None  # [new, hidden] from the last layer, when asked for
 
 
-def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, want_hidden: bool = False) -> ForwardOutput:
+def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, want_hidden: bool = False,
+            last_only: bool = False) -> ForwardOutput:
     """Run `input_ids` after the cached positions and append them to the cache.
 
     `tree`: parents of the rows after the fully visible prefix (the last len(input_ids) of them
     are new, earlier ones are already cached), -1 for rows attached to the prefix. None means a
-    plain causal chain. Positions follow depth in the tree.
+    plain causal chain. Positions follow depth in the tree. `last_only`: logits of the last row
+    only (a prefill's vocabulary projection of every prompt token costs as much as the layers).
     """
     device = model.device
     past = cache_length(cache)
@@ -103,6 +105,8 @@ def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, w
         node_depth = depths(tree)[len(tree) - len(input_ids) :]
         kwargs["position_ids"] = torch.tensor([[prefix - 1 + d for d in node_depth]], device=device)
         kwargs["attention_mask"] = tree_mask(tree, len(input_ids), prefix, model.dtype, device)
+    if last_only:
+        kwargs["logits_to_keep"] = 1
     out = model(input_ids=ids, output_hidden_states=want_hidden, **kwargs)
     hidden = out.hidden_states[-1][0] if want_hidden else None
-    return ForwardOutput(out.logits[0], hidden)
+    return ForwardOutput(out.logits[0][-1:] if last_only else out.logits[0], hidden)

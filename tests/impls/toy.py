@@ -35,7 +35,7 @@ class ToyLM(torch.nn.Module):
         return torch.randn(VOCAB, generator=generator, dtype=torch.float64) * self.sharpness
 
     def forward(self, input_ids, position_ids=None, attention_mask=None, cache=None, use_cache=True,
-                output_hidden_states=False):
+                output_hidden_states=False, logits_to_keep=0):  # every row is returned; callers slice
         new = input_ids.shape[1]
         past = cache.get_seq_length()
         if position_ids is None:
