@@ -27,7 +27,7 @@ def speculative_sampling(target, draft_model=None, draft_length="auto") -> Specu
     fully accepted chain earns a bonus token from p."""
     model, label = _draft_model(target, draft_model)
     drafter = ModelDrafter(model, label=label)
-    return SpeculativeDecoder(target, drafter, draft_length=_policy(target, draft_length))
+    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length))
 
 
 # Children per node at each depth of SpecInfer's token tree (deeper levels are chains):
@@ -42,13 +42,13 @@ def specinfer(target, draft_model=None, draft_length="auto") -> SpeculativeDecod
     siblings) picks the accepted root-to-leaf path."""
     model, label = _draft_model(target, draft_model)
     drafter = ModelDrafter(model, SPECINFER_WIDTHS, label)
-    return SpeculativeDecoder(target, drafter, draft_length=_policy(target, draft_length, tree_nodes(SPECINFER_WIDTHS)))
+    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, tree_nodes(SPECINFER_WIDTHS)))
 
 
 def prompt_lookup(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
     """Saxena 2023: the continuation of the latest earlier match of the current n-gram is the draft;
     no draft model at all."""
-    return SpeculativeDecoder(target, PromptLookup(), draft_length=_policy(target, draft_length))
+    return SpeculativeDecoder(target, PromptLookup(), draft_length=draft_policy(target, draft_length))
 
 
 def tree_nodes(widths: tuple[int, ...]):
@@ -77,7 +77,9 @@ def _draft_model(target, draft_model):
     return shallow_slice(target, layers), f"shallow slice of the target (first {layers} layers + its norm and head)"
 
 
-def _policy(target, draft_length, nodes=lambda k: k):
+def draft_policy(target, draft_length, nodes=lambda k: k, max_depth: int = MAX_DEPTH):
+    """A fixed draft length, or ("auto") the cost-aware one calibrated on this target.
+    `max_depth` caps drafts whose structure is bounded (a Lookahead n-gram, a tree template)."""
     if draft_length != "auto":
         return FixedLength(int(draft_length))
-    return CostAware(MAX_DEPTH, calibrate(target, range(1, nodes(MAX_DEPTH) + 2)), nodes)
+    return CostAware(max_depth, calibrate(target, range(1, nodes(max_depth) + 2)), nodes)

@@ -15,8 +15,8 @@ picks the depth per step, drafting nothing where drafts do not pay.
 from __future__ import annotations
 
 from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import CostAware, FixedLength, calibrate
 from specatlas.impls.jacobi import Jacobi, Lookahead
+from specatlas.impls.methods import draft_policy
 from specatlas.impls.recycling import PAPER_TREE, TokenRecycling, tree_nodes
 
 JACOBI_WINDOW = 8
@@ -33,7 +33,7 @@ CPU_TREE = tuple((0,) * depth for depth in range(1, 7))
 def jacobi_decoding(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
     """Santilli et al. 2023: guesses for the next positions refined by parallel fixed-point
     iteration; the prefix that has converged to the target's argmax is committed."""
-    return SpeculativeDecoder(target, Jacobi(JACOBI_WINDOW), draft_length=_policy(target, draft_length, JACOBI_WINDOW))
+    return SpeculativeDecoder(target, Jacobi(JACOBI_WINDOW), draft_length=draft_policy(target, draft_length, max_depth=JACOBI_WINDOW))
 
 
 def lookahead_decoding(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
@@ -42,7 +42,7 @@ def lookahead_decoding(target, draft_model=None, draft_length="auto") -> Specula
     window, ngram, guess_set = LOOKAHEAD_CPU if target.device.type == "cpu" else LOOKAHEAD_GPU
     branch = window * (ngram - 1)  # the lookahead branch rides along whenever anything is drafted
     return SpeculativeDecoder(target, Lookahead(window, ngram, guess_set),
-                              draft_length=_policy(target, draft_length, ngram - 1, lambda k: branch + guess_set * k))
+                              draft_length=draft_policy(target, draft_length, lambda k: branch + guess_set * k, ngram - 1))
 
 
 def token_recycling(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
@@ -50,10 +50,5 @@ def token_recycling(target, draft_model=None, draft_length="auto") -> Speculativ
     static draft tree that is verified in one forward."""
     tree = CPU_TREE if target.device.type == "cpu" else PAPER_TREE
     return SpeculativeDecoder(target, TokenRecycling(tree),
-                              draft_length=_policy(target, draft_length, max(map(len, tree)), tree_nodes(tree)))
+                              draft_length=draft_policy(target, draft_length, tree_nodes(tree), max(map(len, tree))))
 
-
-def _policy(target, draft_length, max_depth: int, nodes=lambda k: k):
-    if draft_length != "auto":
-        return FixedLength(int(draft_length))
-    return CostAware(max_depth, calibrate(target, range(1, nodes(max_depth) + 2)), nodes)

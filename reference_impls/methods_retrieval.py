@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.methods import _policy
+from specatlas.impls.methods import draft_policy
 from specatlas.impls.models import EMBEDDED, ModelLoadError
 from specatlas.impls.retrieval import Datastore, ReferenceCopy, RetrievalTree, SuffixAutomatonDraft
 
@@ -28,21 +28,21 @@ def rest_nodes(depth: int) -> int:
 def llma(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
     """Yang et al. 2023: copy the reference span that follows the latest generated n-gram; the
     reference is the prompt (documents given with the question)."""
-    return SpeculativeDecoder(target, ReferenceCopy(), draft_length=_policy(target, draft_length))
+    return SpeculativeDecoder(target, ReferenceCopy(), draft_length=draft_policy(target, draft_length))
 
 
 def rest(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
     """He et al. 2024: the frequency-pruned trie of datastore continuations of the longest
     matching suffix, verified as one token tree."""
     drafter = RetrievalTree(datastore_for(target), rest_nodes)
-    return SpeculativeDecoder(target, drafter, draft_length=_policy(target, draft_length, rest_nodes))
+    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, rest_nodes))
 
 
 def sam_decoding(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
     """Hu et al. 2025: the longest suffix match in a suffix automaton of the context, or in the
     datastore when that match is clearly longer; its continuation is the draft."""
     return SpeculativeDecoder(target, SuffixAutomatonDraft(datastore_for(target)),
-                              draft_length=_policy(target, draft_length))
+                              draft_length=draft_policy(target, draft_length))
 
 
 def datastore_for(target) -> Datastore:

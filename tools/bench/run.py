@@ -174,7 +174,7 @@ def bench(args) -> Path:
         checkpoint.start({
             "config_hash": digest, "config": config, "cost_curve": cs.cost_curve(target.model),
             "provenance": {"started": now(), "packages": versions, "hardware": provenance.hardware(device),
-                           "prompt_set_file": str(prompt_set.path), "arguments": _arguments(args)},
+                           "prompt_set_file": _shown(prompt_set.path), "arguments": _arguments(args)},
         })
     checkpoint.append({"session": {"started": now(), "git_commit": git["commit"], "git_dirty": git["dirty"]}})
 
@@ -218,6 +218,17 @@ def bench(args) -> Path:
     checkpoint.path.unlink()
     _print_summary(run)
     return path
+
+
+def _shown(path: Path) -> str:
+    """A path as recorded in results: relative to the repository when inside it, so result
+    files carry no machine-specific location."""
+    from specatlas.paths import repo_root
+
+    try:
+        return str(path.resolve().relative_to(repo_root()))
+    except ValueError:
+        return path.name
 
 
 def _default_out() -> Path:
