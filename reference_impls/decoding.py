@@ -100,12 +100,12 @@ class SpeculativeDecoder:
         while stats.new_tokens < max_new_tokens:
             begin = time.perf_counter()
             depth = min(self.draft_length.choose(), max_new_tokens - stats.new_tokens - 1) if self.drafter else 0
-            draft = self.drafter.propose(tokens, depth, sampling, rng) if depth > 0 else Draft()
+            draft = self.draft_length.trim(self.drafter.propose(tokens, depth, sampling, rng)) if depth > 0 else Draft()
             drafted = time.perf_counter()
 
-            pending = len(tokens) - 1
+            pending, opened = len(tokens) - 1, tokens[-1]
             tree = [-1] + [parent + 1 for parent in draft.parents]  # row 0 is the pending token
-            out = kv.forward(self.target, cache, [tokens[-1]] + draft.tokens, tree=tree, want_hidden=want_hidden)
+            out = kv.forward(self.target, cache, [opened] + draft.tokens, tree=tree, want_hidden=want_hidden)
             accepted, next_token = verifier.verify(draft, out.logits, sampling, rng)
             kv.keep_rows(cache, pending, [0] + [node + 1 for node in accepted])
             new = [draft.tokens[node] for node in accepted] + [next_token]
@@ -115,8 +115,7 @@ class SpeculativeDecoder:
             stats.draft_seconds += drafted - begin
             stats.verify_seconds += verified - drafted
             stats.record(draft, accepted)
-            self.draft_length.record(draft.depth, len(accepted),
-                                     drafted - begin, verified - drafted, len(tree))
+            self.draft_length.record(draft, len(accepted), drafted - begin, verified - drafted, len(tree))
             new = new[: max_new_tokens - stats.new_tokens]
             done = next((i for i, token in enumerate(new) if token in stop), None)
             if done is not None:
@@ -124,7 +123,7 @@ class SpeculativeDecoder:
             tokens += new
             stats.new_tokens += len(new)
             if self.drafter:
-                self.drafter.observe(Verified(draft, out.logits, out.hidden_states, accepted, tokens))
+                self.drafter.observe(Verified(draft, out.logits, out.hidden_states, accepted, tokens, opened))
             if on_tokens:
                 on_tokens(new)
             if done is not None:

@@ -26,16 +26,26 @@ class Draft:
     all siblings); `q is None` means deterministic proposals (a point mass on each token).
     The last `auxiliary` nodes ride along in the verification forward so the drafter can read
     their outputs back (e.g. a Jacobi window), but they can never be accepted.
+    `key`: what the drafter knows of this draft's reliability (e.g. the length of the match it was
+    copied from); the cost-aware draft length learns acceptance per key.
     """
 
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
     q: torch.Tensor | None = None
     auxiliary: int = 0
+    key: object = None
 
     @classmethod
-    def chain(cls, tokens: list[int], q: torch.Tensor | None = None) -> Draft:
-        return cls(list(tokens), list(range(-1, len(tokens) - 1)), q)
+    def chain(cls, tokens: list[int], q: torch.Tensor | None = None, key: object = None) -> Draft:
+        return cls(list(tokens), list(range(-1, len(tokens) - 1)), q, key=key)
+
+    def cut(self, depth: int) -> Draft:
+        """The nodes at depth <= `depth` (a draft without auxiliary nodes)."""
+        kept = [node for node, d in enumerate(kv.depths(self.parents)) if d <= depth]
+        index = {old: new for new, old in enumerate(kept)}
+        return Draft([self.tokens[node] for node in kept], [index.get(self.parents[node], -1) for node in kept],
+                     None if self.q is None else self.q[kept], key=self.key)
 
     @property
     def proposed(self) -> int:
@@ -62,6 +72,7 @@ class Verified:
     hidden_states: torch.Tensor | None  # same rows, when the drafter asked for them
     accepted: list[int]  # accepted node indices, root to leaf
     committed: list[int]  # every token (prompt included) after this step
+    pending: int  # the token that opened the forward (row 0's input): the last one committed before it
 
 
 class Drafter:
@@ -92,7 +103,7 @@ class PromptLookup(Drafter):
             # Scan backwards: the most recent occurrence best reflects what is being written now.
             for start in range(len(context) - n - 1, -1, -1):
                 if context[start] == suffix[0] and context[start : start + n] == suffix:
-                    return Draft.chain(context[start + n : start + n + depth])
+                    return Draft.chain(context[start + n : start + n + depth], key=n)
         return Draft()
 
     def describe(self):

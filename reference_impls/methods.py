@@ -8,7 +8,7 @@ verifies by exact match; sampling by rejection sampling, which is lossless for e
 from __future__ import annotations
 
 from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import CostAware, FixedLength, calibrate
+from specatlas.impls.draft_length import CostAware, FixedLength, calibrate, relative
 from specatlas.impls.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.models import shallow_slice
 
@@ -82,4 +82,4 @@ def draft_policy(target, draft_length, nodes=lambda k: k, max_depth: int = MAX_D
     `max_depth` caps drafts whose structure is bounded (a Lookahead n-gram, a tree template)."""
     if draft_length != "auto":
         return FixedLength(int(draft_length))
-    return CostAware(max_depth, calibrate(target, range(1, nodes(max_depth) + 2)), nodes)
+    return CostAware(max_depth, relative(calibrate(target, range(1, nodes(max_depth) + 2))), nodes)

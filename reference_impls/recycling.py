@@ -43,10 +43,8 @@ class TokenRecycling(Drafter):
         self.tree = sorted(tree, key=len)  # parents before children
         self.k = k
         self.table: dict[int, list[int]] = {}
-        self.root = -1  # the token that opened the last verification forward with a draft
 
     def propose(self, context, depth, sampling, rng):
-        self.root = context[-1]
         draft, node, token = Draft(), {(): -1}, {(): context[-1]}
         for path in self.tree:
             parent = path[:-1]
@@ -60,10 +58,10 @@ class TokenRecycling(Drafter):
         return draft
 
     def observe(self, step):
-        # With no draft the step committed exactly one token after the pending one.
-        pending = self.root if step.draft.tokens else step.committed[-2]
+        # Whoever drafted (this drafter or another that shares the forward, as in SAM-Decoding),
+        # every row's candidates are recycled.
         candidates = step.logits.topk(self.k).indices.tolist()
-        for token, row in zip([pending] + step.draft.tokens, candidates):
+        for token, row in zip([step.pending] + step.draft.tokens, candidates):
             self.table[token] = row
 
     def describe(self):

@@ -21,7 +21,7 @@ GREEDY, RNG = Sampling(), Randomness(0)
 def verified(draft: Draft, argmax: list[int], accepted: list[int], committed: list[int], vocab: int = 100) -> Verified:
     """A verification step whose target argmax at row r is argmax[r]."""
     logits = torch.nn.functional.one_hot(torch.tensor(argmax), vocab).float()
-    return Verified(draft, logits, None, accepted, committed)
+    return Verified(draft, logits, None, accepted, committed, committed[-len(accepted) - 2])
 
 
 def test_jacobi_next_guesses_are_the_outputs_after_the_accepted_prefix():
@@ -94,9 +94,9 @@ def test_token_recycling_fills_its_template_from_the_table_and_recycles_every_ro
     assert recycling.propose([1, 2], 1, GREEDY, RNG).tokens == [10, 11]  # depth cuts the template
     draft = recycling.propose([1, 2], 2, GREEDY, RNG)
     logits = torch.tensor([[0, 0, 0, 9, 8], [0, 9, 8, 0, 0], [9, 0, 0, 0, 8], [0, 0, 9, 8, 0], [8, 0, 0, 0, 9]]).float()
-    recycling.observe(Verified(draft, logits, None, [0], [1, 2, 10, 1]))
+    recycling.observe(Verified(draft, logits, None, [0], [1, 2, 10, 1], 2))
     assert recycling.table == {2: [3, 4], 10: [1, 2], 11: [0, 4], 12: [2, 3], 13: [4, 0]}
-    recycling.observe(Verified(Draft(), logits[:1], None, [], [1, 2, 10, 1, 3]))  # a plain step
+    recycling.observe(Verified(Draft(), logits[:1], None, [], [1, 2, 10, 1, 3], 1))  # a plain step
     assert recycling.table[1] == [3, 4]
 
 
@@ -114,10 +114,10 @@ def decoders(target):
     }
 
 
-def hot_recycling() -> TokenRecycling:
+def hot_recycling(vocab: int = VOCAB) -> TokenRecycling:
     """A table inherited from an earlier query (the paper's hot start), so that short runs draft."""
     recycling = TokenRecycling(PAPER_TREE, k=2)
-    recycling.table = {token: [(token + 1) % VOCAB, token] for token in range(VOCAB)}
+    recycling.table = {token: [(token + 1) % vocab, token] for token in range(vocab)}
     return recycling
 
 

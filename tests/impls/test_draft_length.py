@@ -1,0 +1,88 @@
+"""The cost-aware draft length: it stops drafting where drafts do not pay, drafts deep where they
+do, prices drafting itself, follows the machine's speed at every width, and learns per draft key."""
+
+import torch
+
+from specatlas.impls import kv
+from specatlas.impls.draft_length import CostAware, relative
+from specatlas.impls.drafting import Draft
+
+# A cost curve shaped like SmolLM2-135M's on a 2-core CPU (float32): seconds by forward width.
+CURVE = {1: 0.031, 2: 0.033, 3: 0.035, 4: 0.048, 6: 0.051, 8: 0.059, 12: 0.066, 16: 0.068}
+STEP = CURVE[1]
+
+
+def run(policy: CostAware, steps: int, accepts, key=None, draft_seconds_per_level: float = 0.0) -> list[int]:
+    """Drive the policy as the loop does; `accepts(depth)` says how many drafted tokens verify."""
+    chosen = []
+    for _ in range(steps):
+        depth = policy.choose()
+        chosen.append(depth)
+        draft = Draft.chain(list(range(depth)), key=key) if depth else Draft()
+        draft = policy.trim(draft)
+        width = 1 + len(draft.tokens)
+        policy.record(draft, accepts(draft.depth) if draft.depth else 0,
+                      draft_seconds_per_level * draft.depth, STEP * policy.ratio(width), width)
+    return chosen
+
+
+def test_stops_drafting_when_nothing_is_accepted_and_seldom_probes_again():
+    policy = CostAware(8, relative(CURVE))
+    chosen = run(policy, 400, lambda depth: 0)
+    assert chosen[0] > 0  # the prior is worth a try
+    probes = [step for step, depth in enumerate(chosen) if depth]
+    assert len(probes) < 20 and all(depth <= 1 for depth in chosen[20:])  # then plain decoding...
+    assert min(later - earlier for earlier, later in zip(probes[8:], probes[9:])) >= 30  # ...and rare probes
+
+
+def test_drafts_deep_when_drafts_are_good():
+    policy = CostAware(8, relative(CURVE))
+    chosen = run(policy, 100, lambda depth: depth)  # every drafted token is accepted
+    assert min(chosen[20:]) == 8
+
+
+def test_prices_drafting_a_draft_model_that_costs_half_a_step_per_level_never_pays():
+    # 40% acceptance would pay with free drafts (E = 1.4 tokens at 1.07x the cost)...
+    free = CostAware(8, relative(CURVE))
+    half = lambda depth: int(torch.rand(()) < 0.4)  # noqa: E731  (the first token, never more)
+    torch.manual_seed(0)
+    assert sum(run(free, 200, half)[50:]) > 100
+    # ...but not when each drafted level costs half a target step.
+    priced = CostAware(8, relative(CURVE))
+    torch.manual_seed(0)
+    assert sum(depth > 0 for depth in run(priced, 200, half, draft_seconds_per_level=STEP / 2)[50:]) <= 5
+
+
+def test_step_cost_follows_the_machine_at_any_width():
+    # Verifications at width 5 only, on a machine twice as slow as calibrated: the one-token cost
+    # (which is never observed directly) must follow, or the policy compares stale numbers.
+    policy = CostAware(8, relative(CURVE))
+    for _ in range(30):
+        policy.record(Draft.chain([1, 2, 3, 4]), 4, 0.0, 2 * STEP * policy.ratio(5), 5)
+    assert abs(policy.step_seconds - 2 * STEP) < 1e-6
+
+
+def test_learns_acceptance_per_key_and_trims_drafts_of_a_bad_key():
+    policy = CostAware(8, relative(CURVE))
+    for _ in range(60):
+        run(policy, 1, lambda depth: depth, key="long match")
+        run(policy, 1, lambda depth: 0, key="short match")
+    good = policy.trim(Draft.chain(list(range(8)), key="long match"))
+    bad = policy.trim(Draft.chain(list(range(8)), key="short match"))
+    assert good.depth == 8 and bad.depth == 0
+
+
+def test_cut_keeps_the_shallow_part_of_a_tree_with_its_parents_and_q():
+    #        root
+    #       /    \
+    #      0      1
+    #     / \     |
+    #    2   3    4
+    #    |
+    #    5
+    q = torch.arange(6.0)[:, None].repeat(1, 3)
+    draft = Draft([10, 11, 12, 13, 14, 15], [-1, -1, 0, 0, 1, 2], q, key=3)
+    cut = draft.cut(2)
+    assert cut.tokens == [10, 11, 12, 13, 14] and cut.parents == [-1, -1, 0, 0, 1] and cut.key == 3
+    assert torch.equal(cut.q, q[:5])
+    assert max(kv.depths(draft.cut(1).parents)) == 1 and draft.cut(1).tokens == [10, 11]
