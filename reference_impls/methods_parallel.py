@@ -48,7 +48,10 @@ def lookahead_decoding(target, draft_model=None, draft_length="auto") -> Specula
 def token_recycling(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
     """Luo et al. 2025: the target's discarded top-k candidates, kept in an adjacency table, fill a
     static draft tree that is verified in one forward."""
-    tree = CPU_TREE if target.device.type == "cpu" else PAPER_TREE
+    tree = recycling_template(target)
     return SpeculativeDecoder(target, TokenRecycling(tree),
                               draft_length=draft_policy(target, draft_length, tree_nodes(tree), max(map(len, tree))))
 
+
+def recycling_template(target) -> tuple[tuple[int, ...], ...]:
+    return CPU_TREE if target.device.type == "cpu" else PAPER_TREE

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.methods import draft_policy
+from specatlas.impls.methods_parallel import recycling_template
+from specatlas.impls.recycling import TokenRecycling
 from specatlas.impls.models import EMBEDDED, ModelLoadError
 from specatlas.impls.retrieval import Datastore, ReferenceCopy, RetrievalTree, SuffixAutomatonDraft
 
@@ -39,9 +41,11 @@ def rest(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
 
 
 def sam_decoding(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
-    """Hu et al. 2025: the longest suffix match in a suffix automaton of the context, or in the
-    datastore when that match is clearly longer; its continuation is the draft."""
-    return SpeculativeDecoder(target, SuffixAutomatonDraft(datastore_for(target)),
+    """Hu et al. 2025 (SAM-Decoding[T]): the longest suffix match in a suffix automaton of the
+    context, or in the datastore when that match is clearly longer; its continuation is the draft.
+    Short matches hand over to Token Recycling, which learns from every verification."""
+    auxiliary = TokenRecycling(recycling_template(target))
+    return SpeculativeDecoder(target, SuffixAutomatonDraft(datastore_for(target), auxiliary=auxiliary),
                               draft_length=draft_policy(target, draft_length))
 
 

@@ -51,7 +51,7 @@ METHODS: dict[str, MethodSpec] = {
                    ("retrieval-drafting", "token-tree"), ("token-tree-verification", "greedy-verification"),
                    True, f"{_M}_retrieval:rest"),
         MethodSpec("hu2025sam", "SAM-Decoding: suffix automaton drafts", ("sam-decoding",),
-                   ("retrieval-drafting", "context-copy"), ("greedy-verification",),
+                   ("retrieval-drafting", "context-copy", "token-tree"), ("greedy-verification", "token-tree-verification"),
                    True, f"{_M}_retrieval:sam_decoding"),
         MethodSpec("santilli2023accelerating", "Jacobi decoding", ("jacobi-decoding",),
                    ("mask-predict-jacobi",), ("greedy-verification",), True, f"{_M}_parallel:jacobi_decoding"),

@@ -103,6 +103,11 @@ class Datastore:
         return np.where(inside, self.array[np.minimum(index, len(self.array) - 1)], -1).astype(np.int64)
 
 
+def match_key(length: int) -> int:
+    """A match length as a draft key: longer matches predict better, up to a point."""
+    return min(length, 8)
+
+
 def _continues(seen: list[int] | None, context: list[int]) -> bool:
     """Whether `context` extends what a drafter saw last; if not, a new generation has begun."""
     return seen is not None and len(context) >= len(seen) and context[: len(seen)] == seen
@@ -143,7 +148,7 @@ class ReferenceCopy(Drafter):
             if start is not None:
                 copied = self.reference[start + n : start + n + min(depth, self.copy)]
                 if copied:
-                    return Draft.chain(copied)
+                    return Draft.chain(copied, key=n)
         return Draft()
 
     def describe(self):
@@ -171,7 +176,9 @@ class RetrievalTree(Drafter):
         if length < self.shortest_suffix:
             return Draft()
         rows = self.datastore.continuations(lo, hi, length, depth, self.retrieved)
-        return trie_draft(rows, self.nodes(depth))
+        draft = trie_draft(rows, self.nodes(depth))
+        draft.key = match_key(length)
+        return draft
 
     def describe(self):
         return f"REST retrieval tree (datastore of {len(self.datastore)} tokens)"
@@ -277,15 +284,20 @@ class SuffixAutomatonDraft(Drafter):
     is longer than the dynamic one by more than `bias` tokens (paper default l_bias = 4), because
     the current text predicts itself better than a corpus does.
 
-    Paper defaults: up to 40 draft tokens (capped here by the loop's depth budget). The static
-    match is served by the datastore's suffix array, which answers the same query (the longest
-    occurring suffix and its earliest position) as the paper's static automaton. Left out: the
-    auxiliary drafter (Token Recycling or EAGLE-2) the paper switches to when both matches are
-    shorter than l_threshold; here short matches are proposed and the cost-aware policy decides.
+    When the better match (the static one counted `bias` tokens shorter) is shorter than
+    `threshold` tokens, the draft comes from the `auxiliary` drafter instead (the paper pairs SAM
+    with Token Recycling or EAGLE-2), which observes every verification, whoever drafted.
+
+    Defaults of the paper's code: l_bias = 4, l_threshold = 4, 10 draft tokens (capped here by the
+    loop's depth budget). The static match is served by the datastore's suffix array, which
+    answers the same query (the longest occurring suffix and its earliest position) as the paper's
+    static automaton. Without an auxiliary drafter short matches are proposed as they are.
     """
 
-    def __init__(self, datastore: Datastore | None = None, bias: int = 4, longest_static: int = 64):
+    def __init__(self, datastore: Datastore | None = None, bias: int = 4, longest_static: int = 64,
+                 auxiliary: Drafter | None = None, threshold: int = 4):
         self.datastore, self.bias, self.longest_static = datastore, bias, longest_static
+        self.auxiliary, self.threshold = auxiliary, threshold
         self.automaton = SuffixAutomaton()
 
     def propose(self, context, depth, sampling, rng):
@@ -293,14 +305,25 @@ class SuffixAutomatonDraft(Drafter):
             self.automaton = SuffixAutomaton()  # a new generation
         for token in context[len(self.automaton.text) :]:
             self.automaton.extend(token)
-        draft = self.automaton.continuation(depth)
+        matched = self.automaton.matched
+        draft, key = self.automaton.continuation(depth), ("context", match_key(matched))
         if self.datastore is not None:
             length, lo, hi = self.datastore.longest_suffix(context, self.longest_static)
-            if length - self.bias > self.automaton.matched:
+            if length - self.bias > matched:
                 start = int(self.datastore.suffixes[lo:hi].min()) + length  # earliest occurrence
-                draft = self.datastore.tokens[start : start + depth]
-        return Draft.chain(draft)
+                draft, key = self.datastore.tokens[start : start + depth], ("datastore", match_key(length))
+                matched = length - self.bias
+        if self.auxiliary is not None and matched < self.threshold:
+            auxiliary = self.auxiliary.propose(context, depth, sampling, rng)
+            auxiliary.key = ("auxiliary", auxiliary.key)
+            return auxiliary
+        return Draft.chain(draft, key=key)
+
+    def observe(self, step):
+        if self.auxiliary is not None:
+            self.auxiliary.observe(step)
 
     def describe(self):
         static = f" + static index of {len(self.datastore)} tokens" if self.datastore is not None else ""
-        return f"SAM-Decoding (dynamic suffix automaton{static})"
+        auxiliary = f"; below {self.threshold} matched tokens: {self.auxiliary.describe()}" if self.auxiliary else ""
+        return f"SAM-Decoding (dynamic suffix automaton{static}{auxiliary})"

@@ -14,9 +14,10 @@ from specatlas.impls.retrieval import Datastore, ReferenceCopy, RetrievalTree, S
 from specatlas.impls.sampling import Randomness, Sampling
 
 from .test_exact_distribution import PROMPT, SAMPLINGS
+from .test_parallel_drafters import hot_recycling
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution, tiny_llama
 
-METHODS = ["yang2023inference", "he2024rest", "hu2025sam"]
+METHODS = ["yang2023inference", "he2024rest", "hu2025sam", "hu2025sam + token recycling"]
 
 
 def drafters(vocab: int):
@@ -26,6 +27,7 @@ def drafters(vocab: int):
         "yang2023inference": ReferenceCopy(),
         "he2024rest": RetrievalTree(store, nodes=lambda depth: 3 * depth),
         "hu2025sam": SuffixAutomatonDraft(store, bias=0),
+        "hu2025sam + token recycling": SuffixAutomatonDraft(store, bias=0, auxiliary=hot_recycling(vocab), threshold=2),
     }
 
 
