@@ -135,7 +135,14 @@ class CostAware:
             return None if depth > deepest else 1 + sum(d <= depth for d in node_depths)
 
         keep = self._best_depth(draft.key, widths)
+        if not keep and self.evidence(draft.key) < 0.5:
+            keep = 1  # a probe: without it a key the prior prices out would never be tried
         return draft.cut(keep) if keep < deepest else draft
+
+    def evidence(self, key) -> float:
+        """Decayed number of drafts of `key` that reached position 1."""
+        counts = self.keys.get(key)
+        return counts.reached[1] * self.idle_memory ** (self.step - counts.age) if counts else 0.0
 
     def record(self, draft, accepted: int, draft_seconds: float, verify_seconds: float, width: int) -> None:
         self.step += 1

@@ -86,3 +86,14 @@ def test_cut_keeps_the_shallow_part_of_a_tree_with_its_parents_and_q():
     assert cut.tokens == [10, 11, 12, 13, 14] and cut.parents == [-1, -1, 0, 0, 1] and cut.key == 3
     assert torch.equal(cut.q, q[:5])
     assert max(kv.depths(draft.cut(1).parents)) == 1 and draft.cut(1).tokens == [10, 11]
+
+
+def test_a_new_key_priced_out_by_the_prior_is_probed_once_then_judged_on_evidence():
+    policy = CostAware(8, relative(CURVE))
+    wide = Draft([1, 2, 3, 4, 5, 6], [-1] * 6, key="wide")  # six siblings: width 7 at depth 1
+    assert policy.trim(wide).depth == 1  # no evidence yet: probe
+    policy.record(wide, 0, 0.0, STEP * policy.ratio(7), 7)  # rejected
+    assert policy.trim(wide).depth == 0  # judged on evidence from now on
+    for _ in range(30):
+        policy.record(wide.cut(0), 0, 0.0, STEP, 1)  # plain steps: the evidence fades...
+    assert policy.trim(wide).depth == 0  # ...but slowly
