@@ -14,12 +14,14 @@ loaded, so every decoder on it, the baseline and transformers' own `generate` in
 from __future__ import annotations
 
 import types
+from contextlib import contextmanager
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 MIN_ROWS, MAX_ROWS = 4, 32
+_suspended = 0  # > 0 inside `default_kernels()`
 
 
 def available() -> bool:
@@ -48,13 +50,24 @@ def pack_linears(model: nn.Module) -> int:
     return count
 
 
+@contextmanager
+def default_kernels():
+    """Packed layers use the default kernel while inside: how transformers as shipped runs."""
+    global _suspended
+    _suspended += 1
+    try:
+        yield
+    finally:
+        _suspended -= 1
+
+
 def packed_layers(model: nn.Module) -> int:
     return sum(hasattr(module, "packed_weight") for module in model.modules())
 
 
 def _packed_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     rows = x.numel() // x.shape[-1]
-    if not MIN_ROWS <= rows <= MAX_ROWS:
+    if _suspended or not MIN_ROWS <= rows <= MAX_ROWS:
         return F.linear(x, self.weight, self.bias)
     out = torch.ops.mkldnn._linear_pointwise(x.reshape(rows, x.shape[-1]), self.packed_weight, self.bias,
                                              "none", [], "")

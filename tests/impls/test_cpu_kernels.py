@@ -42,3 +42,15 @@ def test_decoding_through_packed_linears_stays_token_identical_to_the_baseline()
         decoder = SpeculativeDecoder(model, drafter, draft_length=FixedLength(6))
         for prompt in ([1, 2, 3, 1, 2], [5, 9, 5, 9, 5, 9, 5], list(range(20))):
             assert decoder.generate(prompt, 24).tokens == baseline.generate(prompt, 24).tokens, name
+
+
+def test_default_kernels_suspends_packing_inside_only():
+    model = float32_llama(2)
+    ids = torch.randint(0, 64, (1, 8))
+    stock = model(input_ids=ids).logits
+    cpu_kernels.pack_linears(model)
+    # A packed head of zeros tells which path ran (the head has no bias).
+    model.lm_head.packed_weight = torch.ops.mkldnn._reorder_linear_weight(torch.zeros_like(model.lm_head.weight), None)
+    with cpu_kernels.default_kernels():
+        assert torch.equal(model(input_ids=ids).logits, stock)
+    assert not model(input_ids=ids).logits.any()

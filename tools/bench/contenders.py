@@ -16,6 +16,7 @@ from typing import Callable
 
 import torch
 
+from specatlas.impls.cpu_kernels import default_kernels, packed_layers
 from specatlas.impls.methods import shallow_layers
 from specatlas.impls.models import shallow_slice
 from specatlas.impls.registry import MethodSpec
@@ -110,7 +111,7 @@ def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
         else:  # pure temperature sampling, as ours: transformers would otherwise default to top_k=50
             sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
         torch.manual_seed(seed)
-        with counting_forwards(target) as widths:
+        with default_kernels(), counting_forwards(target) as widths:
             start = time.perf_counter()
             out = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
                                   eos_token_id=sorted(stop), pad_token_id=pad_token_id, **sampling, **extra)
@@ -118,6 +119,8 @@ def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
         # The prefill forward commits the first token, so every target forward is a step.
         return Turn(out[0, len(prompt):].tolist(), wall, len(widths), dict(Counter(widths[1:])))
 
+    if packed_layers(target):
+        setup += "; transformers' default kernels, as shipped (SpecAtlas decoders: packed oneDNN linears)"
     return Contender(peer_id, PEERS[peer_id], "peer", True, setup, generate)
 
 
