@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import re
 from collections import Counter
 
 from specatlas.catalog.taxonomy import FACETS, Taxonomy
@@ -18,6 +19,36 @@ def implemented_ids() -> set[str]:
     except ImportError:
         return set()
     return set(registered())
+
+
+_ARXIV_NEW_STYLE = re.compile(r"^(\d{2})(\d{2})\.\d{4,5}$")
+
+
+def posted_month(paper) -> str | None:
+    """'YYYY-MM' the work first appeared: the arXiv id's month when it has a new-style id, else the
+    record's year and month; None when the month is unknown."""
+    match = _ARXIV_NEW_STYLE.match(paper.arxiv or "")
+    if match:
+        return f"20{match.group(1)}-{match.group(2)}"
+    return f"{paper.year}-{paper.month:02d}" if paper.month else None
+
+
+def month_counts(papers) -> dict[str, int]:
+    """Records per posted month, every month from the first to the last present (zeros included,
+    so gaps in coverage show), plus 'unknown' for records without a month."""
+    counts = Counter(posted_month(p) for p in papers)
+    unknown = counts.pop(None, 0)
+    out: dict[str, int] = {}
+    if counts:
+        year, month = map(int, min(counts).split("-"))
+        last = tuple(map(int, max(counts).split("-")))
+        while (year, month) <= last:
+            key = f"{year}-{month:02d}"
+            out[key] = counts.get(key, 0)
+            year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    if unknown:
+        out["unknown"] = unknown
+    return out
 
 
 def compute(records, taxonomy: Taxonomy) -> dict:
@@ -43,6 +74,7 @@ def compute(records, taxonomy: Taxonomy) -> dict:
             for facet in FACETS
         },
         "year": dict(sorted(Counter(p.year for p in papers).items())),
+        "posted_month": month_counts(papers),
         "venue": dict(Counter(p.venue for p in papers).most_common()),
         "lossless": {str(k).lower(): v for k, v in Counter(p.lossless for p in papers).most_common()},
         "with_code": sum(bool(p.code) for p in papers),
@@ -82,6 +114,16 @@ def execute(args: argparse.Namespace) -> int:
             print(f"  {'  ' * row['depth']}{row['id']:<{34 - 2 * row['depth']}} {row['tagged']:>4} {row['with_descendants']:>5}")
         print(f"  {'(no tag on this axis)':<34} {stats['untagged_axes'][facet]:>4}")
     print("\nyear    " + "  ".join(f"{y}: {c}" for y, c in stats["year"].items()))
+    print("\nposted month (arXiv id's month, else the record's year and month; '.' = none)")
+    months = stats["posted_month"]
+    for year in sorted({k[:4] for k in months if k != "unknown"}):
+        row = [f"{months[f'{year}-{m:02d}']:>3}" if f"{year}-{m:02d}" in months else "   " for m in range(1, 13)]
+        print(f"  {year} " + " ".join(c.replace("  0", "  .") for c in row) + f"   | {sum(v for k, v in months.items() if k.startswith(year))}")
+    print("        " + " ".join(f"{m:>3}" for m in ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")))
+    if "unknown" in months:
+        print(f"  month unknown: {months['unknown']}")
+    newest = max((k for k, v in months.items() if k != "unknown" and v), default=None)
+    print(f"  newest posted month covered: {newest}\n")
     print("venue   " + "  ".join(f"{v}: {c}" for v, c in stats["venue"].items()))
     print("lossless " + "  ".join(f"{k}: {v}" for k, v in stats["lossless"].items()))
     print(f"with code: {stats['with_code']}/{n}   implemented: {stats['implemented']}/{n}")

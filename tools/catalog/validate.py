@@ -99,7 +99,10 @@ def _cross_record_problems(records: list[Record], taxonomy: Taxonomy, today: dt.
                 seen_keys.setdefault((key, value), record)
         _check_tags(record, taxonomy, report)
         _check_dates(record, today, report)
-        if paper.lossless and paper.taxonomy.verification and all(
+        if paper.lossless and not paper.taxonomy.verification:
+            report(record, "lossless", "is true, but no verification tag says how drafts are checked; tag taxonomy.verification "
+                   "(e.g. speculative-sampling, greedy-verification) or set lossless: null for a non-method")
+        elif paper.lossless and all(
             taxonomy.facets["verification"].nodes.get(t) and "relaxed-acceptance" in (t, *taxonomy.facets["verification"].ancestors(t))
             for t in paper.taxonomy.verification
         ):
