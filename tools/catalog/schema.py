@@ -117,6 +117,7 @@ class Paper(_Strict):
     reported_results: list[ReportedResult] = Field(default_factory=list)
     implementation: str | None = Field(None, description="Registry id of the reference implementation, once one exists.")
     bibtex: BibtexOverrides | None = None
+    found_via: str | None = Field(None, min_length=8, max_length=400, description="How the paper was found and where its facts were confirmed, e.g. 'search (docs): <query> -> https://huggingface.co/papers/2606.02091.md'. Optional; new records should say it.")
 
     @field_validator("title", "summary", "venue_note")
     @classmethod
