@@ -109,6 +109,7 @@ class Paper(_Strict):
     code: list[HttpsUrl] = Field(default_factory=list, description="Official code repositories.")
     links: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")], HttpsUrl] = Field(default_factory=dict, description="Other links: homepage, blog, slides, video, models.")
     aliases: list[Annotated[str, Field(pattern=ALIAS_PATTERN)]] = Field(default_factory=list, description="Short method names users type: eagle, medusa, pld.")
+    previous_titles: list[Annotated[str, Field(min_length=4)]] = Field(default_factory=list, description="Earlier titles of the same paper (usually the arXiv preprint's) when the cited version was renamed; kept so searches and citations by the old title still find it.")
     taxonomy: TaxonomyTags
     lossless: bool | None = Field(description="true when the output distribution provably equals the target's; null when not a decoding method.")
     builds_on: list[PaperId] = Field(default_factory=list, description="Ids of cataloged papers this work extends.")
@@ -124,6 +125,13 @@ class Paper(_Strict):
     def _no_markup(cls, value: str | None) -> str | None:
         if value and _HTML.search(value):
             raise ValueError("contains HTML or script markup; write plain text (Markdown emphasis is fine)")
+        return value
+
+    @field_validator("previous_titles")
+    @classmethod
+    def _no_markup_in_titles(cls, value: list[str]) -> list[str]:
+        for title in value:
+            cls._no_markup(title)
         return value
 
     @field_validator("summary")
