@@ -19,7 +19,7 @@ VENUE_HOSTS = (
     "openreview.net", "aclanthology.org", "proceedings.mlr.press", "proceedings.neurips.cc", "papers.nips.cc",
     "neurips.cc", "nips.cc", "iclr.cc", "icml.cc", "dl.acm.org", "ieeexplore.ieee.org", "doi.org", "ojs.aaai.org",
     "openaccess.thecvf.com", "usenix.org", "jmlr.org", "mlsys.org", "link.springer.com", "isca-archive.org",
-    "ecva.net", "ijcai.org", "sciencedirect.com",
+    "ecva.net", "ijcai.org", "sciencedirect.com", "mlanthology.org",
 )
 
 
