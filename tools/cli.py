@@ -10,7 +10,9 @@ import sys
 # name -> (module, one-line help). A module defines configure(parser) and execute(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("specatlas.catalog.validate", "check paper records (file:line: field: problem)"),
-    "new": ("specatlas.catalog.scaffold", "scaffold a new paper record"),
+    "new": ("specatlas.catalog.scaffold", "scaffold a new paper record (--arxiv / --doi fill the facts from the web)"),
+    "freshness": ("specatlas.catalog.freshness", "recent arXiv papers matching the field's queries that the catalog lacks"),
+    "check-links": ("specatlas.catalog.links", "check that every url, pdf, code and links URL still answers"),
     "schema": ("specatlas.catalog.schema_export", "write the JSON Schema of paper records"),
     "site": ("specatlas.site.build", "build (or serve) the website from the catalog"),
     "bib": ("specatlas.bib", "write the catalog as BibTeX (papers.bib)"),

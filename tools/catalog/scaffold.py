@@ -1,6 +1,7 @@
 """`specatlas new`: scaffold papers/<id>.yaml with every field present and the id rule applied.
 
-Facts come from flags, or from prompts when a flag is missing and stdin is a terminal. The
+Facts come from flags, then from arXiv / DBLP / Semantic Scholar / Crossref when --arxiv or --doi
+is given (metadata.py), then from prompts when a flag is missing and stdin is a terminal. The
 scaffold is deliberately invalid until its TODOs (summary, taxonomy tags) are filled in.
 """
 
@@ -28,9 +29,10 @@ year: {year}
 arxiv: {arxiv}
 doi: {doi}
 url: {url}
+pdf: {pdf}
 code: {code}
 aliases: []  # short method names users type, e.g. [medusa]
-taxonomy:  # node ids from taxonomy/*.yaml; tag every axis that applies
+{previous_titles}taxonomy:  # node ids from taxonomy/*.yaml; tag every axis that applies
   drafting: []
   verification: []
   alignment: []
@@ -40,7 +42,7 @@ builds_on: []  # ids of cataloged papers this work extends
 summary: >-
   TODO: 1-4 sentences in your own words: what the method does, how, and why it helps.
 reported_results: []
-"""
+{found_via}"""
 
 _PROMPTS = [
     ("title", "Title (exactly as on the paper)"),
@@ -56,9 +58,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--year", type=int)
     parser.add_argument("--month", type=int)
     parser.add_argument("--venue", help="controlled venue key or a badge such as NIPS2024")
-    parser.add_argument("--arxiv", help="arXiv id, e.g. 2302.01318 (a URL is accepted)")
-    parser.add_argument("--doi")
+    parser.add_argument("--arxiv", help="arXiv id, e.g. 2302.01318 (a URL is accepted); the facts not given are looked up online")
+    parser.add_argument("--doi", help="DOI; the facts not given are looked up online (Crossref, Semantic Scholar)")
+    parser.add_argument("--offline", action="store_true", help="do not look up --arxiv / --doi online")
     parser.add_argument("--url")
+    parser.add_argument("--pdf")
     parser.add_argument("--code", action="append", default=[], help="official code URL (repeatable)")
     parser.add_argument("--id", dest="paper_id", help="override the proposed id")
     parser.add_argument("--dir", type=Path, help="where to write (default: the catalog's papers/)")
@@ -73,6 +77,12 @@ def _ask(label: str) -> str:
 
 
 def execute(args: argparse.Namespace) -> int:
+    args.previous_titles, args.found_via = [], None
+    if (args.arxiv or args.doi) and not args.offline and any(getattr(args, n) in (None, "") for n, _ in _PROMPTS):
+        from specatlas.catalog.metadata import fill_args
+
+        if status := fill_args(args):
+            return status
     interactive = sys.stdin.isatty()
     for name, label in _PROMPTS:
         if getattr(args, name) in (None, "") and interactive:
@@ -102,7 +112,10 @@ def execute(args: argparse.Namespace) -> int:
         arxiv=f"'{arxiv}'" if arxiv else "null",
         doi=json.dumps(args.doi) if args.doi else "null",
         url=url or "null",
+        pdf=args.pdf or "null",
         code=json.dumps(args.code),
+        previous_titles=f"previous_titles: {json.dumps(args.previous_titles, ensure_ascii=False)}\n" if args.previous_titles else "",
+        found_via=f"found_via: {json.dumps(args.found_via[:400], ensure_ascii=False)}\n" if args.found_via else "",
     )
     if args.stdout:
         print(text, end="")
