@@ -98,6 +98,19 @@ def test_venue_names_map_onto_the_controlled_list(name, key):
     assert venue_key(name) == key
 
 
+@pytest.mark.parametrize("comment, journal_ref, stated", [
+    ("Accepted to ICLR 2025", "", ("ICLR", 2025)),
+    ("Accepted at Findings of ACL 2024. 12 pages", "", ("ACL-Findings", 2024)),
+    ("Accepted at the ES-FoMo workshop at ICML 2024", "", ("ICML-Workshop", 2024)),
+    ("12 pages, 5 figures; tokens accepted per step in Table 2", "", None),
+    ("", "Proceedings of the 41st International Conference on Machine Learning, PMLR 235, 2024", ("ICML", 2024)),
+])
+def test_venue_stated_in_the_arxiv_comment(comment, journal_ref, stated):
+    entry = metadata.parse_arxiv_feed((RECORDED / "arxiv_2401.06706.xml").read_bytes())[0][0]
+    entry.comment, entry.journal_ref = comment, journal_ref
+    assert metadata._comment_venue(entry) == stated
+
+
 def test_published_paper_takes_the_venue_version_from_dblp():
     fetch = Replay(MEDUSA)
     meta = metadata.from_arxiv("https://arxiv.org/abs/2401.10774v3", fetch)

@@ -228,7 +228,7 @@ def venue_key(name: str | None) -> str | None:
     if "@" in name or re.search(r"\bworkshops?\b", lowered):
         host = next((v for k, v in _WORKSHOP_HOSTS.items() if re.search(rf"\b{k}\b", lowered)), None)
         return f"{host}-Workshop" if host else "other-workshop"
-    candidates = [name, *re.findall(r"\(([^)]*)\)", name), *re.split(r"\s+-\s+|:\s+", name)]
+    candidates = [name, *re.findall(r"\(([^)]*)\)", name), *re.split(r"\s+-\s+|[:,]\s+", name)]
     for candidate in candidates:
         bare = re.sub(r"\([^)]*\)", "", candidate).strip()
         key = normalize_badge(bare) if bare and len(bare) <= 20 else None
@@ -380,7 +380,7 @@ def fetch_crossref(doi: str, fetch: Fetch) -> CrossrefWork:
 class Metadata:
     title: str
     authors: list[str]
-    year: int
+    year: int | None
     venue: str | None  # None: published somewhere the controlled list does not name
     month: int | None = None
     arxiv: str | None = None
@@ -421,18 +421,20 @@ def _published_hit(hits: list[DblpHit], titles: set[str], first_author: str) -> 
     return max(matches, key=lambda h: h.year, default=None)
 
 
-def _comment_venue(entry: ArxivEntry) -> str | None:
-    """A venue the authors name in the arXiv comment or journal-ref ('Accepted to ICML 2024')."""
-    if entry.journal_ref:
-        key = venue_key(entry.journal_ref)
-        if key and key != "arXiv":
-            return key
+def _comment_venue(entry: ArxivEntry) -> tuple[str, int | None] | None:
+    """A venue (and its year) the authors name in the arXiv journal-ref or comment
+    ('Accepted to ICML 2024')."""
+    phrases = [entry.journal_ref] if entry.journal_ref else []
     match = re.search(r"\b(?:accepted|published|to appear|appears?)\b[^.;]*?\b(?:at|to|in|by|as)\b\s+(?:the\s+)?([^.;,]+)", entry.comment, re.IGNORECASE)
-    if not match:
-        return None
-    phrase = re.sub(r"\b(main|conference|track|paper|long|short|oral|spotlight|poster)\b", " ", match.group(1), flags=re.IGNORECASE)
-    key = venue_key(" ".join(phrase.split()[:4]))
-    return key if key != "arXiv" else None
+    if match:
+        phrase = re.sub(r"\b(main|conference|track|paper|long|short|oral|spotlight|poster)\b", " ", match.group(1), flags=re.IGNORECASE)
+        phrases.append(" ".join(phrase.split()[:5]))
+    for phrase in phrases:
+        key = venue_key(phrase)
+        if key and key != "arXiv":
+            year = re.search(r"\b(?:19|20)\d{2}\b", phrase)
+            return key, int(year.group()) if year else None
+    return None
 
 
 def from_arxiv(arxiv_id: str, fetch: Fetch = http_get) -> Metadata:
@@ -455,7 +457,7 @@ def from_arxiv(arxiv_id: str, fetch: Fetch = http_get) -> Metadata:
     published = None
     try:
         for title in dict.fromkeys([entry.title, *([scholar.title] if scholar else [])]):
-            published = _published_hit(fetch_dblp(title, fetch), titles, entry.authors[0])
+            published = _published_hit(fetch_dblp(title, fetch), titles, entry.authors[0] if entry.authors else "")
             if published:
                 break
         meta.sources.append("DBLP")
@@ -477,8 +479,9 @@ def from_arxiv(arxiv_id: str, fetch: Fetch = http_get) -> Metadata:
         meta.venue, meta.month = venue_key(scholar.venue), None
         meta.year = scholar.year or meta.year
         meta.notes.append(f"venue from Semantic Scholar ('{scholar.venue}'); set url to the proceedings page and check the authors against it")
-    elif _comment_venue(entry):
-        meta.venue, meta.month = _comment_venue(entry), None
+    elif stated := _comment_venue(entry):
+        meta.venue, meta.month = stated[0], None
+        meta.year = stated[1] or meta.year
         meta.notes.append(f"venue read from the arXiv comment ('{entry.comment or entry.journal_ref}'); confirm the year and set url to the proceedings page")
     return meta
 
@@ -488,7 +491,7 @@ def from_doi(doi: str, fetch: Fetch = http_get) -> Metadata:
     work = fetch_crossref(doi, fetch)
     venue = venue_key(work.container) or venue_key(work.event)
     meta = Metadata(
-        title=work.title, authors=work.authors, year=work.year or 0, month=work.month, venue=venue,
+        title=work.title, authors=work.authors, year=work.year, month=work.month, venue=venue,
         doi=work.doi, url=_landing_page(work.doi, work.landing), pdf=work.pdf,
         sources=[f"Crossref ({CROSSREF_API}{work.doi})"],
     )

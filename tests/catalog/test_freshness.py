@@ -1,0 +1,119 @@
+"""`specatlas freshness` on a recorded arXiv search feed: what is new, what the catalog already
+has (by id or title), what was triaged away, and the markdown the weekly issue gets."""
+
+import argparse
+import datetime as dt
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from specatlas import paths
+from specatlas.catalog import freshness
+from specatlas.catalog.metadata import Offline
+
+RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "metadata"
+FEED = (RECORDED / "arxiv_search_speculative.xml").read_bytes()
+EMPTY = (RECORDED / "arxiv_empty.xml").read_bytes()
+SINCE = dt.date(2026, 10, 1)
+
+
+def fake_arxiv(asked):
+    """The recorded feed for the 'speculative decoding' query, an empty one for the others."""
+
+    def fetch(url: str) -> bytes:
+        asked.append(url)
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["search_query"][0]
+        return FEED if '"speculative decoding"' in query else EMPTY
+
+    return fetch
+
+
+def test_search_url_filters_categories_and_sorts_newest_first():
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(freshness.search_url('all:"speculative decoding"', 100, 50)).query)
+    assert query["search_query"] == ['(all:"speculative decoding") AND (cat:cs.CL OR cat:cs.LG OR cat:cs.AI)']
+    assert query["sortBy"] == ["submittedDate"] and query["sortOrder"] == ["descending"]
+    assert query["start"] == ["100"] and query["max_results"] == ["50"]
+
+
+def test_search_keeps_the_window_and_stops_paging_past_it():
+    asked, pauses = [], []
+    found = freshness.search(SINCE, fake_arxiv(asked), pause=pauses.append)
+    assert sorted(found) == ["2610.30123", "2611.05555", "2611.09001", "2611.20417"]  # 2609.01234 is before the window
+    assert found["2611.20417"].queries == ["speculative decoding"]
+    # One page per query: the recorded page reaches back past SINCE although 1874 results exist.
+    assert len(asked) == len(freshness.QUERIES)
+    assert pauses == [freshness.API_DELAY_S] * (len(asked) - 1)  # arXiv's one request per 3 s
+
+
+def test_missing_drops_catalogued_ids_titles_and_triaged_ids():
+    found = freshness.search(SINCE, fake_arxiv([]), pause=lambda s: None)
+    catalog = freshness.Catalog(arxiv_ids={"2610.30123"}, titles={"verifying token trees in one pass"}, newest_arxiv="2610.30123")
+    left = freshness.missing(found, catalog, ignored={"2611.05555": "multi-token prediction as a training loss only"})
+    assert [c.entry.arxiv_id for c in left] == ["2611.20417"]
+
+
+def test_markdown_has_a_ready_command_per_paper_and_respects_the_issue_size():
+    found = freshness.search(SINCE, fake_arxiv([]), pause=lambda s: None)
+    candidates = freshness.missing(found, freshness.Catalog(set(), set(), None), {})
+    text = freshness.render(candidates, SINCE, dt.date(2026, 11, 30), freshness.Catalog(set(), set(), None))
+    assert "**4 paper(s)**" in text and text.index("2611.20417") < text.index("2610.30123")  # newest first
+    assert "  specatlas new --arxiv 2611.20417\n" in text
+    assert "[abs](https://arxiv.org/abs/2610.30123)" in text and "Ada Quist, Bo Lind, Cyrus Vale and 2 more" in text
+    small = freshness.render(candidates, SINCE, dt.date(2026, 11, 30), freshness.Catalog(set(), set(), None), limit=1400)
+    assert len(small) < 1400 and "more not shown" in small and "specatlas new --arxiv 2611.20417" in small
+    nothing = freshness.render([], SINCE, dt.date(2026, 11, 30), freshness.Catalog(set(), set(), None))
+    assert "Nothing new" in nothing
+
+
+@pytest.fixture
+def catalog_root(make_catalog, monkeypatch):
+    root = make_catalog()
+    monkeypatch.setenv("SPECATLAS_ROOT", str(root))
+    paths.repo_root.cache_clear()
+    yield root
+    paths.repo_root.cache_clear()
+
+
+def test_command_reads_the_catalog_and_writes_markdown(catalog_root, tmp_path, capsys):
+    out = tmp_path / "freshness.md"
+    args = argparse.Namespace(since=SINCE, days=30, max_per_query=500, out=out)
+    assert freshness.execute(args, fetch=fake_arxiv([]), pause=lambda s: None, today=dt.date(2026, 11, 30)) == 0
+    text = out.read_text(encoding="utf-8")
+    # The base catalog holds 'Verifying Token Trees in One Pass' (under another arXiv id): matched by title.
+    assert "2611.09001" not in text and "specatlas new --arxiv 2611.20417" in text
+    assert "newest 2401.00002" in text
+    assert "4 matching paper(s) since 2026-10-01, 3 not in the catalog" in capsys.readouterr().err
+
+
+def test_offline_is_one_line_and_exit_3(catalog_root, capsys):
+    def fetch(url):
+        raise Offline("cannot reach export.arxiv.org (timed out)")
+
+    args = argparse.Namespace(since=None, days=30, max_per_query=500, out=None)
+    assert freshness.execute(args, fetch=fetch, pause=lambda s: None) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "offline?" in err and "Traceback" not in err
+
+
+def test_the_ignore_file_parses():
+    assert isinstance(freshness.read_ignored(), dict)
+
+
+def test_weekly_workflow_runs_a_command_that_parses():
+    import re
+    import shlex
+
+    import yaml
+
+    from specatlas import cli
+
+    workflow = yaml.safe_load((Path(__file__).resolve().parents[2] / ".github" / "workflows" / "freshness.yml").read_text(encoding="utf-8"))
+    triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
+    assert triggers["schedule"][0]["cron"] and "workflow_dispatch" in triggers
+    steps = workflow["jobs"]["freshness"]["steps"]
+    command = next(s["run"] for s in steps if s.get("run", "").startswith("specatlas freshness"))
+    argv = shlex.split(re.sub(r"\$\{\{[^}]*\}\}", "60", command))[1:]
+    parsed = cli.build_parser(argv).parse_args(argv)
+    assert parsed.days == 60 and parsed.out == Path("freshness.md")
+    assert any("gh issue edit" in s.get("run", "") and "gh issue create" in s.get("run", "") for s in steps)

@@ -1,0 +1,189 @@
+"""`specatlas freshness`: recent arXiv papers matching the field's queries that the catalog lacks.
+
+Asks arXiv's API (newest first, cs.CL / cs.LG / cs.AI) for each query, drops what the catalog
+already has (same arXiv id, or same normalized title, previous titles included) and what
+freshness_ignore.yaml says was triaged as out of scope, and prints markdown with a ready-to-edit
+`specatlas new --arxiv ID` per paper. The weekly workflow (.github/workflows/freshness.yml) posts
+that markdown as one issue. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from specatlas.catalog.metadata import ARXIV_API, ArxivEntry, Fetch, MetadataError, Offline, http_get, parse_arxiv_feed
+from specatlas.catalog.validate import normalize_title
+from specatlas.catalog.yamlio import YamlProblem, load_yaml
+from specatlas.paths import papers_dir
+
+# label -> arXiv search_query. Phrases, so "speculative" alone (a common word) does not flood it.
+QUERIES: dict[str, str] = {
+    "speculative decoding": 'all:"speculative decoding"',
+    "speculative sampling": 'all:"speculative sampling"',
+    "speculative inference": 'all:"speculative inference"',
+    "self-speculative": 'all:"self-speculative"',
+    "draft model": 'all:"draft model" AND (all:decoding OR all:inference)',
+    "draft then verify": 'all:"draft-then-verify" OR all:"draft and verify"',
+    "multi-token prediction": 'all:"multi-token prediction"',
+    "lossless acceleration": 'all:"lossless acceleration"',
+}
+CATEGORIES = ("cs.CL", "cs.LG", "cs.AI")
+PAGE_SIZE = 100
+MAX_PER_QUERY = 500
+API_DELAY_S = 3.0  # arXiv's API terms ask for one request every three seconds
+IGNORE_FILE = Path(__file__).with_name("freshness_ignore.yaml")
+ISSUE_BODY_LIMIT = 60_000  # GitHub refuses issue bodies over 65,536 characters
+
+
+def search_url(query: str, start: int = 0, max_results: int = PAGE_SIZE) -> str:
+    categories = " OR ".join(f"cat:{c}" for c in CATEGORIES)
+    params = {
+        "search_query": f"({query}) AND ({categories})",
+        "sortBy": "submittedDate",
+        "sortOrder": "descending",
+        "start": start,
+        "max_results": max_results,
+    }
+    return f"{ARXIV_API}?{urllib.parse.urlencode(params)}"
+
+
+@dataclass
+class Candidate:
+    entry: ArxivEntry
+    queries: list[str] = field(default_factory=list)
+
+
+def search(since: dt.date, fetch: Fetch, queries: dict[str, str] = QUERIES, max_per_query: int = MAX_PER_QUERY,
+           pause=time.sleep) -> dict[str, Candidate]:
+    """Every paper first posted on or after `since` that a query finds, by arXiv id."""
+    found: dict[str, Candidate] = {}
+    first = True
+    for label, query in queries.items():
+        for start in range(0, max_per_query, PAGE_SIZE):
+            if not first:
+                pause(API_DELAY_S)
+            first = False
+            entries, total = parse_arxiv_feed(fetch(search_url(query, start, min(PAGE_SIZE, max_per_query - start))))
+            for entry in entries:
+                if entry.published >= since:
+                    found.setdefault(entry.arxiv_id, Candidate(entry)).queries.append(label)
+            # Newest first: a page reaching back past `since`, or the last page, ends this query.
+            if not entries or entries[-1].published < since or start + len(entries) >= total:
+                break
+    return found
+
+
+@dataclass
+class Catalog:
+    arxiv_ids: set[str]
+    titles: set[str]
+    newest_arxiv: str | None
+
+
+def read_catalog(directory: Path) -> Catalog:
+    """arXiv ids and normalized titles (previous titles too) of every record; a record that
+    does not parse is skipped here, the validator reports it."""
+    ids: set[str] = set()
+    titles: set[str] = set()
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            data = load_yaml(path.read_text(encoding="utf-8")).data
+        except (OSError, UnicodeDecodeError, YamlProblem):
+            continue
+        if not isinstance(data, dict):
+            continue
+        if data.get("arxiv"):
+            ids.add(str(data["arxiv"]))
+        for title in [data.get("title"), *(data.get("previous_titles") or [])]:
+            if isinstance(title, str):
+                titles.add(normalize_title(title))
+    new_style = sorted(i for i in ids if "/" not in i)
+    return Catalog(ids, titles, new_style[-1] if new_style else None)
+
+
+def read_ignored(path: Path = IGNORE_FILE) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def missing(found: dict[str, Candidate], catalog: Catalog, ignored: dict[str, str]) -> list[Candidate]:
+    out = [c for arxiv_id, c in found.items()
+           if arxiv_id not in catalog.arxiv_ids and arxiv_id not in ignored and normalize_title(c.entry.title) not in catalog.titles]
+    return sorted(out, key=lambda c: (c.entry.published, c.entry.arxiv_id), reverse=True)
+
+
+def _authors(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def render(candidates: list[Candidate], since: dt.date, today: dt.date, catalog: Catalog, limit: int = ISSUE_BODY_LIMIT) -> str:
+    head = [
+        f"## arXiv papers not in the catalog, posted {since.isoformat()} to {today.isoformat()}",
+        "",
+        f"Queries ({', '.join(CATEGORIES)}): " + "; ".join(f"`{q}`" for q in QUERIES) + ".",
+        f"Catalog: {len(catalog.arxiv_ids)} arXiv ids, newest {catalog.newest_arxiv or 'none'}. "
+        "Matched by arXiv id and by normalized title (previous titles included).",
+        "",
+        "For each paper: read the abstract; if it is about speculative decoding, run its command, fill the "
+        "TODOs and open a pull request; if not, add its id to `tools/catalog/freshness_ignore.yaml` with a reason.",
+        "",
+    ]
+    if not candidates:
+        return "\n".join(head + ["Nothing new: every matching paper is in the catalog or triaged."]) + "\n"
+    body: list[str] = []
+    size = sum(len(line) + 1 for line in head)
+    for shown, candidate in enumerate(candidates):
+        entry = candidate.entry
+        block = [
+            f"- [ ] **{entry.title}** ({entry.published.isoformat()}, {entry.primary_category}) "
+            f"[abs]({entry.abs_url}) · {_authors(entry.authors)} · matched: {', '.join(candidate.queries)}",
+            "  ```bash",
+            f"  specatlas new --arxiv {entry.arxiv_id}",
+            "  ```",
+        ]
+        block_size = sum(len(line) + 1 for line in block)
+        if size + block_size > limit - 200:
+            body.append(f"\n{len(candidates) - shown} more not shown (issue size limit); run `specatlas freshness` locally.")
+            break
+        body += block
+        size += block_size
+    summary = [f"**{len(candidates)} paper(s)** to triage, newest first:", ""]
+    return "\n".join(head + summary + body) + "\n"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    window = parser.add_mutually_exclusive_group()
+    window.add_argument("--since", type=dt.date.fromisoformat, help="first posting date to include, YYYY-MM-DD")
+    window.add_argument("--days", type=int, default=30, help="include papers first posted in the last N days (default 30)")
+    parser.add_argument("--max-per-query", type=int, default=MAX_PER_QUERY, help=f"newest results read per query (default {MAX_PER_QUERY})")
+    parser.add_argument("--out", type=Path, help="write the markdown here instead of stdout")
+
+
+def execute(args: argparse.Namespace, fetch: Fetch | None = None, pause=time.sleep, today: dt.date | None = None) -> int:
+    today = today or dt.date.today()
+    since = args.since or today - dt.timedelta(days=args.days)
+    try:
+        found = search(since, fetch or http_get, max_per_query=args.max_per_query, pause=pause)
+    except MetadataError as exc:
+        hint = "; offline? the check needs arXiv's API" if isinstance(exc, Offline) else ""
+        print(f"specatlas freshness: {exc}{hint}", file=sys.stderr)
+        return 3
+    catalog = read_catalog(papers_dir())
+    candidates = missing(found, catalog, read_ignored())
+    text = render(candidates, since, today, catalog)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    print(f"{len(found)} matching paper(s) since {since}, {len(candidates)} not in the catalog", file=sys.stderr)
+    return 0
