@@ -119,6 +119,53 @@ def test_no_network_is_a_clear_exit_3(catalog, capsys):
 
 def test_concurrency_is_bounded_per_host():
     urls = [f"https://github.com/org/repo{i}" for i in range(12)]
-    http = Recorded({("HEAD", u): 200 for u in urls}, delay=0.02)
+    http = Recorded({("HEAD", u): 200 for u in urls}, delay=0.05)
     outcomes = links.check_all(urls, http, timeout=1, jobs=8, per_host=2)
-    assert all(o.kind == "ok" for o in outcomes.values()) and 1 < http.peak <= 2
+    assert len(outcomes) == 12 and all(o.kind == "ok" for o in outcomes.values()) and 1 < http.peak <= 2
+    # Many hosts: the pool's bound holds, and one busy host does not serialise the others.
+    urls = [f"https://host{h}.example/p{i}" for h in range(6) for i in range(4)]
+    http = Recorded({("HEAD", u): 200 for u in urls}, delay=0.05)
+    assert len(links.check_all(urls, http, timeout=1, jobs=4, per_host=2)) == 24 and 2 < http.peak <= 4
+
+
+def test_the_real_http_function_against_a_loopback_server():
+    """http_status itself (urllib: HEAD, redirects, HTTP errors, refused connections) on 127.0.0.1."""
+    import http.server
+    import socket
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self, head: bool):
+            if self.path == "/moved":
+                self.send_response(301)
+                self.send_header("Location", "/here")
+            elif self.path == "/no-head" and head:
+                self.send_response(405)
+            else:
+                self.send_response(200 if self.path in ("/here", "/no-head") else 404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_HEAD(self):
+            self._answer(head=True)
+
+        def do_GET(self):
+            self._answer(head=False)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert links.check_url(f"{base}/here", links.http_status, 5) == links.Outcome(200, f"{base}/here")
+        assert links.check_url(f"{base}/moved", links.http_status, 5) == links.Outcome(200, f"{base}/here")
+        assert links.check_url(f"{base}/no-head", links.http_status, 5).kind == "ok"
+        assert links.check_url(f"{base}/gone", links.http_status, 5).describe() == "404 Not Found"
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as sock:  # a port nobody listens on: refused, no HTTP answer
+        sock.bind(("127.0.0.1", 0))
+        free = sock.getsockname()[1]
+    assert links.check_url(f"http://127.0.0.1:{free}/", links.http_status, 5).kind == "unreachable"

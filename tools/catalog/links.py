@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import sys
 import threading
 import urllib.error
@@ -142,8 +143,13 @@ def check_all(urls: list[str], http: Http, timeout: float, jobs: int, per_host: 
         with gate:
             return url, check_url(url, http, timeout)
 
+    # Round-robin over hosts, so workers waiting on one busy host (arxiv.org) do not idle the pool.
+    by_host: dict[str, list[str]] = defaultdict(list)
+    for url in urls:
+        by_host[_host(url)].append(url)
+    order = [u for batch in itertools.zip_longest(*by_host.values()) for u in batch if u is not None]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return dict(pool.map(one, urls))
+        return dict(pool.map(one, order))
 
 
 def offline(urls: list[str], http: Http, timeout: float) -> str | None:

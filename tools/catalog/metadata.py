@@ -520,7 +520,8 @@ def from_doi(doi: str, fetch: Fetch = http_get) -> Metadata:
 
 def manual_command(args: argparse.Namespace) -> str:
     ref = f" --arxiv {args.arxiv}" if args.arxiv else f" --doi {args.doi}" if args.doi else ""
-    return f'specatlas new --title "..." --authors "A. One, B. Two" --year YYYY --venue arXiv{ref} --offline'
+    venue = "arXiv" if args.arxiv else "VENUE"
+    return f'specatlas new --title "..." --authors "A. One, B. Two" --year YYYY --venue {venue}{ref} --offline'
 
 
 def fill_args(args: argparse.Namespace, fetch: Fetch | None = None) -> int:
