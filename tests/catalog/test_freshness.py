@@ -10,7 +10,7 @@ import pytest
 
 from specatlas import paths
 from specatlas.catalog import freshness
-from specatlas.catalog.metadata import Offline
+from specatlas.catalog.metadata import MetadataError, Offline
 
 RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "metadata"
 FEED = (RECORDED / "arxiv_search_speculative.xml").read_bytes()
@@ -44,6 +44,22 @@ def test_search_keeps_the_window_and_stops_paging_past_it():
     # One page per query: the recorded page reaches back past SINCE although 1874 results exist.
     assert len(asked) == len(freshness.QUERIES)
     assert pauses == [freshness.API_DELAY_S] * (len(asked) - 1)  # arXiv's one request per 3 s
+
+
+def test_a_busy_api_is_asked_again_after_a_wait():
+    answers = [MetadataError("export.arxiv.org answered HTTP 503 Service Unavailable"), b"Rate exceeded.", FEED]
+
+    def flaky(url):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    pauses = []
+    found = freshness.search(SINCE, flaky, queries={"speculative decoding": 'all:"speculative decoding"'}, pause=pauses.append)
+    assert len(found) == 4 and pauses == [freshness.RETRY_WAIT_S, 2 * freshness.RETRY_WAIT_S]
+    with pytest.raises(MetadataError, match="Rate exceeded"):
+        freshness.search(SINCE, lambda url: b"Rate exceeded.", queries={"q": "all:x"}, pause=lambda s: None)
 
 
 def test_missing_drops_catalogued_ids_titles_and_triaged_ids():

@@ -86,6 +86,10 @@ def test_code_links_from_comment_and_abstract():
     ("ICASSP 2024 - 2024 IEEE International Conference on Acoustics, Speech and Signal Processing (ICASSP)", "ICASSP"),
     ("Trans. Mach. Learn. Res.", "TMLR"),
     ("Proceedings of the AAAI Conference on Artificial Intelligence", "AAAI"),
+    ("Forty-first International Conference on Machine Learning", "ICML"),
+    ("Thirty-seventh Conference on Neural Information Processing Systems", "NeurIPS"),
+    ("Proceedings of the 2025 Conference of the Nations of the Americas Chapter of the Association for Computational Linguistics: "
+     "Human Language Technologies (Volume 1: Long Papers)", "NAACL"),
     ("ES-FoMo@ICML", "ICML-Workshop"),
     ("NeurIPS 2024 Workshop on Efficient Natural Language and Speech Processing", "NeurIPS-Workshop"),
     ("CoRR", "arXiv"),
@@ -153,6 +157,11 @@ def test_doi_via_crossref_with_the_arxiv_version():
     assert meta.url == "https://aclanthology.org/2025.acl-long.1525/"
     assert meta.pdf == "https://aclanthology.org/2025.acl-long.1525.pdf"
     assert meta.doi == "10.18653/v1/2025.acl-long.1525" and meta.arxiv == "2505.24196"
+
+
+def test_an_arxiv_doi_is_looked_up_on_arxiv():
+    meta = metadata.from_doi("10.48550/arXiv.2401.06706", Replay(MCSD))
+    assert meta.arxiv == "2401.06706" and meta.venue == "arXiv" and meta.doi is None
 
 
 def _new(argv, tmp_path, monkeypatch, fetch):

@@ -39,6 +39,8 @@ CATEGORIES = ("cs.CL", "cs.LG", "cs.AI")
 PAGE_SIZE = 100
 MAX_PER_QUERY = 500
 API_DELAY_S = 3.0  # arXiv's API terms ask for one request every three seconds
+RETRIES = 3
+RETRY_WAIT_S = 15.0
 IGNORE_FILE = Path(__file__).with_name("freshness_ignore.yaml")
 ISSUE_BODY_LIMIT = 60_000  # GitHub refuses issue bodies over 65,536 characters
 
@@ -53,6 +55,19 @@ def search_url(query: str, start: int = 0, max_results: int = PAGE_SIZE) -> str:
         "max_results": max_results,
     }
     return f"{ARXIV_API}?{urllib.parse.urlencode(params)}"
+
+
+def _page(url: str, fetch: Fetch, pause, tries: int = RETRIES) -> tuple[list[ArxivEntry], int]:
+    """One page of results. arXiv's API often answers 503 or 'Rate exceeded.' under load: wait
+    and ask again; no network at all fails at once."""
+    for attempt in range(1, tries):
+        try:
+            return parse_arxiv_feed(fetch(url))
+        except Offline:
+            raise
+        except MetadataError:
+            pause(RETRY_WAIT_S * attempt)
+    return parse_arxiv_feed(fetch(url))
 
 
 @dataclass
@@ -71,7 +86,7 @@ def search(since: dt.date, fetch: Fetch, queries: dict[str, str] = QUERIES, max_
             if not first:
                 pause(API_DELAY_S)
             first = False
-            entries, total = parse_arxiv_feed(fetch(search_url(query, start, min(PAGE_SIZE, max_per_query - start))))
+            entries, total = _page(search_url(query, start, min(PAGE_SIZE, max_per_query - start)), fetch, pause)
             for entry in entries:
                 if entry.published >= since:
                     found.setdefault(entry.arxiv_id, Candidate(entry)).queries.append(label)

@@ -170,10 +170,16 @@ def code_links(*texts: str) -> list[str]:
 # Venue names (DBLP, Semantic Scholar, Crossref, arXiv journal-ref) -> controlled venue keys
 
 
+# "Forty-first International Conference on Machine Learning" (OpenReview, Semantic Scholar)
+_ORDINAL_WORDS = (r"\b(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)[- ]?)?(?:first|second|third|fourth|fifth|"
+                  r"sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|"
+                  r"eighteenth|nineteenth|twentieth|thirtieth|fortieth|fiftieth|sixtieth)\b")
+
+
 def _canon(name: str) -> str:
     text = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower()
     text = re.sub(r"\([^)]*\)", " ", text)
-    text = re.sub(r"\bproceedings of\b|\b(19|20)\d{2}\b|\b\d+(st|nd|rd|th)\b|\bvolume \d+\b", " ", text)
+    text = re.sub(r"\bproceedings of\b|\b(19|20)\d{2}\b|\b\d+(st|nd|rd|th)\b|\bvolume \d+\b|" + _ORDINAL_WORDS, " ", text)
     words = re.sub(r"[^a-z0-9]+", " ", text).split()
     while words and (words[0] == "the" or words[-1].isdigit()):
         words = words[1:] if words[0] == "the" else words[:-1]
@@ -191,6 +197,8 @@ _LONG_NAMES.update({
         "North American Chapter of the Association for Computational Linguistics": "NAACL",
         "Conference of the North American Chapter of the Association for Computational Linguistics: Human Language Technologies": "NAACL",
         "NAACL-HLT": "NAACL",
+        "Conference of the Nations of the Americas Chapter of the Association for Computational Linguistics: Human Language Technologies": "NAACL",
+        "ACM SIGOPS Symposium on Operating Systems Principles": "SOSP",
         "Computer Vision and Pattern Recognition": "CVPR",
         "International Conference on Computer Vision": "ICCV",
         "ACM Multimedia": "ACM-MM",
@@ -488,6 +496,8 @@ def from_arxiv(arxiv_id: str, fetch: Fetch = http_get) -> Metadata:
 
 def from_doi(doi: str, fetch: Fetch = http_get) -> Metadata:
     doi = normalize_doi(doi)
+    if doi.lower().startswith("10.48550/arxiv."):  # arXiv's own DOI names a preprint: ask arXiv
+        return from_arxiv(doi.split(".", 2)[2], fetch)
     work = fetch_crossref(doi, fetch)
     venue = venue_key(work.container) or venue_key(work.event)
     meta = Metadata(
