@@ -129,6 +129,16 @@ def test_published_paper_takes_the_venue_version_from_dblp():
     assert len(fetch.asked) == 3
 
 
+def test_main_track_beats_a_workshop_version(tmp_path):
+    workshop_first = (RECORDED / "dblp_medusa.json").read_text(encoding="utf-8").replace(
+        '"hit": [', '"hit": [{"@score": "12", "info": {"authors": {"author": [{"text": "Tianle Cai 0001"}]}, '
+        '"title": "Medusa: Simple LLM Inference Acceleration Framework with Multiple Decoding Heads.", "venue": "ES-FoMo@ICML", '
+        '"year": "2025", "type": "Conference and Workshop Papers", "key": "conf/icml/Workshop25"}},', 1)
+    (tmp_path / "dblp.json").write_text(workshop_first, encoding="utf-8")
+    meta = metadata.from_arxiv("2401.10774", Replay({**MEDUSA, DBLP: str(tmp_path / "dblp.json")}))
+    assert meta.venue == "ICML" and meta.year == 2024
+
+
 def test_preprint_stays_arxiv_with_its_first_posting_date():
     meta = metadata.from_arxiv("2401.06706", Replay(MCSD))
     assert (meta.venue, meta.year, meta.month) == ("arXiv", 2024, 1)

@@ -423,10 +423,10 @@ def _landing_page(doi: str | None, ee: str | None) -> str | None:
 
 def _published_hit(hits: list[DblpHit], titles: set[str], first_author: str) -> DblpHit | None:
     """The DBLP record of the published version: same title (preprint or newer), same first
-    author's surname, not CoRR. The newest wins (a journal version after the conference)."""
+    author's surname, not CoRR. A main-track version beats a workshop one, then the newest wins."""
     matches = [h for h in hits if not h.preprint and _norm(h.title) in titles and h.authors
                and surname(h.authors[0]) == surname(first_author)]
-    return max(matches, key=lambda h: h.year, default=None)
+    return max(matches, key=lambda h: (not (venue_key(h.venue) or "").endswith(("-Workshop", "workshop")), h.year), default=None)
 
 
 def _comment_venue(entry: ArxivEntry) -> tuple[str, int | None] | None:
