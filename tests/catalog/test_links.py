@@ -169,3 +169,13 @@ def test_the_real_http_function_against_a_loopback_server():
         sock.bind(("127.0.0.1", 0))
         free = sock.getsockname()[1]
     assert links.check_url(f"http://127.0.0.1:{free}/", links.http_status, 5).kind == "unreachable"
+
+
+def test_bad_arguments_are_one_line_errors(catalog, capsys):
+    from specatlas import cli
+
+    assert links.execute(args(paths=[catalog / "papers" / "nope.yaml"]), http=Recorded({})) == 2
+    assert "no such record:" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["check-links", "--per-host", "0"])
+    assert "not a whole number of at least 1" in capsys.readouterr().err

@@ -165,11 +165,17 @@ def offline(urls: list[str], http: Http, timeout: float) -> str | None:
     return "; ".join(reasons) if reasons else None
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of at least 1")
+    return int(text)
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="record files or folders (default: the whole catalog)")
     parser.add_argument("--field", dest="fields", action="append", choices=FIELDS, help="check only this field (repeatable; default: all)")
-    parser.add_argument("--jobs", type=int, default=8, help="requests at once (default 8)")
-    parser.add_argument("--per-host", type=int, default=2, help="requests at once to one host (default 2)")
+    parser.add_argument("--jobs", type=_positive, default=8, help="requests at once (default 8)")
+    parser.add_argument("--per-host", type=_positive, default=2, help="requests at once to one host (default 2)")
     parser.add_argument("--timeout", type=float, default=15.0, help="seconds per request (default 15)")
     parser.add_argument("--strict", action="store_true", help="also fail on unverified links (401/403/429/5xx)")
     parser.add_argument("--format", choices=("text", "github"), default="text", help="github: Actions annotations")
@@ -189,6 +195,10 @@ def execute(args: argparse.Namespace, http: Http | None = None) -> int:
     http = http or http_status
     root = repo_root()
     files = _record_files(args.paths, root)
+    absent = [str(f) for f in files if not f.is_file()]
+    if absent:
+        print(f"specatlas check-links: no such record: {', '.join(absent)}", file=sys.stderr)
+        return 2
     links = collect_links(files, root, tuple(args.fields or FIELDS))
     urls = sorted({link.url for link in links})
     if not urls:
