@@ -1,7 +1,6 @@
 """`specatlas new`: scaffold papers/<id>.yaml with every field present and the id rule applied.
 
-Facts come from flags, then from arXiv / DBLP / Semantic Scholar / Crossref when --arxiv or --doi
-is given (metadata.py), then from prompts when a flag is missing and stdin is a terminal. The
+Facts come from flags, or from prompts when a flag is missing and stdin is a terminal. The
 scaffold is deliberately invalid until its TODOs (summary, taxonomy tags) are filled in.
 """
 
@@ -67,6 +66,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--id", dest="paper_id", help="override the proposed id")
     parser.add_argument("--dir", type=Path, help="where to write (default: the catalog's papers/)")
     parser.add_argument("--stdout", action="store_true", help="print instead of writing a file")
+    parser.set_defaults(previous_titles=[], found_via=None)  # set from metadata only
+
+
+def _fill_from_metadata(args: argparse.Namespace) -> int:
+    """With --arxiv or --doi and facts missing, fetch them (metadata.py); flags win. 0 or an exit status."""
+    if not (args.arxiv or args.doi) or args.offline or all(getattr(args, n) not in (None, "") for n, _ in _PROMPTS):
+        return 0
+    from specatlas.catalog.metadata import fill_args
+
+    return fill_args(args)
 
 
 def _ask(label: str) -> str:
@@ -77,12 +86,8 @@ def _ask(label: str) -> str:
 
 
 def execute(args: argparse.Namespace) -> int:
-    args.previous_titles, args.found_via = [], None
-    if (args.arxiv or args.doi) and not args.offline and any(getattr(args, n) in (None, "") for n, _ in _PROMPTS):
-        from specatlas.catalog.metadata import fill_args
-
-        if status := fill_args(args):
-            return status
+    if status := _fill_from_metadata(args):
+        return status
     interactive = sys.stdin.isatty()
     for name, label in _PROMPTS:
         if getattr(args, name) in (None, "") and interactive:
@@ -103,6 +108,9 @@ def execute(args: argparse.Namespace) -> int:
     paper_id = args.paper_id or propose_id(authors[0], args.year, args.title, taken)
     url = args.url or (f"https://arxiv.org/abs/{arxiv}" if arxiv else None)
     text = TEMPLATE.format(
+        pdf=json.dumps(args.pdf) if args.pdf else "null",
+        previous_titles=f"previous_titles: {json.dumps(args.previous_titles, ensure_ascii=False)}\n" if args.previous_titles else "",
+        found_via=f"found_via: {json.dumps(args.found_via[:400], ensure_ascii=False)}\n" if args.found_via else "",
         id=paper_id,
         title=json.dumps(args.title, ensure_ascii=False),
         authors="\n".join(f"  - {json.dumps(a, ensure_ascii=False)}" for a in authors),
@@ -112,10 +120,7 @@ def execute(args: argparse.Namespace) -> int:
         arxiv=f"'{arxiv}'" if arxiv else "null",
         doi=json.dumps(args.doi) if args.doi else "null",
         url=url or "null",
-        pdf=args.pdf or "null",
         code=json.dumps(args.code),
-        previous_titles=f"previous_titles: {json.dumps(args.previous_titles, ensure_ascii=False)}\n" if args.previous_titles else "",
-        found_via=f"found_via: {json.dumps(args.found_via[:400], ensure_ascii=False)}\n" if args.found_via else "",
     )
     if args.stdout:
         print(text, end="")
