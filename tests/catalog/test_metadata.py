@@ -184,7 +184,7 @@ def test_new_from_arxiv_writes_a_record_that_only_lacks_its_summary_and_tags(tmp
     path = tmp_path / "cai2024medusa.yaml"
     text = path.read_text(encoding="utf-8")
     assert "venue: ICML" in text and "arxiv: '2401.10774'" in text
-    assert "url: https://proceedings.mlr.press/v235/cai24b.html" in text and "pdf: https://arxiv.org/pdf/2401.10774" in text
+    assert "url: https://proceedings.mlr.press/v235/cai24b.html" in text and 'pdf: "https://arxiv.org/pdf/2401.10774"' in text
     assert 'code: ["https://github.com/FasterDecoding/Medusa"]' in text and 'found_via: "specatlas new: arXiv API' in text
     assert "abstract (read it" in capsys.readouterr().err
     _, problems = read_record(path)
