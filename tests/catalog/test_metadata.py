@@ -139,6 +139,15 @@ def test_main_track_beats_a_workshop_version(tmp_path):
     assert meta.venue == "ICML" and meta.year == 2024
 
 
+def test_acl_dois_lead_to_the_anthology_page():
+    hit = '{"result": {"hits": {"hit": [{"info": {"title": "T.", "venue": "ACL (Findings)", "year": "2024", "type": "Conference and Workshop Papers", "doi": "10.18653/V1/2024.FINDINGS-ACL.456", "ee": "https://doi.org/10.18653/v1/2024.findings-acl.456"}}]}}}'
+    (parsed,) = metadata.parse_dblp(hit.encode())
+    assert parsed.doi == "10.18653/v1/2024.findings-acl.456" and parsed.authors == [] and not parsed.preprint
+    assert metadata._landing_page(parsed.doi, parsed.ee) == "https://aclanthology.org/2024.findings-acl.456/"
+    assert metadata._landing_page(None, "http://papers.nips.cc/paper_files/paper/2023/hash/x-Abstract-Conference.html") == (
+        "https://papers.nips.cc/paper_files/paper/2023/hash/x-Abstract-Conference.html")
+
+
 def test_preprint_stays_arxiv_with_its_first_posting_date():
     meta = metadata.from_arxiv("2401.06706", Replay(MCSD))
     assert (meta.venue, meta.year, meta.month) == ("arXiv", 2024, 1)
@@ -189,6 +198,16 @@ def test_new_from_arxiv_writes_a_record_that_only_lacks_its_summary_and_tags(tmp
     assert "abstract (read it" in capsys.readouterr().err
     _, problems = read_record(path)
     assert [p.field for p in problems] == ["summary"] and "TODO" in problems[0].message
+
+
+def test_a_paper_already_in_the_catalog_is_not_scaffolded_twice(tmp_path, monkeypatch, capsys):
+    (tmp_path / "cai2024medusa.yaml").write_text("id: cai2024medusa\ntitle: Something Else\narxiv: '2401.10774'\n", encoding="utf-8")
+    assert _new(["--arxiv", "2401.10774"], tmp_path, monkeypatch, Replay(MEDUSA)) == 1
+    assert f"already in the catalog: {tmp_path.name}/cai2024medusa.yaml; edit that record" in capsys.readouterr().err
+    (tmp_path / "cai2024medusa.yaml").write_text("id: cai2024medusa\ntitle: Something Else\n"
+                                                  "previous_titles: ['Medusa: simple LLM inference acceleration framework with multiple decoding heads']\n", encoding="utf-8")
+    assert _new(["--arxiv", "2401.10774"], tmp_path, monkeypatch, Replay(MEDUSA)) == 1  # by a previous title
+    assert len(list(tmp_path.glob("*.yaml"))) == 1
 
 
 def test_flags_win_over_fetched_facts(tmp_path, monkeypatch):

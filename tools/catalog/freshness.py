@@ -16,6 +16,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Collection
 
 import yaml
 
@@ -98,16 +99,16 @@ def search(since: dt.date, fetch: Fetch, queries: dict[str, str] = QUERIES, max_
 
 @dataclass
 class Catalog:
-    arxiv_ids: set[str]
-    titles: set[str]
+    arxiv_ids: Collection[str]  # read_catalog maps each to its record's file name
+    titles: Collection[str]  # normalized; likewise
     newest_arxiv: str | None
 
 
 def read_catalog(directory: Path) -> Catalog:
     """arXiv ids and normalized titles (previous titles too) of every record; a record that
     does not parse is skipped here, the validator reports it."""
-    ids: set[str] = set()
-    titles: set[str] = set()
+    ids: dict[str, str] = {}
+    titles: dict[str, str] = {}
     for path in sorted(directory.glob("*.yaml")):
         try:
             data = load_yaml(path.read_text(encoding="utf-8")).data
@@ -116,10 +117,10 @@ def read_catalog(directory: Path) -> Catalog:
         if not isinstance(data, dict):
             continue
         if data.get("arxiv"):
-            ids.add(str(data["arxiv"]))
+            ids[str(data["arxiv"])] = path.name
         for title in [data.get("title"), *(data.get("previous_titles") or [])]:
             if isinstance(title, str):
-                titles.add(normalize_title(title))
+                titles[normalize_title(title)] = path.name
     new_style = sorted(i for i in ids if "/" not in i)
     return Catalog(ids, titles, new_style[-1] if new_style else None)
 

@@ -20,9 +20,11 @@ import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from specatlas.catalog.ids import surname
+from specatlas.paths import papers_dir
 from specatlas.catalog.venues import VENUES, normalize_badge
 
 ARXIV_API = "https://export.arxiv.org/api/query"
@@ -323,7 +325,7 @@ def parse_dblp(data: bytes) -> list[DblpHit]:
             year=int(info.get("year", 0) or 0),
             kind=str(info.get("type", "")),
             key=str(info.get("key", "")),
-            doi=info.get("doi"),
+            doi=str(info["doi"]).lower() if info.get("doi") else None,  # DBLP upper-cases DOIs; they are case-blind
             ee=next(iter(_listed(info.get("ee"))), None),
         ))
     return out
@@ -415,7 +417,7 @@ def _norm(title: str) -> str:
 def _landing_page(doi: str | None, ee: str | None) -> str | None:
     """The canonical page: the ACL Anthology for its DOIs, else the electronic edition (https)."""
     if doi and doi.lower().startswith("10.18653/v1/"):
-        return "https://aclanthology.org/" + doi.split("/", 2)[2] + "/"
+        return "https://aclanthology.org/" + doi.split("/", 2)[2].lower() + "/"
     if ee and "arxiv.org" not in ee:
         return re.sub(r"^http://", "https://", ee)
     return f"https://doi.org/{doi}" if doi else None
@@ -534,6 +536,16 @@ def manual_command(args: argparse.Namespace) -> str:
     return f'specatlas new --title "..." --authors "A. One, B. Two" --year YYYY --venue {venue}{ref} --offline'
 
 
+def _catalogued_as(directory: Path, meta: Metadata) -> str | None:
+    """The record file that already holds this paper (same arXiv id or normalized title)."""
+    from specatlas.catalog.freshness import read_catalog
+
+    catalog = read_catalog(directory)
+    titles = [meta.title, *([meta.previous_title] if meta.previous_title else [])]
+    return (catalog.arxiv_ids.get(meta.arxiv or "")
+            or next((catalog.titles[_norm(t)] for t in titles if _norm(t) in catalog.titles), None))
+
+
 def fill_args(args: argparse.Namespace, fetch: Fetch | None = None) -> int:
     """Fill the facts `specatlas new` was not given from --arxiv / --doi; flags always win.
     Returns 0, or 2 after a one-line error naming the manual path."""
@@ -544,6 +556,12 @@ def fill_args(args: argparse.Namespace, fetch: Fetch | None = None) -> int:
         hint = "offline? " if isinstance(exc, Offline) else ""
         print(f"specatlas new: {exc}; {hint}fill the record by hand: {manual_command(args)}", file=sys.stderr)
         return 2
+    directory = args.dir or papers_dir()
+    known = _catalogued_as(directory, meta)
+    if known:
+        print(f"specatlas new: this paper is already in the catalog: {directory.name}/{known}; edit that record "
+              "(to scaffold anyway, pass the facts with --offline)", file=sys.stderr)
+        return 1
     fetched = {
         "title": meta.title, "authors": ", ".join(meta.authors), "year": meta.year, "month": meta.month,
         "venue": meta.venue, "arxiv": meta.arxiv, "doi": meta.doi, "url": meta.url, "pdf": meta.pdf,
