@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from specatlas.catalog.ids import surname
+from specatlas.catalog.validate import normalize_title
 from specatlas.paths import papers_dir
 from specatlas.catalog.venues import VENUES, normalize_badge
 
@@ -408,12 +409,6 @@ def normalize_doi(text: str) -> str:
     return re.sub(r"^(https?://(dx\.)?doi\.org/|doi:)", "", text.strip(), flags=re.IGNORECASE)
 
 
-def _norm(title: str) -> str:
-    from specatlas.catalog.validate import normalize_title
-
-    return normalize_title(title)
-
-
 def _landing_page(doi: str | None, ee: str | None) -> str | None:
     """The canonical page: the ACL Anthology for its DOIs, else the electronic edition (https)."""
     if doi and doi.lower().startswith("10.18653/v1/"):
@@ -426,7 +421,7 @@ def _landing_page(doi: str | None, ee: str | None) -> str | None:
 def _published_hit(hits: list[DblpHit], titles: set[str], first_author: str) -> DblpHit | None:
     """The DBLP record of the published version: same title (preprint or newer), same first
     author's surname, not CoRR. A main-track version beats a workshop one, then the newest wins."""
-    matches = [h for h in hits if not h.preprint and _norm(h.title) in titles and h.authors
+    matches = [h for h in hits if not h.preprint and normalize_title(h.title) in titles and h.authors
                and surname(h.authors[0]) == surname(first_author)]
     return max(matches, key=lambda h: (not (venue_key(h.venue) or "").endswith(("-Workshop", "workshop")), h.year), default=None)
 
@@ -463,7 +458,7 @@ def from_arxiv(arxiv_id: str, fetch: Fetch = http_get) -> Metadata:
         meta.sources.append("Semantic Scholar")
     except MetadataError as exc:
         meta.notes.append(f"Semantic Scholar not consulted: {exc}")
-    titles = {_norm(entry.title)} | ({_norm(scholar.title)} if scholar else set())
+    titles = {normalize_title(entry.title)} | ({normalize_title(scholar.title)} if scholar else set())
     published = None
     try:
         for title in dict.fromkeys([entry.title, *([scholar.title] if scholar else [])]):
@@ -478,7 +473,7 @@ def from_arxiv(arxiv_id: str, fetch: Fetch = http_get) -> Metadata:
         meta.sources[-1] = f"DBLP ({published.key})"
         meta.venue, meta.year, meta.month = venue_key(published.venue), published.year, None
         meta.authors = published.authors  # the version the venue refers to, not arXiv's
-        if _norm(published.title) != _norm(entry.title):
+        if normalize_title(published.title) != normalize_title(entry.title):
             meta.title, meta.previous_title = published.title, entry.title
         meta.doi = published.doi or meta.doi
         meta.url = _landing_page(published.doi, published.ee) or meta.url
@@ -516,7 +511,7 @@ def from_doi(doi: str, fetch: Fetch = http_get) -> Metadata:
             meta.arxiv, meta.abstract = entry.arxiv_id, entry.abstract
             meta.pdf = meta.pdf or entry.pdf_url
             meta.code = code_links(entry.comment, entry.abstract)
-            if _norm(entry.title) != _norm(work.title):
+            if normalize_title(entry.title) != normalize_title(work.title):
                 meta.previous_title = entry.title
             meta.sources.append(f"arXiv API ({entry.abs_url})")
     except MetadataError as exc:
@@ -543,7 +538,7 @@ def _catalogued_as(directory: Path, meta: Metadata) -> str | None:
     catalog = read_catalog(directory)
     titles = [meta.title, *([meta.previous_title] if meta.previous_title else [])]
     return (catalog.arxiv_ids.get(meta.arxiv or "")
-            or next((catalog.titles[_norm(t)] for t in titles if _norm(t) in catalog.titles), None))
+            or next((catalog.titles[normalize_title(t)] for t in titles if normalize_title(t) in catalog.titles), None))
 
 
 def fill_args(args: argparse.Namespace, fetch: Fetch | None = None) -> int:
