@@ -99,6 +99,18 @@ def test_reports_file_line_field_status(catalog, capsys):
     assert ("GET", "https://github.com/gamma/ok") not in http.asked
 
 
+def test_a_renamed_repository_is_reported_but_does_not_fail(catalog, capsys):
+    def renamed(method, url, timeout):
+        if url == "https://github.com/gamma/ok":
+            return 200, "https://github.com/gamma-lab/ok-renamed"
+        return 200, url
+
+    assert links.execute(args(), http=renamed) == 0
+    out, err = capsys.readouterr()
+    assert out == "papers/gamma2025links.yaml:10: code[0]: moved to https://github.com/gamma-lab/ok-renamed (was https://github.com/gamma/ok)\n"
+    assert "6 ok (1 code link(s) moved)" in err
+
+
 def test_unverified_fails_only_when_strict(catalog, capsys):
     answers = {**ANSWERS, ("HEAD", "https://slides.example.net/deck"): 200}
     assert links.execute(args(fields=["links"]), http=Recorded(answers)) == 0  # a 403 alone is a warning

@@ -129,6 +129,11 @@ def check_url(url: str, http: Http, timeout: float) -> Outcome:
         return Outcome(None, error=str(exc))
 
 
+def _moved(url: str, final: str | None) -> bool:
+    """A repository that now lives elsewhere (GitHub redirects renamed and transferred repos)."""
+    return bool(final) and final.rstrip("/").lower() != url.rstrip("/").lower()
+
+
 def _host(url: str) -> str:
     return (urllib.parse.urlsplit(url).hostname or "").lower()
 
@@ -211,16 +216,22 @@ def execute(args: argparse.Namespace, http: Http | None = None) -> int:
     outcomes = check_all(urls, http, args.timeout, args.jobs, args.per_host)
     failing = {"broken", "unreachable"} | ({"unverified"} if args.strict else set())
     counts: Counter[str] = Counter(outcomes[u].kind for u in urls)
+    moved = 0
     for link in links:
         outcome = outcomes[link.url]
         if outcome.kind == "ok":
-            continue
-        message = f"{outcome.describe()} {link.url}"
+            if not (link.field.startswith("code") and _moved(link.url, outcome.final_url)):
+                continue
+            moved += 1  # a renamed or transferred repository: still answers, but the record should say where
+            message = f"moved to {outcome.final_url} (was {link.url})"
+        else:
+            message = f"{outcome.describe()} {link.url}"
         if args.format == "github":
             level = "error" if outcome.kind in failing else "warning"
             print(f"::{level} file={link.file},line={link.line},title={link.field}::{message}")
         else:
             print(f"{link.file}:{link.line}: {link.field}: {message}")
     summary = ", ".join(f"{counts[k]} {k}" for k in ("ok", "broken", "unreachable", "unverified") if counts[k])
+    summary += f" ({moved} code link(s) moved)" if moved else ""
     print(f"checked {len(urls)} distinct link(s) ({len(links)} fields) in {len(files)} record(s): {summary}", file=sys.stderr)
     return 1 if any(counts[k] for k in failing) else 0
