@@ -69,7 +69,7 @@ def test_runs_of_a_table_aggregate_into_one_row_per_method_and_policy(write_run)
     assert methods == [("fast (fast)", "cost-aware"), ("fast (fast)", "paper"), ("baseline (baseline)", "–")]
     assert rows[2].rstrip().endswith("| 3 |")
     # cost-aware "fast": 2x and 4x -> mean 3.00x, sample standard deviation 1.41
-    assert "| **3.00× ±1.41** |" in rows[0] and rows[0].rstrip().endswith("| 2 |")
+    assert "| **3.00×\u00a0±1.41** |" in rows[0] and rows[0].rstrip().endswith("| 2 |")
     assert "| **2.50×** |" in rows[1] and rows[1].rstrip().endswith("| 1 |")
     runs = page[page.index("<details"):page.index("</details>")]
     assert "a\\.json" in runs and "| fast | cost\\-aware | 2.00× | 4.00× | – |" in runs

@@ -88,7 +88,7 @@ def test_lineage_is_drawn_at_build_time_with_linked_nodes(fixture_catalog, gener
     assert page.count("<svg") == 1 and "mermaid" not in page and "<script" not in page
     for paper_id in ("stern2018blockwise", "cai2024medusa", "li2024eagle"):
         assert f'<a href="../papers/{paper_id}/" class="sa-node">' in page
-    assert ">medusa (2024)</text>" in page and page.count('class="sa-edge"') == 2
+    assert ">Medusa (2024)</text>" in page and page.count('class="sa-edge"') == 2
     assert "xia2024unlocking" not in page
     # generations left to right: blockwise, then medusa, then eagle
     from specatlas.site import lineage
@@ -166,7 +166,7 @@ def test_results_page_groups_by_benchmark_and_merges_a_settings_metrics(fixture_
     mt = page[page.index("## MT\\-Bench"):page.index("## Several")]
     rows = re.findall(r"<tr data-family.*?</tr>", mt)
     # sorted by speedup: EAGLE's 3.0x (with its mean accepted tokens, one row) above Medusa's 2.18x
-    assert len(rows) == 2 and 'href="../papers/li2024eagle/">eagle</a>' in rows[0] and "cai2024medusa" in rows[1]
+    assert len(rows) == 2 and ">EAGLE</a>" in rows[0] and "cai2024medusa" in rows[1]
     assert '<td data-sort="3">3×</td><td data-sort="3.9">3.9</td>' in rows[0]
     assert 'data-family="Vicuna" data-size="10–40B" data-hardware="A100" data-by="paper&#x27;s own"' in rows[0]
     assert 'data-size="3–10B" data-hardware="not stated"' in rows[1]
@@ -191,7 +191,7 @@ def test_results_page_shows_third_party_measurements_apart(tmp_path):
     spec = page[page.index("## Spec\\-Bench"):page.index("## MT")]
     rows = re.findall(r"<tr data-family.*?</tr>", spec)
     assert len(rows) == 2 and 'data-by="third party"' in rows[0]
-    assert 'href="../papers/li2024eagle/">EAGLE</a>' in rows[0] and "3.58" in rows[0] and "1x A100 80GB" in rows[0]
+    assert 'href="../papers/li2024eagle/" title="EAGLE: Speculative' in rows[0] and "3.58" in rows[0] and "1x A100 80GB" in rows[0]
     assert ">Spec-Bench leaderboard: Spec-Bench Leaderboard.md<" in rows[0]
     assert "Unknown&lt;b&gt;" in rows[1] and "<b>" not in spec
 

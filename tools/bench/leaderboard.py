@@ -131,7 +131,7 @@ class Line:
         if not values:
             return "–"
         text = f"{fmean(values):.2f}{suffix}"
-        return text + (f" ±{stdev(values):.2f}" if len(values) > 1 else "")
+        return text + (f"\u00a0±{stdev(values):.2f}" if len(values) > 1 else "")  # no break inside a value
 
     @property
     def drafters(self) -> str:

@@ -78,6 +78,15 @@ def posted(paper: Paper) -> tuple[int, int | None]:
     return paper.year, paper.month
 
 
+def short_name(paper: Paper) -> str:
+    """A short name for the method: the title's head before a colon when it is short (Medusa,
+    EAGLE-2), else the first alias, else the id."""
+    head, colon, _ = paper.title.partition(":")
+    if colon and len(head.strip()) <= 24:
+        return head.strip()
+    return paper.aliases[0] if paper.aliases else paper.id
+
+
 def implemented_ids() -> frozenset[str]:
     """Paper ids the reference-implementation registry can run; empty when the registry is
     missing or cannot be imported (e.g. without the engine extra)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from specatlas.catalog.schema import Paper
-from specatlas.site.catalog import Catalog, posted
+from specatlas.site.catalog import Catalog, posted, short_name
 from specatlas.site.text import attr
 
 COLUMN, ROW, BOX_W, BOX_H, PAD = 190, 34, 160, 24, 10
@@ -45,8 +45,7 @@ def _chronological(paper: Paper) -> tuple[int, int, str]:
 
 
 def label(paper: Paper) -> str:
-    short = paper.aliases[0] if paper.aliases else paper.id
-    text = f"{short} ({posted(paper)[0]})"
+    text = f"{short_name(paper)} ({posted(paper)[0]})"
     return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
 
 

@@ -182,12 +182,17 @@ def home(catalog: Catalog) -> str:
         "",
         "## Find papers",
         "",
-        "- [Catalog](catalog.md): every paper in one table, filtered by taxonomy node, year, venue, "
-        "lossless, code and implementation, sorted by any column.",
+        "- [Catalog](catalog.md): every paper in one table with its authors, arXiv, PDF and code "
+        "links and tags, filtered by taxonomy node, year, venue, lossless, code and implementation "
+        "or by words of the title, authors and names, sorted by any column.",
         "- [Taxonomy](taxonomy/index.md): each axis as a tree with counts, one page per node.",
         "- [Timeline](timeline.md): papers per quarter by drafting family.",
         "- [Lineage](lineage.md): which methods build on which.",
         "- [Leaderboard](leaderboard.md): speedups measured by `specatlas bench`.",
+        "- [Reported results](results.md): the papers' own numbers and third-party measurements, "
+        "one sortable table per benchmark.",
+        "- [Which method?](choose.md): a shortlist per setting (no training budget, serving, long "
+        "context, multimodal, code edits...).",
         "- [papers.bib](papers.bib): BibTeX for the whole catalog, keyed by record id.",
         "",
         "## Run a method",
@@ -536,6 +541,7 @@ def contributing_page(catalog: Catalog) -> str:
 
 # Reported results compared -------------------------------------------------------------------
 
+LONG_CELL = ' class="sa-long"'  # may break inside a word (commit hashes, URLs) rather than overflow
 RESULT_COLUMNS = ("Method", "Speedup (×)", "Mean accepted tokens", "Other metric", "Target model", "Drafter",
                   "Hardware", "Batch", "Temp.", "Measured by", "Source")
 
@@ -594,7 +600,8 @@ def _results_html(rows: list[reported.ResultRow], href: str, show_benchmark: boo
     head = "".join(f'<th><button type="button" class="sa-sort">{attr(c)}</button></th>' for c in columns)
     body = []
     for r in ordered:
-        method = (f'<a href="{attr(href.format(r.paper_id))}">{attr(r.method)}</a>' if r.paper_id else attr(r.method))
+        method = (f'<a href="{attr(href.format(r.paper_id))}" title="{attr(r.paper_title)}">{attr(r.method)}</a>'
+                  if r.paper_id else attr(r.method))
         source = attr(r.source)
         if r.measured_by == reported.THIRD_PARTY:
             reporter = (f'<a href="{attr(href.format(r.source_id))}">{attr(r.source_name)}</a>' if r.source_id
@@ -614,7 +621,9 @@ def _results_html(rows: list[reported.ResultRow], href: str, show_benchmark: boo
             (attr(r.measured_by), r.measured_by),
             (source, r.source.lower()),
         ]
-        tds = "".join(f'<td data-sort="{attr(key)}">{text}</td>' for text, key in cells)
+        long = {len(cells) - 1, len(cells) - 5} | ({1} if show_benchmark else set())  # source, hardware, benchmark
+        tds = "".join(f'<td data-sort="{attr(key)}"{LONG_CELL if k in long else ""}>{text}</td>'
+                      for k, (text, key) in enumerate(cells))
         body.append(f'<tr data-family="{attr(r.family)}" data-size="{attr(r.size)}" data-hardware="{attr(r.hardware_class)}" '
                     f'data-by="{attr(r.measured_by)}">{tds}</tr>')
     return ('<div class="sa-table-wrap"><table class="sa-results sa-sortable">'

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specatlas.catalog.schema import Paper
-from specatlas.site.catalog import Catalog
+from specatlas.site.catalog import Catalog, short_name
 
 # (shown name, pattern over the record's benchmark text), in display order.
 BENCHMARKS = (
@@ -72,6 +72,7 @@ class ResultRow:
     measured_by: str  # OWN or THIRD_PARTY
     source_name: str  # the reporting paper's title, or the third party's name
     source_id: str | None  # the reporting record's id, when it is one
+    paper_title: str | None = None  # the method's paper, when known
 
     @property
     def family(self) -> str:
@@ -138,12 +139,13 @@ def _paper_rows(paper: Paper) -> list[ResultRow]:
         else:
             row["other"].append(f"{r.metric} {r.value:g}{'×' if r.metric in ('speedup', 'throughput-gain') else ''}")
         row["sources"].append(r.source + note)
-    name = paper.aliases[0] if paper.aliases else paper.id
+    name = short_name(paper)
     return [ResultRow(
         benchmark=benchmark(key[0]), benchmark_text=key[0], method=name, paper_id=paper.id,
         speedup=row["speedup"], accepted=row["accepted"], other="; ".join(row["other"]) or None,
         target=key[1], drafter=key[2] or "–", hardware=key[3] or "–", batch=key[4], temperature=key[5],
         source="; ".join(dict.fromkeys(row["sources"])), measured_by=OWN, source_name=paper.title, source_id=paper.id,
+        paper_title=paper.title,
     ) for key, row in merged.items()]
 
 
@@ -160,16 +162,18 @@ def _spec_bench_rows(catalog: Catalog, path: Path) -> list[ResultRow]:
     out = []
     for r in rows:
         method = str(r.get("method", "?"))
+        paper_id = _paper_for(method, by_alias)
         overall, accepted = r.get("Overall"), r.get("#Mean Accepted Tokens")
         device = str(r.get("device", ""))
         out.append(ResultRow(
             benchmark="Spec-Bench", benchmark_text="Spec-Bench (overall)", method=method,
-            paper_id=_paper_for(method, by_alias), speedup=overall if isinstance(overall, (int, float)) else None,
+            paper_id=paper_id, speedup=overall if isinstance(overall, (int, float)) else None,
             accepted=accepted if isinstance(accepted, (int, float)) else None, other=None,
-            target=str(r.get("target_model", "?")), drafter="as the method's paper (Spec-Bench defaults)",
+            target=str(r.get("target_model", "?")), drafter="Spec-Bench's setup for the method",
             hardware=str(data.get("hardware", {}).get(device, device)), batch=batch,
             temperature=0.0 if "greedy" in settings else None, source=str(data.get("source", path.name)),
-            measured_by=THIRD_PARTY, source_name="Spec-Bench leaderboard", source_id=reporter))
+            measured_by=THIRD_PARTY, source_name="Spec-Bench leaderboard", source_id=reporter,
+            paper_title=catalog.by_id[paper_id].title if paper_id else None))
     return out
 
 
