@@ -309,7 +309,8 @@ def _group_markdown(key: tuple, members: list[tuple[Run, str]], link: Linker) ->
                 "", charts.accepted_vs_speedup(
                     [(name(line), line.mean("overall", "mean_accepted"), line.mean("overall", "speedup"))
                      for line in ranked if line.mean("overall", "mean_accepted")],
-                    "Mean accepted tokens against measured speedup: the distance below the diagonal trend is drafting cost")]
+                    "Mean accepted tokens against measured speedup: a point far right but low "
+                    "loses its accepted tokens to drafting and verification cost")]
         out += ["", _time_table(ranked)]
     if broken:
         out += ["", "**Failed (not ranked)**", "", "| Method | Policy | Why | Run |", "|---|---|---|---|"]

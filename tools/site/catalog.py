@@ -78,6 +78,12 @@ def posted(paper: Paper) -> tuple[int, int | None]:
     return paper.year, paper.month
 
 
+def chronological(paper: Paper) -> tuple[int, int, str]:
+    """Sort key: when the work appeared, then id."""
+    year, month = posted(paper)
+    return year, month or 0, paper.id
+
+
 def short_name(paper: Paper) -> str:
     """A short name for the method: the title's head before a colon when it is short (Medusa,
     EAGLE-2), else the first alias, else the id."""

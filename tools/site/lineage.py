@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from specatlas.catalog.schema import Paper
-from specatlas.site.catalog import Catalog, posted, short_name
+from specatlas.site.catalog import Catalog, chronological, posted, short_name
 from specatlas.site.text import attr
 
 COLUMN, ROW, BOX_W, BOX_H, PAD = 190, 34, 160, 24, 10
@@ -36,12 +36,7 @@ def components(catalog: Catalog) -> list[list[str]]:
     for node in list(parent):
         groups.setdefault(find(node), set()).add(node)
     ordered = sorted(groups.values(), key=lambda g: (-len(g), min(g)))
-    return [sorted(g, key=lambda i: _chronological(catalog.by_id[i])) for g in ordered]
-
-
-def _chronological(paper: Paper) -> tuple[int, int, str]:
-    year, month = posted(paper)
-    return year, month or 0, paper.id
+    return [sorted(g, key=lambda i: chronological(catalog.by_id[i])) for g in ordered]
 
 
 def label(paper: Paper) -> str:

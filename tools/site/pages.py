@@ -18,7 +18,7 @@ from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
 from specatlas.site import lineage, reported, timeline
-from specatlas.site.catalog import Catalog, posted
+from specatlas.site.catalog import Catalog, chronological, posted
 from specatlas.site.text import attr, code_fence, md, md_link, md_prose, safe_url, script_json
 
 _ID = re.compile(ID_PATTERN)
@@ -92,13 +92,8 @@ def _when(paper: Paper) -> str:
     return f"{year}-{month:02d}" if month else str(year)
 
 
-def _chronological(paper: Paper) -> tuple[int, int, str]:
-    year, month = posted(paper)
-    return year, month or 0, paper.id
-
-
 def _newest_first(papers: Iterable[Paper]) -> list[Paper]:
-    return sorted(papers, key=_chronological, reverse=True)
+    return sorted(papers, key=chronological, reverse=True)
 
 
 def _paper_table(papers: list[Paper], prefix: str) -> str:
@@ -648,45 +643,37 @@ SHORTLIST = 12
 
 def _settings(catalog: Catalog) -> list[tuple[str, str, object, list[str]]]:
     """(title, what it means, does a paper fit, taxonomy nodes to browse for more)."""
-    def drafting(paper: Paper) -> set[str]:
-        return {n for t in catalog.tags(paper, "drafting") for n in [t, *_ancestors(catalog, "drafting", t)]}
-
-    def scope(paper: Paper) -> set[str]:
-        return {n for t in catalog.tags(paper, "scope") for n in [t, *_ancestors(catalog, "scope", t)]}
+    def tags(paper: Paper) -> set[str]:  # node ids are unique across the facets
+        return set(catalog.expanded_tags(paper))
 
     return [
         ("No training budget",
          "Drafts come from the model itself, an off-the-shelf smaller model or plain text lookup; nothing "
          "is trained (no alignment tag, no trained drafting component).",
-         lambda p: bool(drafting(p) & TRAINING_FREE) and not drafting(p) & TRAINED and not catalog.tags(p, "alignment"),
+         lambda p: bool(tags(p) & TRAINING_FREE) and not tags(p) & TRAINED and not catalog.tags(p, "alignment"),
          ["independent-tuning-free", "early-exit-layer-skip", "mask-predict-jacobi", "model-free-drafting"]),
         ("Can train a head or a small drafter",
          "Extra decoding heads, a feature-level drafter, learned draft tokens or a fine-tuned draft model: "
          "the highest reported speedups, for a training run.",
-         lambda p: bool(drafting(p) & TRAINED),
+         lambda p: bool(tags(p) & TRAINED),
          ["extra-heads", "feature-level-drafting", "independent-fine-tuned"]),
         ("Serving at batch size > 1",
          "Methods built for serving systems, or that report a speedup at a batch size above 1 (speculation "
          "pays less as batches fill the accelerator).",
-         lambda p: "serving-systems" in scope(p) or any((r.batch_size or 1) > 1 for r in p.reported_results),
+         lambda p: "serving-systems" in tags(p) or any((r.batch_size or 1) > 1 for r in p.reported_results),
          ["serving-systems"]),
         ("Long context", "Methods for long prompts or long generations, where the KV cache dominates.",
-         lambda p: "long-context" in scope(p), ["long-context"]),
+         lambda p: "long-context" in tags(p), ["long-context"]),
         ("Multimodal", "Vision-language and other multimodal generation.",
-         lambda p: "multimodal" in scope(p), ["multimodal"]),
+         lambda p: "multimodal" in tags(p), ["multimodal"]),
         ("Code edits and outputs that copy the input",
          "Rewriting code or documents, retrieval-augmented answers: drafts copied from the context or a "
          "datastore are often long and cost almost nothing.",
-         lambda p: bool(drafting(p) & {"context-copy", "retrieval-drafting"}),
+         lambda p: bool(tags(p) & {"context-copy", "retrieval-drafting"}),
          ["context-copy", "retrieval-drafting"]),
         ("Reasoning models", "Long chains of thought from reasoning models.",
-         lambda p: "reasoning" in scope(p), ["reasoning"]),
+         lambda p: "reasoning" in tags(p), ["reasoning"]),
     ]
-
-
-def _ancestors(catalog: Catalog, facet_id: str, node: str) -> list[str]:
-    facet = catalog.taxonomy.facets.get(facet_id)
-    return facet.ancestors(node) if facet and node in facet.nodes else []
 
 
 def choose_page(catalog: Catalog, loaded=None) -> str:
@@ -715,7 +702,7 @@ def choose_page(catalog: Catalog, loaded=None) -> str:
             best = reported.best_speedup(paper)
             row = measured.get(paper.id)
             return (paper.id not in catalog.implemented, -(row.speedup if row else 0), -(best[0] if best else 0),
-                    tuple(-x for x in _chronological(paper)[:2]))
+                    tuple(-x for x in chronological(paper)[:2]))
 
         ordered = sorted(candidates, key=rank)
         browse = ", ".join(f"{_node_link(names[n], 'taxonomy/')} ({len(catalog.node_papers.get(n, []))})"
