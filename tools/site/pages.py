@@ -716,7 +716,8 @@ def choose_page(catalog: Catalog, loaded=None) -> str:
                 "|---|---|---|---|---|---|"]
         for paper in ordered[:SHORTLIST]:
             row = measured.get(paper.id)
-            here = (f"{row.speedup:.2f}× ({md(row.model)}, {md(row.hardware)}, {md(row.policy)})" if row else "–")
+            here = (f"[{row.speedup:.2f}×](leaderboard.md) ({md(row.model)}, {md(row.hardware)}, {md(row.policy)})"
+                    if row else "–")
             best = reported.best_speedup(paper)
             claimed = f"{best[0]:g}× ({md(best[1])})" if best else "–"
             run = f"`specatlas run {paper.id}`" if paper.id in catalog.implemented else "–"
