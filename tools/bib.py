@@ -14,6 +14,7 @@ import argparse
 import re
 import sys
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 
 import bibtexparser
@@ -53,6 +54,7 @@ _LIGATURE = re.compile(r"([-'`])(?=[-'`])")
 _VERBATIM = frozenset(c for c in map(chr, range(32, 127)) if _ENCODER.unicode_to_latex(c) == c)
 
 
+@lru_cache(maxsize=1 << 16)  # title words recur across a catalog
 def latex(text: str) -> str:
     """Plain text as LaTeX that decodes back to the same text. Runs such as -- or '' are split
     with {} so that TeX does not turn them into dashes or curly quotes."""
