@@ -123,7 +123,7 @@ def test_search_finds_a_paper(open_page, served):
     page.locator("label.md-search__icon, .md-search__input").first.click()
     page.locator(".md-search__input").fill("Medusa")
     result = page.locator(".md-search-result__link[href*='papers/cai2024medusa']").first
-    result.wait_for()
+    result.wait_for(timeout=60_000)  # the index loads in a worker: slow on a busy machine
     shot(page, "search")
     result.click()
     page.wait_for_url("**/papers/cai2024medusa/**")
