@@ -1,8 +1,11 @@
 """`specatlas bib`: the catalog as BibTeX, one entry per record keyed by its id.
 
 The entry type follows the venue's kind (tools/catalog/venues.py); a record's `bibtex`
-overrides win. Prose fields are LaTeX-escaped and titles keep their capitalisation with braces
-({M}edusa, {EAGLE}); identifiers (url, doi, eprint) are written as they are.
+overrides win. Prose fields are LaTeX-escaped; in titles, braces keep the capitals that a style
+must not lower-case, and only those: acronyms and words with inner capitals ({EAGLE}, {LLaMA},
+{GPT}-4) and the method's own names from the record's aliases ({Medusa}). Ordinary title-case
+words stay bare, so styles can set the title in sentence case. Identifiers (url, doi, eprint) are
+written as they are.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 
 import bibtexparser
@@ -44,15 +49,24 @@ PROSE_FIELDS = ("booktitle", "journal", "note", "publisher", "howpublished")
 _LIGATURE = re.compile(r"([-'`])(?=[-'`])")
 
 
+# ASCII characters the encoder writes as they are: text made only of these skips it (most words
+# of most titles), which keeps BibTeX for thousands of records fast.
+_VERBATIM = frozenset(c for c in map(chr, range(32, 127)) if _ENCODER.unicode_to_latex(c) == c)
+
+
+@lru_cache(maxsize=1 << 16)  # title words recur across a catalog
 def latex(text: str) -> str:
     """Plain text as LaTeX that decodes back to the same text. Runs such as -- or '' are split
     with {} so that TeX does not turn them into dashes or curly quotes."""
-    return _LIGATURE.sub(r"\1{}", _ENCODER.unicode_to_latex(text))
+    encoded = text if _VERBATIM.issuperset(text) else _ENCODER.unicode_to_latex(text)
+    return _LIGATURE.sub(r"\1{}", encoded)
 
 
-def latex_title(title: str) -> str:
-    """Escape a title and brace-protect capitals so that styles cannot lower-case them:
-    {M}edusa for a capitalised word, {EAGLE} / {LLaMA} for acronyms and mixed case."""
+def latex_title(title: str, proper_names: Iterable[str] = ()) -> str:
+    """Escape a title and brace-protect the words a style must not lower-case: acronyms and
+    mixed case ({EAGLE}, {LLaMA}, {T5}) and `proper_names` (any case: method names such as
+    Medusa). A word that is merely capitalised (Title Case) is left to the style."""
+    names = {n.lower() for n in proper_names}
     parts = []
     for i, chunk in enumerate(_MATH.split(title)):
         if i % 2:
@@ -61,18 +75,23 @@ def latex_title(title: str) -> str:
         pos = 0
         for word in _WORD.finditer(chunk):
             parts.append(latex(chunk[pos:word.start()]))
-            parts.append(_protect(word.group()))
+            parts.append(_protect(word.group(), names))
             pos = word.end()
         parts.append(latex(chunk[pos:]))
     return "".join(parts)
 
 
-def _protect(word: str) -> str:
-    if not any(c.isupper() for c in word):
-        return latex(word)
-    if any(c.isupper() or c.isdigit() for c in word[1:]):
+def _protect(word: str, proper_names: set[str]) -> str:
+    if any(c.isupper() for c in word) and (
+            any(c.isupper() or c.isdigit() for c in word[1:]) or word.lower() in proper_names):
         return "{" + latex(word) + "}"
-    return "{" + latex(word[0]) + "}" + latex(word[1:])
+    return latex(word)
+
+
+def _proper_names(paper: Paper) -> set[str]:
+    """The record's one-word aliases, the method's own names (medusa, lookahead); a hyphenated
+    alias (prompt-lookup) names a phrase of ordinary words, which stay unprotected."""
+    return {alias for alias in paper.aliases if "-" not in alias}
 
 
 def entry(paper: Paper) -> Entry:
@@ -80,7 +99,7 @@ def entry(paper: Paper) -> Entry:
     overrides = paper.bibtex.model_dump(exclude_none=True) if paper.bibtex else {}
     entry_type = overrides.pop("entry_type", None)
     fields: dict[str, str] = {
-        "title": latex_title(paper.title),
+        "title": latex_title(paper.title, _proper_names(paper)),
         "author": " and ".join(paper.authors),
         "year": str(paper.year),
     }

@@ -1,20 +1,27 @@
 // The catalog table: filters and sorting over the JSON that the site generator embeds in the
 // catalog page (<script type="application/json" id="sa-catalog-data">). Every value is put into
-// the page with textContent or as a property, never as HTML.
+// the page with textContent or as a property, never as HTML. Filters and sort live in the
+// address's query (?node=extra-heads&sort=speedup&dir=desc): replaceState keeps it current, so a
+// view can be shared, and Back from a paper page returns to the same view.
 (function () {
   "use strict";
 
   const COLUMNS = [
     { key: "title", label: "Paper" },
-    { key: "posted", label: "Posted" },
+    { key: "year", label: "Year" },
     { key: "venue", label: "Venue" },
-    { key: "drafting", label: "Drafting" },
-    { key: "verification", label: "Verification" },
+    { key: "tags", label: "Tags" },
+    { key: "links", label: "Links" },
+    { key: "speedup", label: "Speedup" },
     { key: "lossless", label: "Lossless" },
-    { key: "code", label: "Code" },
     { key: "implemented", label: "Runnable" },
   ];
+  const SORTABLE = new Set(["title", "year", "venue", "speedup", "lossless", "implemented"]);
+  const DESCENDING_FIRST = new Set(["year", "speedup", "implemented"]);
   const LOSSLESS = { true: "yes", false: "no", null: "–" };
+  // Query parameter -> element id; checkboxes are "1" when set.
+  const PARAMS = { node: "sa-filter-node", year: "sa-filter-year", venue: "sa-filter-venue",
+    lossless: "sa-filter-lossless", code: "sa-filter-code", run: "sa-filter-implemented", q: "sa-filter-text" };
 
   function el(tag, props, children) {
     const node = Object.assign(document.createElement(tag), props || {});
@@ -28,20 +35,42 @@
     return el("label", { className: "sa-filter" }, [label + " ", box]);
   }
 
+  function authors(list) {
+    return list.length > 4 ? list.slice(0, 3).join(", ") + " et al." : list.join(", ");
+  }
+
   function cell(paper, key) {
-    const value = paper[key];
-    if (key === "title") return el("a", { href: paper.href, textContent: value });
-    if (Array.isArray(value)) return value.join(", ");
-    if (key === "lossless") return LOSSLESS[value];
-    if (key === "code" || key === "implemented") return value ? "yes" : "";
-    return String(value);
+    if (key === "title") {
+      return el("div", {}, [el("a", { href: paper.href, textContent: paper.title }),
+        el("div", { className: "sa-authors", textContent: authors(paper.authors), title: paper.authors.join(", ") })]);
+    }
+    if (key === "year") {
+      const [year, month] = paper.posted.split("-");
+      const posted = month === "00" ? year : year + "-" + month;
+      return el("div", {}, [String(paper.year), el("div", { className: "sa-authors", textContent: "posted " + posted })]);
+    }
+    if (key === "tags") {
+      return el("div", {}, paper.tags.map((t) => el("a", { href: t.href, textContent: t.name, className: "sa-chip" })));
+    }
+    if (key === "links") {
+      return el("div", {}, paper.links.map((l) => el("a", { href: l.url, textContent: l.label, className: "sa-link-badge",
+        rel: "noopener" })));
+    }
+    if (key === "speedup") {
+      if (paper.speedup === null) return "–";
+      return el("span", { textContent: paper.speedup + "×", title: paper.speedup_setting });
+    }
+    if (key === "lossless") return LOSSLESS[paper.lossless];
+    if (key === "implemented") return paper.implemented ? "yes" : "";
+    return String(paper[key]);
   }
 
   function sortValue(paper, key) {
+    if (key === "year") return paper.year * 10000 + Number(paper.posted.replace("-", ""));
     const value = paper[key];
-    if (Array.isArray(value)) return value.join(", ").toLowerCase();
     if (typeof value === "string") return value.toLowerCase();
-    return value === null ? -1 : Number(value);
+    if (value === null || value === undefined) return -Infinity;
+    return Number(value);
   }
 
   function init() {
@@ -50,6 +79,9 @@
     if (!root || !source) return;
     const data = JSON.parse(source.textContent);
     const papers = data.papers;
+    for (const paper of papers) {  // what the text filter searches
+      paper.haystack = [paper.title, paper.id, ...paper.authors, ...paper.aliases].join(" ").toLowerCase();
+    }
 
     const nodeSelect = select("sa-filter-node", "Taxonomy", [["", "any node"]]);
     for (const facet of data.facets) {
@@ -62,49 +94,86 @@
     }
     const years = [...new Set(papers.map((p) => p.year))].sort((a, b) => b - a);
     const venues = [...new Set(papers.map((p) => p.venue))].sort();
-    const controls = {
-      node: nodeSelect,
-      year: select("sa-filter-year", "Year", [["", "any"], ...years.map((y) => [String(y), String(y)])]),
-      venue: select("sa-filter-venue", "Venue", [["", "any"], ...venues.map((v) => [v, v])]),
-      lossless: select("sa-filter-lossless", "Lossless", [["", "any"], ["true", "yes"], ["false", "no"], ["null", "not a method"]]),
-      code: el("label", { className: "sa-filter" }, [el("input", { type: "checkbox", id: "sa-filter-code" }), " has code"]),
-      implemented: el("label", { className: "sa-filter" }, [el("input", { type: "checkbox", id: "sa-filter-implemented" }), " runnable here"]),
-      text: el("label", { className: "sa-filter" }, ["Title ", el("input", { type: "search", id: "sa-filter-text", placeholder: "words in the title" })]),
-    };
+    const controls = [
+      el("label", { className: "sa-filter" }, ["Search ", el("input", { type: "search", id: "sa-filter-text",
+        placeholder: "title, author or method name" })]),
+      nodeSelect,
+      select("sa-filter-year", "Year", [["", "any"], ...years.map((y) => [String(y), String(y)])]),
+      select("sa-filter-venue", "Venue", [["", "any"], ...venues.map((v) => [v, v])]),
+      select("sa-filter-lossless", "Lossless", [["", "any"], ["true", "yes"], ["false", "no"], ["null", "not a method"]]),
+      el("label", { className: "sa-filter" }, [el("input", { type: "checkbox", id: "sa-filter-code" }), " has code"]),
+      el("label", { className: "sa-filter" }, [el("input", { type: "checkbox", id: "sa-filter-implemented" }), " runnable here"]),
+    ];
     const count = el("p", { id: "sa-count", className: "sa-count" });
     const tbody = el("tbody");
     const headRow = el("tr");
     const table = el("table", { id: "sa-table" }, [el("thead", {}, [headRow]), tbody]);
-    let sortKey = "posted";
+    let sortKey = "year";
     let descending = true;
 
     for (const column of COLUMNS) {
+      if (!SORTABLE.has(column.key)) {
+        headRow.append(el("th", { textContent: column.label }));
+        continue;
+      }
       const button = el("button", { type: "button", textContent: column.label, className: "sa-sort" });
       button.dataset.key = column.key;
       button.addEventListener("click", () => {
-        descending = sortKey === column.key ? !descending : column.key === "posted";
+        descending = sortKey === column.key ? !descending : DESCENDING_FIRST.has(column.key);
         sortKey = column.key;
-        render();
+        update();
       });
       headRow.append(el("th", {}, [button]));
     }
 
-    const value = (id) => document.getElementById(id);
+    const byId = (id) => document.getElementById(id);
 
     function matches(paper) {
-      const node = value("sa-filter-node").value;
-      const year = value("sa-filter-year").value;
-      const venue = value("sa-filter-venue").value;
-      const lossless = value("sa-filter-lossless").value;
-      const words = value("sa-filter-text").value.toLowerCase().split(/\s+/).filter(Boolean);
-      const title = paper.title.toLowerCase();
+      const node = byId("sa-filter-node").value;
+      const year = byId("sa-filter-year").value;
+      const venue = byId("sa-filter-venue").value;
+      const lossless = byId("sa-filter-lossless").value;
+      const words = byId("sa-filter-text").value.toLowerCase().split(/\s+/).filter(Boolean);
       return (!node || paper.nodes.includes(node))
         && (!year || String(paper.year) === year)
         && (!venue || paper.venue === venue)
         && (!lossless || String(paper.lossless) === lossless)
-        && (!value("sa-filter-code").checked || paper.code)
-        && (!value("sa-filter-implemented").checked || paper.implemented)
-        && words.every((w) => title.includes(w));
+        && (!byId("sa-filter-code").checked || paper.code)
+        && (!byId("sa-filter-implemented").checked || paper.implemented)
+        && words.every((w) => paper.haystack.includes(w));
+    }
+
+    function readState() {
+      const query = new URLSearchParams(window.location.search);
+      for (const [param, id] of Object.entries(PARAMS)) {
+        const input = byId(id);
+        const value = query.get(param) || "";
+        if (input.type === "checkbox") input.checked = value === "1";
+        else if (input.tagName !== "SELECT" || [...input.options].some((o) => o.value === value)) input.value = value;
+      }
+      const key = query.get("sort");
+      if (key && SORTABLE.has(key)) {
+        sortKey = key;
+        descending = query.get("dir") !== "asc";
+      }
+    }
+
+    function writeState() {
+      const query = new URLSearchParams();
+      for (const [param, id] of Object.entries(PARAMS)) {
+        const input = byId(id);
+        const value = input.type === "checkbox" ? (input.checked ? "1" : "") : input.value;
+        if (value) query.set(param, value);
+      }
+      if (sortKey !== "year" || !descending) {
+        query.set("sort", sortKey);
+        query.set("dir", descending ? "desc" : "asc");
+      }
+      const text = query.toString();
+      const url = window.location.pathname + (text ? "?" + text : "") + window.location.hash;
+      if (url !== window.location.pathname + window.location.search + window.location.hash) {
+        window.history.replaceState(window.history.state, "", url);
+      }
     }
 
     function render() {
@@ -125,14 +194,28 @@
       count.textContent = "Showing " + shown.length + " of " + papers.length + " records";
     }
 
-    root.replaceChildren(el("div", { className: "sa-filters" }, Object.values(controls)), count,
+    function update() {
+      writeState();
+      render();
+    }
+
+    root.replaceChildren(el("div", { className: "sa-filters" }, controls), count,
       el("div", { className: "sa-table-wrap" }, [table]));
     for (const input of root.querySelectorAll("select, input")) {
-      input.addEventListener(input.type === "search" ? "input" : "change", render);
+      input.addEventListener(input.type === "search" ? "input" : "change", update);
     }
+    readState();
     render();
+    // Back/Forward into this page from the cache: the address is the truth, not the form state.
+    window.addEventListener("pageshow", (event) => {
+      if (event.persisted) {
+        readState();
+        render();
+      }
+    });
   }
 
+  // Material's instant navigation is off, so every page load runs this once.
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
   else init();
 })();

@@ -2,6 +2,7 @@
 numbers kept apart, and the committed page equal to what the committed results say."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from benchruns import HARDWARE, build_run, sample, turn
 
 from specatlas.bench.leaderboard import measured_markdown, render_markdown
+from specatlas.bench.results import config_hash
 from specatlas.cli import main
 from specatlas.paths import repo_root
 
@@ -37,14 +39,67 @@ def test_one_table_per_hardware_and_broken_files_shown_as_failed(write_run, tmp_
     (folder / "d.json").write_text('{"schema_version": 1')
     (folder / ".partial-0123.jsonl").write_text("{}")  # a run in progress is not a result
     page = measured_markdown(folder)
-    assert page.count("\n## ") == 3  # Test CPU, Big GPU, failed files
+    assert page.count("\n## ") == 4  # Test CPU, Big GPU, failed files, reading the tables
     cpu, gpu = table_rows(page, "## Test CPU"), table_rows(page, "## Big GPU")
-    # a.json and c.json share the CPU table (with a Run column); c.json's "fast" row is failed.
-    assert [r.split("|")[1].strip() for r in cpu] == ["1", "2", "3"] and "| 2.00×" in cpu[0] and r"a\.json" in cpu[0]
+    # a.json and c.json share the CPU table: one row per method; c.json's "fast" failed, so
+    # fast's row is a.json's alone, and the failure is listed with its run.
+    assert [r.split("|")[1].strip() for r in cpu] == ["1", "2"] and "| **2.00×** |" in cpu[0]
+    assert cpu[0].rstrip().endswith("| 1 |") and cpu[1].rstrip().endswith("| 2 |")
     assert len(gpu) == 2
-    assert "could not run: ValueError: refused" in page
+    assert "| could not run: ValueError: refused | c\\.json |" in page
     assert "| d\\.json | does not match the result schema" in page
     assert "partial" not in page
+
+
+def test_runs_of_a_table_aggregate_into_one_row_per_method_and_policy(write_run):
+    def run(seconds, policy=None):
+        built = build_run([sample("baseline", "1", "qa", turn([1, 2], 1.0)), sample("fast", "1", "qa", turn([1, 2], seconds))])
+        if policy:
+            built.config["policy"] = policy
+            built.config_hash = config_hash(built.config)
+        return built
+
+    write_run(run(0.5), "a.json")
+    write_run(run(0.25), "b.json")
+    folder = write_run(run(0.4, policy="paper"), "c.json").parent
+    page = measured_markdown(folder)
+    rows = table_rows(page, "## Test CPU")
+    methods = [(r.split("|")[2].strip(), r.split("|")[7].strip().replace("\\", "")) for r in rows]
+    # the baseline drafts nothing, so it has no policy and one row over all three runs
+    assert methods == [("fast (fast)", "cost-aware"), ("fast (fast)", "paper"), ("baseline (baseline)", "–")]
+    assert rows[2].rstrip().endswith("| 3 |")
+    # cost-aware "fast": 2x and 4x -> mean 3.00x, sample standard deviation 1.41
+    assert "| **3.00×\u00a0±1.41** |" in rows[0] and rows[0].rstrip().endswith("| 2 |")
+    assert "| **2.50×** |" in rows[1] and rows[1].rstrip().endswith("| 1 |")
+    runs = page[page.index("<details"):page.index("</details>")]
+    assert "a\\.json" in runs and "| fast | cost\\-aware | 2.00× | 4.00× | – |" in runs
+    assert "| fast | paper | – | – | 2.50× |" in runs
+
+
+def test_method_names_link_to_their_papers_and_drafter_and_kind_are_explained(write_run, tmp_path):
+    root = tmp_path / "root"
+    (root / "papers").mkdir(parents=True)
+    (root / "papers" / "fast.yaml").write_text("id: fast\n")
+    run = build_run([sample("baseline", "1", "qa", turn([1, 2], 1.0)), sample("fast", "1", "qa", turn([1, 2], 0.5))])
+    run.methods[1].setup = "shallow slice of the target (first 6 layers; its head); cost-aware draft length (0..8)"
+    folder = write_run(run, folder=root / "results").parent
+    page = measured_markdown(folder)
+    assert "[fast (fast)](../papers/fast.yaml)" in page and "[baseline" not in page
+    assert "| shallow slice of the target \\(first 6 layers; its head\\) |" in page
+    assert "**Kind**" in page and "**Drafter**" in page and "**Policy**" in page
+    site = measured_markdown(folder, link=lambda i: f"papers/{i}.md")
+    assert "[fast (fast)](papers/fast.md)" in site and "[baseline (baseline)](papers/baseline.md)" in site
+
+
+def test_a_method_that_drafted_nothing_is_explained(write_run):
+    idle = turn([1, 2, 3, 4], 1.0, steps=4, widths={1: 4}, drafted=[1], accepted=[0])
+    run = build_run([sample("baseline", "1", "qa", turn([1, 2, 3, 4], 1.0)), sample("fast", "1", "qa", idle)])
+    page = measured_markdown(write_run(run).parent)
+    assert "drafted (almost) nothing: fast (0.25 drafted tokens per step)" not in page  # 0.25 is drafting
+    run = build_run([sample("baseline", "1", "qa", turn([1] * 40, 1.0)),
+                     sample("fast", "1", "qa", turn([1] * 40, 1.0, steps=40, widths={1: 40}, drafted=[1], accepted=[0]))])
+    page = measured_markdown(write_run(run).parent)
+    assert "drafted (almost) nothing: fast (0.03 drafted tokens per step)" in page
 
 
 def test_every_text_from_a_result_file_is_escaped(write_run):
@@ -73,7 +128,7 @@ def test_reported_numbers_are_a_separate_section(two_method_run, write_run, tmp_
     page = render_markdown(folder)
     measured, reported = page.split("## Reported, not measured")
     assert page.startswith(measured_markdown(folder))
-    assert "Mistral" not in measured and "[saxena2023prompt](papers/saxena2023prompt.md)" in reported
+    assert "Mistral" not in measured and "[saxena2023prompt](../papers/saxena2023prompt.yaml)" in reported
     assert "### Spec-Bench's published leaderboard" in reported and "PLD&lt;1&gt;" in reported
     (spec_bench / "reported_leaderboard.json").unlink()
     assert "### Spec-Bench's published" not in render_markdown(folder)
@@ -83,6 +138,28 @@ def test_committed_leaderboard_matches_committed_results():
     results = repo_root() / "results"
     assert (results / "LEADERBOARD.md").read_text(encoding="utf-8") == measured_markdown(results) + "\n"
     assert main(["leaderboard", "--check"]) == 0
+
+
+def test_charts_draw_in_the_text_colour_and_scatter_labels_never_overlap():
+    from specatlas.bench import charts
+
+    crowded = [(f"method-{i}", 1.0 + (i % 3) * 0.001, 1.0 + (i % 2) * 0.001) for i in range(20)]
+    scatter = charts.accepted_vs_speedup(crowded, "caption")
+    ys = sorted(float(y) for y in re.findall(r'<text x="[\d.]+" y="([\d.]+)" class="sa-point-label"', scatter))
+    assert len(ys) == 20 and all(b - a >= charts.LINE - 1e-9 for a, b in zip(ys, ys[1:]))
+    bars = charts.speedup_bars([("a", 1.5, 1.4, 1.6), ("b", 0.5, 0.5, 0.5)], "caption")
+    for svg in (scatter, bars):
+        assert 'fill="currentColor"' in svg and "#333" not in svg and "black" not in svg
+        assert all("fill=" in t or "<text" not in t for t in re.findall(r"<svg[^>]*>", svg))
+    assert bars.count("<path") == 1  # a whisker only where runs differ
+
+
+def test_spread_labels_keep_order_and_gap_inside_bounds():
+    from specatlas.bench.charts import spread_labels
+
+    assert spread_labels([50, 50, 50], 0, 100, gap=10) == [50, 60, 70]
+    assert spread_labels([95, 99, 100], 0, 100, gap=10) == [80, 90, 100]
+    assert spread_labels([30, 5], 0, 100, gap=10) == [30, 5]
 
 
 def test_leaderboard_check_fails_when_stale(two_method_run, write_run, capsys):
@@ -96,11 +173,14 @@ def test_leaderboard_check_fails_when_stale(two_method_run, write_run, capsys):
 def test_site_page_embeds_the_leaderboard_and_markdown_keeps_tables_and_charts(two_method_run, write_run, tmp_path):
     markdown = pytest.importorskip("markdown")
     from specatlas.site.catalog import Catalog
-    from specatlas.site.pages import leaderboard_page
+    from specatlas.site.pages import leaderboard_page, measured_results
 
     run = build_run([sample("baseline", "1", "qa", turn([1, 2], 1.0)), sample("fast", "1", "qa", turn([1, 2], 0.5))])
     folder = write_run(run, folder=tmp_path / "root" / "results").parent
-    page = leaderboard_page(Catalog(folder.parent, [], None))
-    assert render_markdown(folder) in page
+    catalog = Catalog(folder.parent, [], None)
+    page = leaderboard_page(catalog, measured_results(catalog))
+    assert render_markdown(folder, link=lambda _: None, papers={}) in page
     html = markdown.markdown(measured_markdown(folder), extensions=["tables", "md_in_html"])
-    assert html.count("<table>") == 2 and html.count("<svg") == 2 and "<p><figure" not in html
+    # ranked, by subtask, time, and each run's numbers (in the details block)
+    assert html.count("<table>") == 4 and html.count("<svg") == 2 and "<p><figure" not in html
+    assert "<details>" in html and "<summary>" in html

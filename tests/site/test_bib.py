@@ -41,8 +41,13 @@ def test_titles_decode_back_exactly(title):
     assert library.entries[0]["title"] == title
 
 
-def test_capitals_are_protected():
-    assert bib.latex_title("Medusa and EAGLE on LLaMA") == "{M}edusa and {EAGLE} on {LLaMA}"
+def test_only_acronyms_mixed_case_and_method_names_are_protected():
+    assert bib.latex_title("Medusa and EAGLE on LLaMA") == "Medusa and {EAGLE} on {LLaMA}"
+    assert bib.latex_title("Medusa: Simple LLM Inference with GPT-4 and T5", ["medusa"]) == \
+        "{Medusa}: Simple {LLM} Inference with {GPT}-4 and {T5}"
+    # One-word aliases are the method's names; a hyphenated alias is a phrase of ordinary words.
+    entry = bib.entry(paper(title="Prompt Lookup with Lookahead", aliases=["prompt-lookup", "lookahead"]))
+    assert fields(entry)["title"] == "Prompt Lookup with {Lookahead}"
 
 
 @pytest.mark.parametrize(("venue", "entry_type", "field", "value"), [

@@ -1,5 +1,7 @@
-"""The built site in headless Chromium: search, the catalog filter, the lineage diagram, and no
-console error anywhere. Screenshots are kept in test-artifacts/site/."""
+"""The built site in headless Chromium: every page type without console errors (light and dark),
+search, the catalog's filters kept in the URL across Back, the results view's sorting, the
+leaderboard at 1280 px, chart text in dark mode and the lineage links. Screenshots are kept in
+test-artifacts/site/."""
 
 import functools
 import http.server
@@ -48,7 +50,9 @@ def served(tmp_path_factory):
     """(base URL, catalog): the real catalog when it has Medusa's record, else the fixture one."""
     catalog = load_catalog(repo_root())
     if "cai2024medusa" not in catalog.by_id:
-        catalog = load_catalog(make_root(tmp_path_factory.mktemp("catalog")))
+        root = make_root(tmp_path_factory.mktemp("catalog"))
+        shutil.copytree(repo_root() / "results", root / "results")
+        catalog = load_catalog(root)
     site = tmp_path_factory.mktemp("site")
     build(site, catalog)
 
@@ -62,56 +66,78 @@ def served(tmp_path_factory):
     server.shutdown()
 
 
-def mermaid_svgs(page) -> int:
-    """How many .mermaid containers hold a rendered <svg>. Material renders into a closed shadow
-    root, which only the DevTools protocol's pierce option can see into."""
-    session = page.context.new_cdp_session(page)
-    try:
-        root = session.send("DOM.getDocument", {"depth": -1, "pierce": True})["root"]
-    finally:
-        session.detach()
-
-    def has_svg(node) -> bool:
-        children = node.get("children", []) + node.get("shadowRoots", [])
-        return any(c.get("nodeName") == "svg" or has_svg(c) for c in children)
-
-    def containers(node):
-        classes = dict(zip(node.get("attributes", [])[::2], node.get("attributes", [])[1::2])).get("class", "")
-        if "mermaid" in classes.split():
-            yield node
-        for child in node.get("children", []) + node.get("shadowRoots", []):
-            yield from containers(child)
-
-    return sum(has_svg(c) for c in containers(root))
+ARTIFACTS = repo_root() / "test-artifacts" / "site"
 
 
-def test_search_filter_and_lineage(browser, served):
+@pytest.fixture
+def open_page(browser, served):
+    """open_page(color_scheme="light") -> a page at 1280x900 that records console errors, page
+    errors and any request off the test server (the site works offline) in page.errors."""
+    base, _ = served
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    opened = []
+
+    def make(color_scheme: str = "light"):
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=color_scheme)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        page.errors = []
+        page.on("console", lambda message: message.type == "error" and page.errors.append(message.text))
+        page.on("pageerror", lambda error: page.errors.append(str(error)))
+        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)
+                   else (page.errors.append(f"external request {route.request.url}"), route.abort()))
+        opened.append(context)
+        return page
+
+    yield make
+    for context in opened:
+        context.close()
+
+
+def shot(page, name: str, full_page: bool = False) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)
+
+
+def test_every_page_type_loads_without_console_errors(open_page, served):
     base, catalog = served
-    artifacts = repo_root() / "test-artifacts" / "site"
-    artifacts.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.set_default_timeout(15_000)
-    errors: list[str] = []
-    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    # The site must work offline: any request off this server is an error.
-    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base)
-               else (errors.append(f"external request {route.request.url}"), route.abort()))
+    node = catalog.taxonomy.all_nodes()[0].id
+    paths = {"home": "", "catalog": "catalog/", "paper": "papers/cai2024medusa/", "taxonomy": "taxonomy/",
+             "node": f"taxonomy/{node}/", "timeline": "timeline/", "lineage": "lineage/", "leaderboard": "leaderboard/",
+             "results": "results/", "choose": "choose/", "contributing": "contributing/", "bib": "papers/cai2024medusa.bib"}
+    for scheme in ("light", "dark"):
+        page = open_page(scheme)
+        for name, path in paths.items():
+            response = page.goto(base + path)
+            assert response.ok, path
+            if name != "bib":
+                assert page.locator("h1").count() >= 1, path
+                shot(page, f"{scheme}-{name}", full_page=name in ("paper", "leaderboard"))
+        assert page.errors == [], scheme
 
+
+def test_search_finds_a_paper(open_page, served):
+    base, _ = served
+    page = open_page()
     page.goto(base)
     assert page.locator("h1").first.inner_text().startswith("SpecAtlas")
-    page.screenshot(path=str(artifacts / "home.png"))
-
     page.locator("label.md-search__icon, .md-search__input").first.click()
     page.locator(".md-search__input").fill("Medusa")
     result = page.locator(".md-search-result__link[href*='papers/cai2024medusa']").first
-    result.wait_for()
-    page.screenshot(path=str(artifacts / "search.png"))
+    result.wait_for(timeout=60_000)  # the index loads in a worker: slow on a busy machine
+    shot(page, "search")
     result.click()
     page.wait_for_url("**/papers/cai2024medusa/**")
     assert "Medusa" in page.locator("h1").first.inner_text()
-    page.screenshot(path=str(artifacts / "paper.png"), full_page=True)
+    # one set of taxonomy badges (linked), not Material's unlinked tag chips as well
+    assert page.locator(".md-tags").count() == 0 or not page.locator(".md-tags").first.is_visible()
+    assert page.locator("a.sa-badge").count() >= 1
+    assert "Lossless: Lossless" not in page.locator("article").inner_text()
+    assert page.errors == []
 
+
+def test_catalog_filter_lives_in_the_url_and_survives_back(open_page, served):
+    base, catalog = served
+    page = open_page()
     page.goto(base + "catalog/")
     rows = page.locator("#sa-table tbody tr")
     assert rows.count() == len(catalog.papers)
@@ -121,15 +147,105 @@ def test_search_filter_and_lineage(browser, served):
     assert rows.count() == expected
     assert page.locator("#sa-count").inner_text() == f"Showing {expected} of {len(catalog.papers)} records"
     assert "cai2024medusa" in rows.evaluate_all("rows => rows.map(r => r.dataset.id)")
-    page.screenshot(path=str(artifacts / "catalog.png"))
+    assert f"node={NODE}" in page.url
+    # the text filter matches authors and aliases, not only titles
+    page.fill("#sa-filter-text", "medusa")
+    assert "cai2024medusa" in rows.evaluate_all("rows => rows.map(r => r.dataset.id)")
+    page.fill("#sa-filter-text", "Tianle Cai")
+    assert "cai2024medusa" in rows.evaluate_all("rows => rows.map(r => r.dataset.id)")
+    page.locator("#sa-table thead button[data-key=speedup]").click()
+    assert "sort=speedup" in page.url and "q=Tianle" in page.url
+    filtered = rows.count()
+    shot(page, "catalog")
+    # one-click links: arXiv, PDF and code badges are plain links
+    medusa = page.locator("#sa-table tbody tr[data-id=cai2024medusa]")
+    assert medusa.locator("a.sa-link-badge", has_text="Code").get_attribute("href").startswith("https://github.com/")
+    medusa.locator("td").first.locator("a").first.click()
+    page.wait_for_url("**/papers/cai2024medusa/**")
+    page.go_back()
+    page.wait_for_url("**/catalog/?*")
+    assert page.locator("#sa-filter-node").input_value() == NODE
+    assert page.locator("#sa-filter-text").input_value() == "Tianle Cai"
+    assert rows.count() == filtered
+    assert page.locator("th[aria-sort=descending] button").inner_text() == "Speedup"
+    # and a shared link opens the same view
+    fresh = open_page()
+    fresh.goto(page.url)
+    assert fresh.locator("#sa-table tbody tr").count() == filtered
+    assert page.errors == [] and fresh.errors == []
 
+
+def test_results_view_sorts_by_speedup(open_page, served):
+    base, _ = served
+    page = open_page()
+    page.goto(base + "results/")
+    table = page.locator("table.sa-results").first
+
+    def speedups():
+        return [float(v) for v in table.locator("tbody tr:not([hidden]) td:nth-child(2)").evaluate_all(
+            "cells => cells.map(c => c.dataset.sort)") if v]
+
+    values = speedups()
+    assert len(values) >= 2 and values == sorted(values, reverse=True)
+    table.locator("th button", has_text="Speedup").click()
+    values = speedups()
+    assert values == sorted(values) and "dir=asc" in page.url
+    shot(page, "results")
+    assert page.errors == []
+
+
+def test_leaderboard_overall_column_fits_at_1280_px_and_has_one_row_per_method(open_page, served):
+    base, _ = served
+    page = open_page()
+    page.goto(base + "leaderboard/")
+    ranked = page.locator("table:has(th:text-is('Overall speedup'))")
+    assert ranked.count() >= 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    for k in range(ranked.count()):
+        table = ranked.nth(k)
+        overall = table.locator("th", has_text="Overall speedup").bounding_box()
+        assert overall["x"] + overall["width"] <= 1280
+        # no horizontal scroll: neither the table nor Material's scrolling wrapper around it
+        assert table.evaluate("t => [t, t.closest('.md-typeset__scrollwrap') || t].every("
+                              "e => e.scrollWidth <= e.clientWidth + 1)")
+        keys = table.locator("tbody tr").evaluate_all(
+            "rows => rows.map(r => r.cells[1].innerText + ' | ' + r.cells[6].innerText)")
+        assert len(keys) == len(set(keys)), keys
+    shot(page, "leaderboard")
+    assert page.errors == []
+
+
+def test_charts_are_readable_in_dark_mode(open_page, served):
+    base, _ = served
+    page = open_page("dark")
+    page.goto(base + "leaderboard/")
+    assert page.evaluate("document.body.getAttribute('data-md-color-scheme')") == "slate"
+    colours = page.locator("figure.specatlas-chart svg text").evaluate_all(
+        "texts => texts.map(t => getComputedStyle(t).fill)")
+    assert colours
+
+    def luminance(css: str) -> float:
+        r, g, b = (int(x) for x in css[css.index("(") + 1:].split(",")[:3])
+        return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+    assert all(luminance(c) > 0.6 for c in colours), set(colours)  # light text on the dark page
+    page.locator("figure.specatlas-chart").first.scroll_into_view_if_needed()
+    shot(page, "dark-leaderboard-chart")
+    assert page.errors == []
+
+
+def test_lineage_is_drawn_and_its_nodes_link_to_papers(open_page, served):
+    base, _ = served
+    page = open_page()
     page.goto(base + "lineage/")
-    diagrams = page.locator(".mermaid").count()
-    for _ in range(30):  # Mermaid renders asynchronously
-        if mermaid_svgs(page) == diagrams:
-            break
-        page.wait_for_timeout(500)
-    assert diagrams > 0 and mermaid_svgs(page) == diagrams
-    page.screenshot(path=str(artifacts / "lineage.png"))
-
-    assert errors == []
+    assert page.locator("svg.sa-lineage-svg").count() > 0
+    node = page.locator("svg.sa-lineage-svg a.sa-node[href*='cai2024medusa']").first
+    shot(page, "lineage")
+    node.click()
+    page.wait_for_url("**/papers/cai2024medusa/**")
+    phone = open_page()
+    phone.set_viewport_size({"width": 390, "height": 844})
+    phone.goto(base + "lineage/")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390  # diagrams scroll in their own box
+    shot(phone, "lineage-phone")
+    assert page.errors == [] and phone.errors == []

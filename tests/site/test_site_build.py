@@ -21,10 +21,26 @@ def test_mkdocs_build_strict_on_the_real_catalog(tmp_path):
     built = {p.parent.name for p in (out / "papers").glob("*/index.html")}
     assert built == set(ids)
     assert (out / "papers.bib").read_text(encoding="utf-8").count("\n@") + 1 == len(ids)
-    for page in ("catalog", "taxonomy", "timeline", "lineage", "leaderboard", "contributing"):
+    assert {p.stem for p in (out / "papers").glob("*.bib")} == set(ids)
+    for page in ("catalog", "taxonomy", "timeline", "lineage", "leaderboard", "results", "choose", "contributing"):
         assert (out / page / "index.html").is_file()
-    assert (out / "javascripts" / "vendor" / "mermaid.min.js").is_file()
     assert not list(Path(repo_root(), "docs").glob("**/*.md")), "generated pages must not land in docs/"
+    # Light pages: no graph library anywhere (lineage is drawn at build time), every page well
+    # under a megabyte, and the search index no larger than the pages it indexes need.
+    for html in out.rglob("*.html"):
+        assert html.stat().st_size < 1_000_000, html
+    assert "mermaid" not in (out / "lineage" / "index.html").read_text(encoding="utf-8")
+    assert not list(out.rglob("mermaid*.js"))
+    # Site basics: a sitemap of every page, a favicon, edit links to each page's source.
+    sitemap = (out / "sitemap.xml").read_text(encoding="utf-8")
+    assert sitemap.count("<loc>") >= len(ids) and "<loc>https://" in sitemap
+    assert (out / "assets" / "favicon.svg").is_file()
+    medusa = (out / "papers" / "cai2024medusa" / "index.html").read_text(encoding="utf-8")
+    assert 'rel="icon" href="../../assets/favicon.svg"' in medusa
+    assert "/edit/main/papers/cai2024medusa.yaml" in medusa
+    assert 'data-md-component="source"' not in medusa  # no request to the GitHub API
+    assert "/edit/" not in (out / "catalog" / "index.html").read_text(encoding="utf-8")  # generated from everything
+    assert "/edit/main/taxonomy/drafting.yaml" in (out / "taxonomy" / "extra-heads" / "index.html").read_text(encoding="utf-8")
 
 
 def test_a_tag_outside_the_taxonomy_fails_the_build(tmp_path):

@@ -17,10 +17,10 @@ def generated(fixture_catalog):
 
 
 def test_one_page_per_paper_and_per_node(fixture_catalog, generated):
-    expected = {f"papers/{p.id}.md" for p in fixture_catalog.papers}
+    expected = {f"papers/{p.id}.{ext}" for p in fixture_catalog.papers for ext in ("md", "bib")}
     expected |= {f"taxonomy/{n.id}.md" for n in fixture_catalog.taxonomy.all_nodes()}
     expected |= {"index.md", "catalog.md", "taxonomy/index.md", "timeline.md", "lineage.md",
-                 "leaderboard.md", "contributing.md", "papers.bib"}
+                 "leaderboard.md", "results.md", "choose.md", "contributing.md", "papers.bib"}
     assert set(generated) == expected
 
 
@@ -30,16 +30,26 @@ def test_paper_page(generated):
     assert "[Extra decoding heads](../taxonomy/extra-heads.md){ .sa-badge }" in page
     assert "**Builds on:** [Blockwise Parallel Decoding for Deep Autoregressive Models](stern2018blockwise.md)" in page
     assert "**Built upon by:** [EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty](li2024eagle.md)" in page
-    assert "| speedup | 2\\.18× | Vicuna\\-7B |" in page
+    assert "| speedup | 2\\.18× |" in page and "| Vicuna\\-7B |" in page
     assert "specatlas run cai2024medusa" in page
-    assert "@inproceedings{cai2024medusa," in page and "{M}edusa: {S}imple {LLM}" in page
-    assert "Lossy" in page and "[Code](https://github.com/FasterDecoding/Medusa)" in page
-    assert re.search(r'tags:\n  - "Extra decoding heads"', page)
+    assert "@inproceedings{cai2024medusa," in page and "{Medusa}: Simple {LLM}" in page
+    assert "**Lossless:** no: relaxed acceptance" in page and "Lossless: Lossless" not in page
+    assert "[Code](https://github.com/FasterDecoding/Medusa)" in page
+    # Tags feed search, but their chips are hidden: the linked badges already show them.
+    assert re.search(r'tags:\n  - "Extra decoding heads"', page) and "hide:\n  - navigation\n  - tags" in page
+    assert '[cai2024medusa.bib](cai2024medusa.bib){ download="cai2024medusa.bib" }' in page
+    assert "## BibTeX { data-search-exclude }" in page
+
+
+def test_per_paper_bib_is_that_papers_entry(fixture_catalog, generated):
+    entry = generated["papers/cai2024medusa.bib"]
+    assert entry.startswith("@inproceedings{cai2024medusa,") and entry.count("\n@") == 0
+    assert entry.strip() in generated["papers.bib"]
 
 
 def test_paper_without_implementation_has_no_run_command(generated):
     assert "specatlas run" not in generated["papers/li2024eagle.md"]
-    assert "Not a decoding method" in generated["papers/xia2024unlocking.md"]
+    assert "**Lossless:** not applicable: not a decoding method" in generated["papers/xia2024unlocking.md"]
 
 
 def test_taxonomy_counts_include_sub_nodes(fixture_catalog, generated):
@@ -58,6 +68,13 @@ def test_catalog_data(fixture_catalog, generated):
     assert set(rows) == {p.id for p in fixture_catalog.papers}
     medusa = rows["cai2024medusa"]
     assert medusa["href"] == "../papers/cai2024medusa/"
+    assert medusa["authors"][0] == "Tianle Cai" and medusa["aliases"] == ["medusa"]
+    assert medusa["year"] == 2024 and medusa["posted"] == "2024-01"  # venue year, arXiv month
+    assert medusa["speedup"] == 2.18 and "Vicuna-7B" in medusa["speedup_setting"]
+    assert [t["id"] for t in medusa["tags"]][:2] == ["extra-heads", "token-tree"] and "self-distilled-data" in [t["id"] for t in medusa["tags"]]
+    assert medusa["tags"][0]["href"] == "../taxonomy/extra-heads/"
+    assert [link["label"] for link in medusa["links"]] == ["arXiv", "PDF", "Code"]
+    assert medusa["links"][1]["url"] == "https://arxiv.org/pdf/2401.10774"
     assert {"extra-heads", "self-drafting", "token-tree", "draft-structure"} <= set(medusa["nodes"])
     assert medusa["code"] and medusa["implemented"] and medusa["lossless"] is False
     assert rows["xia2024unlocking"]["lossless"] is None
@@ -66,11 +83,18 @@ def test_catalog_data(fixture_catalog, generated):
     assert counts["token-tree"] == 2 and counts["survey"] == 1
 
 
-def test_lineage_shows_connected_papers_only(generated):
+def test_lineage_is_drawn_at_build_time_with_linked_nodes(fixture_catalog, generated):
     page = generated["lineage.md"]
-    assert page.count("```mermaid") == 1
-    assert '["medusa (2024)"]' in page and "n0 --> n1" in page and "n1 --> n2" in page
+    assert page.count("<svg") == 1 and "mermaid" not in page and "<script" not in page
+    for paper_id in ("stern2018blockwise", "cai2024medusa", "li2024eagle"):
+        assert f'<a href="../papers/{paper_id}/" class="sa-node">' in page
+    assert ">Medusa (2024)</text>" in page and page.count('class="sa-edge"') == 2
     assert "xia2024unlocking" not in page
+    # generations left to right: blockwise, then medusa, then eagle
+    from specatlas.site import lineage
+
+    places = lineage.layout(fixture_catalog, ["stern2018blockwise", "cai2024medusa", "li2024eagle"])
+    assert [places[i][0] for i in ("stern2018blockwise", "cai2024medusa", "li2024eagle")] == [0, 1, 2]
 
 
 def test_timeline_uses_arxiv_month(fixture_catalog, generated):
@@ -114,5 +138,72 @@ def test_synthetic_catalog_for_the_benchmark():
 
     catalog = synthetic_catalog(40)
     generated = pages.generate(catalog)
-    assert sum(uri.startswith("papers/") for uri in generated) == 40
-    assert "```mermaid" in generated["lineage.md"]
+    assert sum(uri.startswith("papers/") and uri.endswith(".md") for uri in generated) == 40
+    assert "sa-lineage-svg" in generated["lineage.md"]
+
+
+def _with_results(catalog, paper_id, results):
+    from specatlas.catalog.schema import ReportedResult
+
+    papers = [p.model_copy(update={"reported_results": [ReportedResult.model_validate(r) for r in results]})
+              if p.id == paper_id else p for p in catalog.papers]
+    return type(catalog)(catalog.root, papers, catalog.taxonomy, catalog.implemented)
+
+
+EAGLE_RESULTS = [
+    {"metric": "speedup", "value": 3.0, "target_model": "Vicuna-13B", "benchmark": "MT-bench", "hardware": "A100 80GB",
+     "batch_size": 1, "temperature": 0, "source": "Table 1"},
+    {"metric": "mean-accepted-tokens", "value": 3.9, "target_model": "Vicuna-13B", "benchmark": "MT-bench",
+     "hardware": "A100 80GB", "batch_size": 1, "temperature": 0, "source": "Table 1"},
+    {"metric": "speedup", "value": 1.5, "target_model": "LLaMA2-Chat 70B", "benchmark": "MT-bench, HumanEval, GSM8K",
+     "source": "Abstract", "batch_size": 4},
+]
+
+
+def test_results_page_groups_by_benchmark_and_merges_a_settings_metrics(fixture_catalog):
+    catalog = _with_results(fixture_catalog, "li2024eagle", EAGLE_RESULTS)
+    page = pages.results_page(catalog, directory_urls=True)
+    mt = page[page.index("## MT\\-Bench"):page.index("## Several")]
+    rows = re.findall(r"<tr data-family.*?</tr>", mt)
+    # sorted by speedup: EAGLE's 3.0x (with its mean accepted tokens, one row) above Medusa's 2.18x
+    assert len(rows) == 2 and ">EAGLE</a>" in rows[0] and "cai2024medusa" in rows[1]
+    assert '<td data-sort="3">3×</td><td data-sort="3.9">3.9</td>' in rows[0]
+    assert 'data-family="Vicuna" data-size="10–40B" data-hardware="A100" data-by="paper&#x27;s own"' in rows[0]
+    assert 'data-size="3–10B" data-hardware="not stated"' in rows[1]
+    mixed = page[page.index("## Several"):]
+    assert "MT-bench, HumanEval, GSM8K" in mixed and 'data-family="Llama" data-size="≥ 40B"' in mixed
+
+
+def test_results_page_shows_third_party_measurements_apart(tmp_path):
+    from sitecatalog import make_root
+    from specatlas.site.catalog import load_catalog
+
+    catalog = load_catalog(make_root(tmp_path / "repo"))
+    shared = tmp_path / "shared" / "data" / "spec_bench"
+    shared.mkdir(parents=True)
+    (shared / "reported_leaderboard.json").write_text(json.dumps({
+        "source": "Spec-Bench Leaderboard.md", "settings": "greedy, FP16, batch size 1",
+        "hardware": {"A100": "1x A100 80GB"},
+        "rows": [{"device": "A100", "target_model": "Vicuna-7B-v1.3", "method": "EAGLE", "Overall": 2.1,
+                  "#Mean Accepted Tokens": 3.58},
+                 {"device": "A100", "target_model": "Vicuna-7B-v1.3", "method": "Unknown<b>", "Overall": 1.2}]}))
+    page = pages.results_page(catalog, directory_urls=True)
+    spec = page[page.index("## Spec\\-Bench"):page.index("## MT")]
+    rows = re.findall(r"<tr data-family.*?</tr>", spec)
+    assert len(rows) == 2 and 'data-by="third party"' in rows[0]
+    assert 'href="../papers/li2024eagle/" title="EAGLE: Speculative' in rows[0] and "3.58" in rows[0] and "1x A100 80GB" in rows[0]
+    assert ">Spec-Bench leaderboard: Spec-Bench Leaderboard.md<" in rows[0]
+    assert "Unknown&lt;b&gt;" in rows[1] and "<b>" not in spec
+
+
+def test_catalog_reports_the_best_speedup_and_choose_page_lists_settings(fixture_catalog):
+    catalog = _with_results(fixture_catalog, "li2024eagle", EAGLE_RESULTS)
+    page = pages.choose_page(catalog)
+    trained = page[page.index("## Can train a head"):page.index("## Serving")]
+    assert "[EAGLE: Speculative Sampling" in trained and "3× (Vicuna\\-13B, MT\\-bench, A100 80GB)" in trained
+    # Medusa runs here, so it comes first; the survey is not a method
+    assert trained.index("Medusa") < trained.index("EAGLE") and "Unlocking" not in page
+    serving = page[page.index("## Serving"):page.index("## Long context")]
+    assert "EAGLE" in serving  # a batch-size-4 result
+    assert "`specatlas run cai2024medusa`" in trained
+    assert "## No training budget" in page and "No method in the catalog fits yet." in page

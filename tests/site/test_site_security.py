@@ -119,3 +119,11 @@ def test_search_index_holds_escaped_text(site):
 
 def test_fixture_papers_still_render(site):
     assert {p.stem for p in FIXTURE_PAPERS.glob("*.yaml")} <= {p.name for p in (site / "papers").iterdir()}
+
+
+def test_results_and_lineage_show_record_text_literally(site):
+    results = "".join(parsed(site / "results" / "index.html").text)
+    assert "</td><script>alert(7)</script>" in results
+    lineage = parsed(site / "lineage" / "index.html")
+    assert TITLE in "".join(lineage.text)  # the node's tooltip
+    assert all(not (a.get("href") or "").startswith("javascript") for _, a in lineage.tags)

@@ -1,7 +1,8 @@
 """The leaderboard: measured result files, then what the papers and Spec-Bench report.
 
 `render_markdown(results_dir)` is the site's leaderboard page body. Its first part,
-`measured_markdown`, depends on the result files alone; `specatlas leaderboard` writes it to
+`measured_markdown`, depends on the result files alone (and on which measured methods have a
+record in papers/, to link them); `specatlas leaderboard` writes it to
 results/LEADERBOARD.md (or checks that file), so the committed page is exactly what the committed
 results say. The reported part reads the catalog beside results/ and the Spec-Bench data in
 ../shared when present, which change independently of the results.
@@ -17,19 +18,31 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import fmean, stdev
 
 from specatlas.bench import charts
 from specatlas.bench.questions import SUBTASKS
 from specatlas.bench.results import Run, load
+from specatlas.catalog.schema import Paper
 from specatlas.site.text import md
 
 PAGE_FILE = "LEADERBOARD.md"
+DEFAULT_POLICY = "cost-aware"
+NO_POLICY = "–"
+BASELINE = "baseline"
+KINDS = {"specatlas": "SpecAtlas", "peer": "peer"}
+IDLE_DRAFTING = 0.05  # drafted tokens per step below which a method effectively did not speculate
+Linker = Callable[[str], "str | None"]
+Loaded = tuple[list[tuple[Run, str]], list[tuple[str, str]]]  # (run, file name), (file name, why not valid)
 
 
 @dataclass
-class Row:
+class Entry:
+    """One method in one result file."""
+
     run: Run
     file: str
     method: object  # results.Method
@@ -49,14 +62,118 @@ class Row:
                     f"token {first['position']})")
         return None
 
+    @property
+    def policy(self) -> str:
+        """The draft-length policy: the method's, else the run's, else cost-aware (what runs
+        recorded before the field existed used). Peers keep their library's own schedule and the
+        baseline drafts nothing, so neither has one."""
+        if self.method.kind == "peer" or self.method.id == BASELINE:
+            return NO_POLICY
+        return getattr(self.method, "policy", None) or self.run.config.get("policy") or DEFAULT_POLICY
 
-def render_markdown(results_dir: Path) -> str:
-    runs, failed = load_all(Path(results_dir))
+    @property
+    def drafter(self) -> str:
+        """What made the drafts: the recorded drafter when the result has one, else the first
+        clause of the setup (later clauses are draft length and kernels, shown elsewhere)."""
+        recorded = getattr(self.method, "drafter", None)
+        if recorded:
+            return str(recorded)
+        parts = [p for p in _top_level_parts(self.method.setup) if "draft length" not in p]
+        return parts[0] if parts else "–"
+
+    @property
+    def drafted_per_step(self) -> float | None:
+        drafted = steps = 0
+        timed = False
+        for sample in self.run.samples:
+            if sample.method != self.method.id:
+                continue
+            for turn in sample.turns:
+                steps += turn.steps
+                if turn.drafted_at is not None:
+                    timed = True
+                    drafted += sum(turn.drafted_at)
+        return drafted / steps if timed and steps else None
+
+
+@dataclass
+class Line:
+    """One leaderboard row: a method under one draft-length policy, over every run of a table."""
+
+    method_id: str
+    policy: str
+    entries: list[Entry]
+
+    @property
+    def ok(self) -> list[Entry]:
+        return [e for e in self.entries if e.failure is None]
+
+    @property
+    def ranked(self) -> bool:
+        """Ranked when some run measured it and no run failed its lossless check."""
+        return bool(self.ok) and not any((e.failure or "").startswith("lossless") for e in self.entries)
+
+    @property
+    def method(self):
+        return self.ok[0].method if self.ok else self.entries[0].method
+
+    def values(self, category: str, metric: str) -> list[float]:
+        return [e.summary[category][metric] for e in self.ok
+                if category in e.summary and e.summary[category][metric] is not None]
+
+    def mean(self, category: str, metric: str) -> float | None:
+        values = self.values(category, metric)
+        return fmean(values) if values else None
+
+    def cell(self, category: str, metric: str, suffix: str = "×") -> str:
+        """mean, and ± the standard deviation over runs when there are several."""
+        values = self.values(category, metric)
+        if not values:
+            return "–"
+        text = f"{fmean(values):.2f}{suffix}"
+        return text + (f"\u00a0±{stdev(values):.2f}" if len(values) > 1 else "")  # no break inside a value
+
+    @property
+    def drafters(self) -> str:
+        return " / ".join(dict.fromkeys(e.drafter for e in self.ok or self.entries))
+
+    @property
+    def drafted_per_step(self) -> float | None:
+        values = [d for d in (e.drafted_per_step for e in self.ok) if d is not None]
+        return fmean(values) if values else None
+
+
+def _top_level_parts(text: str) -> list[str]:
+    """`text` split at '; ' outside parentheses."""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += (char == "(") - (char == ")")
+        if char == ";" and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    return [p for p in [*parts, current.strip()] if p]
+
+
+def render_markdown(results_dir: Path, link: Linker | None = None, papers: dict[str, Paper] | None = None,
+                    loaded: Loaded | None = None) -> str:
+    """The site's leaderboard page body. `link(method id)` is the URL of the method's paper page,
+    or None; by default, its record beside results/. `papers` (id -> record) and `loaded` (what
+    `load_all` returned) save a caller that has them from reading them again."""
+    runs, failed = loaded or load_all(Path(results_dir))
+    link = link or _record_linker(Path(results_dir).parent)
     measured_ids = sorted({m.id for run, _ in runs for m in run.methods})
-    return _measured(runs, failed) + "\n\n" + reported_markdown(measured_ids, Path(results_dir).parent)
+    return (_measured(runs, failed, link) + "\n\n"
+            + reported_markdown(measured_ids, Path(results_dir).parent, link, papers))
 
 
-def load_all(results_dir: Path) -> tuple[list[tuple[Run, str]], list[tuple[str, str]]]:
+def _record_linker(root: Path) -> Linker:
+    """Links from results/LEADERBOARD.md to the records in papers/."""
+    return lambda method_id: f"../papers/{method_id}.yaml" if (root / "papers" / f"{method_id}.yaml").is_file() else None
+
+
+def load_all(results_dir: Path) -> Loaded:
     """(run, file name) for valid result files, (file name, why) for the others."""
     runs, failed = [], []
     for path in sorted(results_dir.glob("*.json")):
@@ -69,47 +186,62 @@ def load_all(results_dir: Path) -> tuple[list[tuple[Run, str]], list[tuple[str, 
     return runs, failed
 
 
-def _group_key(run: Run) -> tuple[str, str, str, str]:
+def _group_key(run: Run) -> tuple[str, str, str, str, str, str]:
+    """(hardware, model, model weights digest, dtype, prompt set, prompt set digest)."""
     from specatlas.bench.provenance import label
 
     model = run.config["model"]
-    digest = (model["target_sha256"] or "unknown")[:12]
     prompts = run.config["prompt_set"]
-    return (label(run.provenance["hardware"]), f"{model['target']} (sha256 {digest}…)", run.config["dtype"],
-            f"{prompts['id']} (sha256 {prompts['sha256'][:12]}…)")
+    return (label(run.provenance["hardware"]), model["target"], (model["target_sha256"] or "unknown")[:12],
+            run.config["dtype"], prompts["id"], prompts["sha256"][:12])
 
 
-def measured_markdown(results_dir: Path) -> str:
-    return _measured(*load_all(Path(results_dir)))
+def measured_markdown(results_dir: Path, link: Linker | None = None) -> str:
+    return _measured(*load_all(Path(results_dir)), link or _record_linker(Path(results_dir).parent))
 
 
-def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]]) -> str:
+def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: Linker) -> str:
     out = [
-        "Every number in this part was measured by `specatlas bench` and is recomputed from the raw "
-        "per-question samples in the result files under `results/`, which also record how to repeat "
-        "the run (commit, packages, hardware, weights and prompt digests, settings, seed).",
-        "",
-        "- **Speedup**: Spec-Bench's definition, the mean per-question throughput divided by the "
-        "autoregressive baseline's, measured in the same session and interleaved with the methods. "
-        "**Tokens/s ratio**: total tokens over total time, divided likewise.",
-        "- **Accepted**: mean tokens committed per target forward (1.00 for plain decoding).",
-        "- **Predicted**: the speedup the accepted tokens would give if drafting were free, using the "
-        "target's measured cost of a forward over *w* tokens relative to a one-token step. The gap to "
-        "the measured speedup is drafting and overhead.",
-        "- **Lossless**: every greedy output compared token by token with the baseline's.",
-        "",
-        "Tables are per hardware, model, dtype and prompt set; never compare rows across tables.",
+        "Measured by `specatlas bench`, recomputed from the raw per-question samples in the result "
+        "files under `results/`, which also record how to repeat each run. One table per hardware, "
+        "model, dtype and prompt set: never compare rows across tables. What each column means is "
+        "explained [under the tables](#reading-the-tables).",
     ]
     groups: dict[tuple, list[tuple[Run, str]]] = {}
     for run, name in runs:
         groups.setdefault(_group_key(run), []).append((run, name))
     for key, members in sorted(groups.items()):
-        out += ["", _group_markdown(key, members)]
+        out += ["", _group_markdown(key, members, link)]
     if not groups:
         out += ["", "No valid result files yet."]
     if failed:
         out += ["", "## Result files that failed checks", "", "| File | Problem |", "|---|---|"]
         out += [f"| {md(name)} | {md(why)} |" for name, why in failed]
+    out += [
+        "", "## Reading the tables", "",
+        "- **One row per method and draft-length policy**, over every run in the table: the mean, "
+        "± the standard deviation between runs when there are several; each run's own numbers are in "
+        "the *Runs* block under the table.",
+        "- **Overall speedup** (×): Spec-Bench's definition, the mean per-question throughput divided "
+        "by the autoregressive baseline's, measured in the same session and interleaved with the "
+        "methods. **Tokens/s ratio** (×): total tokens over total time, divided likewise.",
+        "- **Accepted** (tokens per target forward): mean tokens committed per verification step "
+        "(1.00 for plain decoding).",
+        "- **Predicted** (×): the speedup the accepted tokens would give if drafting were free, using "
+        "the target's measured cost of a forward over *w* tokens relative to a one-token step. The "
+        "gap to the measured speedup is drafting and overhead.",
+        "- **Policy**: how the draft length was chosen. *paper*: the paper's own settings (draft "
+        "length, tree, window). *cost-aware*: from the target's measured forward costs and the "
+        "acceptance seen so far, drafting only as far as it is expected to pay on this hardware, "
+        "down to none. Peers keep their library's schedule and the baseline drafts nothing: –.",
+        "- **Drafter**: what made the drafts in this run: a draft model (here a shallow slice of the "
+        "target, when no separate drafter is given), heads, or a lookup in the prompt or a datastore.",
+        "- **Kind**: *SpecAtlas* is this repository's reference implementation of the paper; *peer* "
+        "is another library's implementation (transformers), run on the same machine, model and "
+        "prompts, as a check on ours.",
+        "- **Lossless** (identical outputs / compared): every greedy output compared token by "
+        "token with the baseline's.",
+    ]
     return "\n".join(out)
 
 
@@ -121,105 +253,168 @@ def _kernels(packed: int) -> str:
     return f"{packed} packed for oneDNN" if packed else "default kernels"
 
 
-def _group_markdown(key: tuple, members: list[tuple[Run, str]]) -> str:
-    hardware, model, dtype, prompts = key
+def _lines(members: list[tuple[Run, str]]) -> list[Line]:
+    lines: dict[tuple[str, str], Line] = {}
+    for run, name in members:
+        for method in run.methods:
+            entry = Entry(run, name, method, run.summary.get(method.id))
+            lines.setdefault((method.id, entry.policy), Line(method.id, entry.policy, [])).entries.append(entry)
+    return list(lines.values())
+
+
+def _group_markdown(key: tuple, members: list[tuple[Run, str]], link: Linker) -> str:
+    hardware, model, model_digest, dtype, prompts, prompts_digest = key
     out = [f"## {md(hardware)} · {md(model)} · {md(dtype)} · {md(prompts)}", ""]
+    lines = _lines(members)
+    ranked = sorted((line for line in lines if line.ranked), key=lambda line: -line.mean("overall", "speedup"))
+    broken = [(line, e) for line in lines for e in line.entries if e.failure is not None]
+    categories = [c for c in SUBTASKS if any(c in e.summary for line in ranked for e in line.ok)]
+    categories += sorted({c for line in ranked for e in line.ok for c in e.summary} - {*SUBTASKS, "overall", "lossless"})
+    policies = len({line.policy for line in lines} - {NO_POLICY}) > 1
+
+    def name(line: Line) -> str:
+        return line.method_id + (f" ({line.policy})" if policies and line.policy != NO_POLICY else "")
+
+    out += [f"Weights sha256 {md(model_digest)}…, prompt set sha256 {md(prompts_digest)}…; {len(members)} run(s), "
+            f"{len(ranked)} ranked rows.", "",
+            "| # | Method | Overall speedup | Tokens/s ratio | Accepted (tokens/forward) | Predicted speedup "
+            "| Policy | Drafter | Kind | Lossless (identical/compared) | Runs |",
+            "|---:|---|---:|---:|---:|---:|---|---|---|---|---:|"]
+    for rank, line in enumerate(ranked, 1):
+        cells = [str(rank), _method_cell(line.method, link), f"**{line.cell('overall', 'speedup')}**",
+                 line.cell("overall", "speedup_total"), line.cell("overall", "mean_accepted", ""),
+                 line.cell("overall", "predicted"), md(line.policy), md(line.drafters),
+                 KINDS.get(line.method.kind, md(line.method.kind)), _lossless_cell(line), str(len(line.ok))]
+        out.append("| " + " | ".join(cells) + " |")
+    idle = [line for line in ranked if line.policy != NO_POLICY
+            and line.drafted_per_step is not None and line.drafted_per_step < IDLE_DRAFTING]
+    if idle:
+        out += ["", "Rows near 1.00× that drafted (almost) nothing: "
+                + ", ".join(f"{md(name(line))} ({line.drafted_per_step:.2f} drafted tokens per step)" for line in idle)
+                + ". Under the cost-aware policy this means the drafter's tokens were predicted to cost more "
+                "than they save on this hardware with this model, so the method fell back to plain decoding; "
+                "its *paper* policy row, when measured, shows the method as published."]
+    if ranked:
+        out += ["", "**Speedup by subtask** (×, mean over runs):", "",
+                "| Method | Policy | " + " | ".join(md(SUBTASKS.get(c, c)) for c in categories) + " | Overall |",
+                "|---|---|" + "---:|" * (len(categories) + 1)]
+        for line in ranked:
+            out.append(f"| {_method_cell(line.method, link)} | {md(line.policy)} | "
+                       + " | ".join(_fmt(line.mean(c, "speedup")) for c in categories)
+                       + f" | {_fmt(line.mean('overall', 'speedup'))} |")
+        out += ["", charts.speedup_bars(
+                    [(name(line), line.mean("overall", "speedup"), min(line.values("overall", "speedup")),
+                      max(line.values("overall", "speedup"))) for line in ranked],
+                    f"Overall speedup over the baseline (mean over runs; whiskers: lowest to highest run): {hardware}, {model}"),
+                "", charts.accepted_vs_speedup(
+                    [(name(line), line.mean("overall", "mean_accepted"), line.mean("overall", "speedup"))
+                     for line in ranked if line.mean("overall", "mean_accepted")],
+                    "Mean accepted tokens against measured speedup: a point far right but low "
+                    "loses its accepted tokens to drafting and verification cost")]
+        out += ["", _time_table(ranked)]
+    if broken:
+        out += ["", "**Failed (not ranked)**", "", "| Method | Policy | Why | Run |", "|---|---|---|---|"]
+        out += [f"| {_method_cell(e.method, link)} | {md(line.policy)} | {md(e.failure)} | {md(e.file)} |"
+                for line, e in broken]
+    out += ["", _runs_block(members, lines)]
+    return "\n".join(out)
+
+
+def _runs_block(members: list[tuple[Run, str]], lines: list[Line]) -> str:
+    """Each run's settings and its own overall speedups, folded away under the table."""
+    out = ['<details markdown="1">', f"<summary>Runs ({len(members)}): settings and each run's overall speedup</summary>", ""]
     for run, name in members:
         c, p = run.config, run.provenance
         commits = dict.fromkeys(f"{(s.git_commit or 'unknown')[:10]}{' (dirty)' if s.git_dirty else ''}" for s in run.sessions)
-        git = ", ".join(commits)
-        out.append(f"- {md(name)}: {md(p['started'])}, commit {md(git)}, torch {md(c['torch'])}, "
+        out.append(f"- {md(name)}: {md(p['started'])}, commit {md(', '.join(commits))}, torch {md(c['torch'])}, "
                    f"transformers {md(c['transformers'])}, device {md(c['device'])}, {len(c['question_ids'])} questions × "
                    f"{c['repeats']} repeat(s), max {c['max_new_tokens']} new tokens per turn, temperature "
                    f"{c['temperature']:g}, seed {c['seed']}, {len(run.sessions)} session(s)"
                    + (f", linears: {_kernels(c['packed_linears'])}" if "packed_linears" in c else ""))
-    rows = [Row(run, name, method, run.summary.get(method.id)) for run, name in members for method in run.methods]
-    ranked = sorted((r for r in rows if r.failure is None), key=lambda r: -r.summary["overall"]["speedup"])
-    broken = [r for r in rows if r.failure is not None]
-    categories = [c for c in SUBTASKS if any(c in r.summary for r in ranked)]
-    categories += sorted({c for r in ranked for c in r.summary} - {*SUBTASKS, "overall", "lossless"})
-    several = len(members) > 1
-    out += ["", "| # | Method | Kind | " + " | ".join(md(SUBTASKS.get(c, c)) for c in categories)
-            + " | Overall | Tokens/s ratio | Accepted | Predicted | Lossless |" + (" Run |" if several else ""),
-            "|---" * (8 + len(categories) + several) + "|"]
-    for rank, row in enumerate(ranked, 1):
-        s = row.summary
-        cells = [str(rank), _method_cell(row), row.method.kind,
-                 *(_fmt(s[c]["speedup"]) if c in s else "–" for c in categories),
-                 f"**{_fmt(s['overall']['speedup'])}**", _fmt(s["overall"]["speedup_total"]),
-                 _fmt(s["overall"]["mean_accepted"], ""), _fmt(s["overall"]["predicted"]), _lossless_cell(row)]
-        out.append("| " + " | ".join(cells) + " |" + (f" {md(row.file)} |" if several else ""))
-    if ranked:
-        label = (lambda r: f"{r.method.id} ({r.file[:10]})") if several else (lambda r: r.method.id)
-        out += ["", charts.speedup_bars([(label(r), r.summary["overall"]["speedup"]) for r in ranked],
-                                        f"Overall speedup over the baseline: {hardware}, {model}"),
-                "", charts.accepted_vs_speedup(
-                    [(label(r), r.summary["overall"]["mean_accepted"], r.summary["overall"]["speedup"])
-                     for r in ranked if r.summary["overall"]["mean_accepted"]],
-                    "Mean accepted tokens against measured speedup: the distance below the diagonal trend is drafting cost")]
-        out += ["", _time_table(ranked, several)]
-    if broken:
-        out += ["", "**Failed (not ranked)**", "", "| Method | Why |" + (" Run |" if several else ""),
-                "|---|---|" + ("---|" if several else "")]
-        out += [f"| {_method_cell(r)} | {md(r.failure)} |" + (f" {md(r.file)} |" if several else "") for r in broken]
+    names = [name for _, name in members]
+    out += ["", "| Method | Policy | " + " | ".join(md(n) for n in names) + " |", "|---|---|" + "---:|" * len(names)]
+    for line in sorted(lines, key=lambda line: (line.method_id, line.policy)):
+        by_file = {e.file: e for e in line.entries}
+        cells = []
+        for n in names:
+            entry = by_file.get(n)
+            if entry is None:
+                cells.append("–")
+            elif entry.failure is not None:
+                cells.append("failed")
+            else:
+                cells.append(_fmt(entry.summary["overall"]["speedup"]))
+        out.append(f"| {md(line.method_id)} | {md(line.policy)} | " + " | ".join(cells) + " |")
+    out += ["", "</details>"]
     return "\n".join(out)
 
 
-def _method_cell(row: Row) -> str:
-    return f"{md(row.method.name)} ({md(row.method.id)})"
+def _method_cell(method, link: Linker) -> str:
+    url = link(method.id)
+    label = f"{md(method.name)} ({md(method.id)})"
+    return f"[{label}]({url})" if url else label
 
 
-def _lossless_cell(row: Row) -> str:
-    check = row.summary["lossless"]
-    if check["status"] == "pass":
-        return f"✓ {check['identical']}/{check['compared']}"
-    if check["status"] == "fail":  # only lossy-by-design methods get here: failures are not ranked
-        return f"lossy by design: {check['identical']}/{check['compared']} identical"
-    return md(f"n/a ({check['reason']})")
+def _lossless_cell(line: Line) -> str:
+    checks = [e.summary["lossless"] for e in line.ok]
+    statuses = {c["status"] for c in checks}
+    identical, compared = sum(c.get("identical", 0) for c in checks), sum(c.get("compared", 0) for c in checks)
+    if statuses == {"pass"}:
+        return f"✓ {identical}/{compared}"
+    if "fail" in statuses:  # only lossy-by-design methods get here: failures are not ranked
+        return f"lossy by design: {identical}/{compared} identical"
+    return md("n/a (" + "; ".join(dict.fromkeys(c["reason"] for c in checks if "reason" in c)) + ")")
 
 
-def _time_table(rows: list[Row], several: bool) -> str:
-    out = ["Where the time goes (all questions) and how often each draft position was accepted:", "",
-           "| Method | Drafting s | Verification s | Wall s | Acceptance by draft position |" + (" Run |" if several else ""),
-           "|---|---|---|---|---|" + ("---|" if several else "")]
-    for row in rows:
-        s = row.summary["overall"]
-        by_position = s["acceptance_by_position"]
+def _time_table(lines: list[Line]) -> str:
+    out = ["Where the time goes (all questions, mean over runs) and how often each draft position was accepted:", "",
+           "| Method | Policy | Drafted (tokens/step) | Drafting (s) | Verification (s) | Wall (s) | Acceptance by draft position |",
+           "|---|---|---:|---:|---:|---:|---|"]
+    for line in lines:
+        by_position = line.ok[0].summary["overall"]["acceptance_by_position"]
+        runs = [e.summary["overall"]["acceptance_by_position"] for e in line.ok]
+        runs = [r for r in runs if r]
+        if runs:  # mean per position over the runs that reached it
+            by_position = [fmean(r[k] for r in runs if len(r) > k) for k in range(max(map(len, runs)))]
         positions = " · ".join(f"{a:.2f}" for a in by_position) if by_position else "–"
-        out.append(f"| {md(row.method.id)} | {_fmt(s['draft_seconds'], '')} | {_fmt(s['verify_seconds'], '')} | "
-                   f"{s['seconds']:.1f} | {positions} |" + (f" {md(row.file)} |" if several else ""))
+        out.append(f"| {md(line.method_id)} | {md(line.policy)} | {_fmt(line.drafted_per_step, '')} | "
+                   f"{_fmt(line.mean('overall', 'draft_seconds'), '')} | {_fmt(line.mean('overall', 'verify_seconds'), '')} | "
+                   f"{line.mean('overall', 'seconds'):.1f} | {positions} |")
     return "\n".join(out)
 
 
 # Reported numbers ------------------------------------------------------------------------------
 
-def reported_markdown(method_ids: list[str], root: Path) -> str:
+def reported_markdown(method_ids: list[str], root: Path, link: Linker | None = None,
+                      papers: dict[str, Paper] | None = None) -> str:
     """Paper-reported results of the measured methods, and Spec-Bench's published leaderboard."""
     out = ["## Reported, not measured", "",
            "Numbers below are copied from the papers (their records' `reported_results`) and from "
            "Spec-Bench's published leaderboard. Hardware, models, prompts and settings differ from "
            "the measured tables above and between sources: they are context, not a ranking."]
-    out += ["", _papers_table(method_ids, root)]
+    out += ["", _papers_table(method_ids, root, link or _record_linker(root), papers)]
     spec_bench = root.parent / "shared" / "data" / "spec_bench" / "reported_leaderboard.json"
     if spec_bench.is_file():
         out += ["", _spec_bench_tables(spec_bench)]
     return "\n".join(out)
 
 
-def _papers_table(method_ids: list[str], root: Path) -> str:
-    if not (root / "papers").is_dir():
-        return "No catalog beside the results: paper-reported numbers are not shown."
-    from specatlas.catalog.validate import validate
+def _papers_table(method_ids: list[str], root: Path, link: Linker, papers: dict[str, Paper] | None) -> str:
+    if papers is None:
+        if not (root / "papers").is_dir():
+            return "No catalog beside the results: paper-reported numbers are not shown."
+        from specatlas.catalog.validate import validate
 
-    _, records, _ = validate(root=root)
-    papers = {r.paper.id: r.paper for r in records if r.paper}
+        _, records, _ = validate(root=root)
+        papers = {r.paper.id: r.paper for r in records if r.paper}
     out = ["### Reported by the papers of the measured methods", "",
            "| Method | Metric | Value | Target | Drafter | Hardware | Benchmark | Temp. | Source |",
            "|---|---|---|---|---|---|---|---|---|"]
     for paper_id in method_ids:
         paper = papers.get(paper_id)
         for r in paper.reported_results if paper else []:
-            cells = [f"[{md(paper.id)}](papers/{paper.id}.md)", r.metric, f"{r.value:g}", r.target_model,
+            url = link(paper.id)
+            cells = [f"[{md(paper.id)}]({url})" if url else md(paper.id), r.metric, f"{r.value:g}", r.target_model,
                      r.drafter or "–", r.hardware or "–", r.benchmark,
                      "–" if r.temperature is None else f"{r.temperature:g}", r.source + (f" ({r.note})" if r.note else "")]
             out.append("| " + " | ".join(c if i == 0 else md(c) for i, c in enumerate(cells)) + " |")
@@ -280,3 +475,28 @@ def execute(args: argparse.Namespace) -> int:
         print(f"{results_dir / name}: {why}", file=sys.stderr)
     print(f"leaderboard written to {page}")
     return 0
+
+
+# For other pages -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Measured:
+    """A ranked leaderboard row, as other pages quote it."""
+
+    method_id: str
+    policy: str
+    speedup: float
+    runs: int
+    hardware: str
+    model: str
+
+
+def measured_rows(results_dir: Path, loaded: Loaded | None = None) -> list[Measured]:
+    """Every ranked row of every table, fastest first."""
+    runs, _ = loaded or load_all(Path(results_dir))
+    groups: dict[tuple, list[tuple[Run, str]]] = {}
+    for run, name in runs:
+        groups.setdefault(_group_key(run), []).append((run, name))
+    out = [Measured(line.method_id, line.policy, line.mean("overall", "speedup"), len(line.ok), key[0], key[1])
+           for key, members in groups.items() for line in _lines(members) if line.ranked]
+    return sorted(out, key=lambda m: -m.speedup)

@@ -7,7 +7,7 @@ import logging
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from specatlas.catalog.schema import Paper
@@ -51,7 +51,18 @@ class Catalog:
         return list(getattr(paper.taxonomy, facet, None) or [])
 
     def expanded_tags(self, paper: Paper) -> list[str]:
-        """The paper's tags plus all their ancestors, each once."""
+        """The paper's tags plus all their ancestors, each once (computed once per paper: pages
+        ask for them many times)."""
+        cached = self._expanded.get(paper.id)
+        if cached is None:
+            cached = self._expanded[paper.id] = self._expand(paper)
+        return list(cached)
+
+    @cached_property
+    def _expanded(self) -> dict[str, tuple[str, ...]]:
+        return {}
+
+    def _expand(self, paper: Paper) -> tuple[str, ...]:
         seen: dict[str, None] = {}
         for facet_id in FACETS:
             facet = self.taxonomy.facets.get(facet_id)
@@ -59,7 +70,7 @@ class Catalog:
                 seen[tag] = None
                 if facet and tag in facet.nodes:
                     seen.update(dict.fromkeys(facet.ancestors(tag)))
-        return list(seen)
+        return tuple(seen)
 
     def family(self, paper: Paper) -> str | None:
         """The drafting family: the top-level drafting node of the paper's first drafting tag."""
@@ -72,10 +83,30 @@ class Catalog:
 
 def posted(paper: Paper) -> tuple[int, int | None]:
     """(year, month) the work appeared: the arXiv id's yymm when there is one, else year/month."""
-    match = _ARXIV_YYMM.match(paper.arxiv or "")
+    return _posted(paper.arxiv, paper.year, paper.month)
+
+
+@lru_cache(maxsize=1 << 14)  # every page sorts or dates papers by it
+def _posted(arxiv: str | None, year: int, month: int | None) -> tuple[int, int | None]:
+    match = _ARXIV_YYMM.match(arxiv or "")
     if match:
         return 2000 + int(match.group(1)), int(match.group(2))
-    return paper.year, paper.month
+    return year, month
+
+
+def chronological(paper: Paper) -> tuple[int, int, str]:
+    """Sort key: when the work appeared, then id."""
+    year, month = posted(paper)
+    return year, month or 0, paper.id
+
+
+def short_name(paper: Paper) -> str:
+    """A short name for the method: the title's head before a colon when it is short (Medusa,
+    EAGLE-2), else the first alias, else the id."""
+    head, colon, _ = paper.title.partition(":")
+    if colon and len(head.strip()) <= 24:
+        return head.strip()
+    return paper.aliases[0] if paper.aliases else paper.id
 
 
 def implemented_ids() -> frozenset[str]:

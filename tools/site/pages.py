@@ -11,24 +11,24 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 
 from specatlas import bib
 from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
-from specatlas.site import timeline
-from specatlas.site.catalog import Catalog, posted
-from specatlas.site.text import attr, code_fence, md, md_link, md_prose, script_json
+from specatlas.site import lineage, reported, timeline
+from specatlas.site.catalog import Catalog, chronological, posted
+from specatlas.site.text import attr, code_fence, md, md_link, md_prose, safe_url, script_json
 
 _ID = re.compile(ID_PATTERN)
 _NODE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-_MERMAID_LABEL_DROP = re.compile(r"[^A-Za-z0-9 .+\-()]")
 
 METRIC_UNITS = {"speedup": "×", "throughput-gain": "×"}
 LOSSLESS_TEXT = {
-    True: "Lossless: the output distribution is exactly the target model's",
-    False: "Lossy: relaxed acceptance or an approximation changes the output distribution",
-    None: "Not a decoding method (survey, benchmark or analysis)",
+    True: "yes: the output distribution is exactly the target model's",
+    False: "no: relaxed acceptance or an approximation changes the output distribution",
+    None: "not applicable: not a decoding method (survey, benchmark or analysis)",
 }
 RUN_PROMPT = "Explain speculative decoding in two sentences."
 
@@ -40,19 +40,23 @@ def generate(catalog: Catalog, *, directory_urls: bool = True) -> dict[str, str]
     for node in catalog.taxonomy.all_nodes():
         if not _NODE_ID.fullmatch(node.id) or node.id == "index":
             raise ValueError(f"taxonomy node id {node.id!r} cannot name a page")
+    loaded = measured_results(catalog)
     pages = {
         "index.md": home(catalog),
         "catalog.md": catalog_page(catalog, directory_urls),
         "taxonomy/index.md": taxonomy_index(catalog),
         "timeline.md": timeline_page(catalog),
         "lineage.md": lineage_page(catalog, directory_urls),
-        "leaderboard.md": leaderboard_page(catalog),
+        "leaderboard.md": leaderboard_page(catalog, loaded),
+        "results.md": results_page(catalog, directory_urls),
+        "choose.md": choose_page(catalog, loaded),
         "contributing.md": contributing_page(catalog),
         "papers.bib": bib.render(catalog.papers),
     }
     entries = bib_entries(pages["papers.bib"])
     for paper in catalog.papers:
         pages[f"papers/{paper.id}.md"] = paper_page(catalog, paper, entries[paper.id])
+        pages[f"papers/{paper.id}.bib"] = entries[paper.id] + "\n"
     for node in catalog.taxonomy.all_nodes():
         pages[f"taxonomy/{node.id}.md"] = node_page(catalog, node)
     return pages
@@ -88,13 +92,8 @@ def _when(paper: Paper) -> str:
     return f"{year}-{month:02d}" if month else str(year)
 
 
-def _chronological(paper: Paper) -> tuple[int, int, str]:
-    year, month = posted(paper)
-    return year, month or 0, paper.id
-
-
 def _newest_first(papers: Iterable[Paper]) -> list[Paper]:
-    return sorted(papers, key=_chronological, reverse=True)
+    return sorted(papers, key=chronological, reverse=True)
 
 
 def _paper_table(papers: list[Paper], prefix: str) -> str:
@@ -105,11 +104,13 @@ def _paper_table(papers: list[Paper], prefix: str) -> str:
     return "\n".join(rows)
 
 
-def _front_matter(title: str, tags: list[str] | None = None, *, wide: bool = False) -> str:
+def _front_matter(title: str, tags: list[str] | None = None, *, wide: bool = False,
+                  hide: tuple[str, ...] = ()) -> str:
     # Values are quoted YAML strings; the title is HTML-escaped because themes print it raw.
     lines = ["---", f"title: {_yaml_str(attr(title))}"]
-    if wide:  # tables and figures get the whole width
-        lines += ["hide:", "  - navigation", "  - toc"]
+    hidden = [*(("navigation", "toc") if wide else ()), *hide]  # wide: tables and figures get the whole width
+    if hidden:
+        lines += ["hide:", *(f"  - {h}" for h in hidden)]
     if tags:
         lines.append("tags:")
         lines.extend(f"  - {_yaml_str(t)}" for t in tags)
@@ -176,12 +177,17 @@ def home(catalog: Catalog) -> str:
         "",
         "## Find papers",
         "",
-        "- [Catalog](catalog.md): every paper in one table, filtered by taxonomy node, year, venue, "
-        "lossless, code and implementation, sorted by any column.",
+        "- [Catalog](catalog.md): every paper in one table with its authors, arXiv, PDF and code "
+        "links and tags, filtered by taxonomy node, year, venue, lossless, code and implementation "
+        "or by words of the title, authors and names, sorted by any column.",
         "- [Taxonomy](taxonomy/index.md): each axis as a tree with counts, one page per node.",
         "- [Timeline](timeline.md): papers per quarter by drafting family.",
         "- [Lineage](lineage.md): which methods build on which.",
         "- [Leaderboard](leaderboard.md): speedups measured by `specatlas bench`.",
+        "- [Reported results](results.md): the papers' own numbers and third-party measurements, "
+        "one sortable table per benchmark.",
+        "- [Which method?](choose.md): a shortlist per setting (no training budget, serving, long "
+        "context, multimodal, code edits...).",
         "- [papers.bib](papers.bib): BibTeX for the whole catalog, keyed by record id.",
         "",
         "## Run a method",
@@ -235,7 +241,8 @@ def paper_page(catalog: Catalog, paper: Paper, bibtex: str) -> str:
     else:
         run = "No reference implementation yet: see [Contributing](../contributing.md)."
     return "\n".join([
-        _front_matter(paper.title, sorted(set(tag_names))),
+        # Tags feed search; the chips would repeat the linked badges above, so they are hidden.
+        _front_matter(paper.title, sorted(set(tag_names)), hide=("navigation", "tags")),
         f"# {md(paper.title)}",
         "",
         "\n".join(facts),
@@ -244,23 +251,23 @@ def paper_page(catalog: Catalog, paper: Paper, bibtex: str) -> str:
         "",
         md_prose(paper.summary),
         "",
-        "## Lineage",
+        "## Lineage { data-search-exclude }",
         "",
         "\n".join(lineage),
         "",
-        "## Reported results",
+        "## Reported results { data-search-exclude }",
         "",
         _results_table(paper),
         "",
-        "## Run it",
+        "## Run it { data-search-exclude }",
         "",
         run,
         "",
-        "## BibTeX",
+        "## BibTeX { data-search-exclude }",
         "",
         code_fence(bibtex, "bibtex"),
         "",
-        "The whole catalog: [papers.bib](../papers.bib).",
+        f"Download: [{paper.id}.bib]({paper.id}.bib){{ download=\"{paper.id}.bib\" }} · the whole catalog: [papers.bib](../papers.bib).",
         "",
     ])
 
@@ -280,19 +287,38 @@ def _links(paper: Paper) -> list[str]:
     return links
 
 
+def _quick_links(paper: Paper) -> list[tuple[str, str]]:
+    """(label, safe URL) for the catalog's one-click badges: arXiv, PDF, code."""
+    links = []
+    if paper.arxiv:
+        links.append(("arXiv", f"https://arxiv.org/abs/{paper.arxiv}"))
+    pdf = paper.pdf or (f"https://arxiv.org/pdf/{paper.arxiv}" if paper.arxiv else None)
+    if pdf:
+        links.append(("PDF", pdf))
+    if not paper.arxiv and paper.url:
+        links.append(("Paper", paper.url))
+    links.extend(("Code", url) for url in paper.code[:1])
+    return [(label, url) for label, url in ((label, safe_url(url)) for label, url in links) if url]
+
+
 def _results_table(paper: Paper) -> str:
     if not paper.reported_results:
         return "The record lists no reported numbers."
     rows = [
-        "Numbers as the paper reports them; see the [leaderboard](../leaderboard.md) for measured ones.",
+        "Numbers as the paper reports them; see the [leaderboard](../leaderboard.md) for measured "
+        "ones and [Reported results](../results.md) to compare them with other papers'.",
         "",
-        "| Metric | Value | Target | Drafter | Hardware | Benchmark | Temp. | Batch | Source |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| Metric | Value | Benchmark | Target | Drafter | Setting | Source |",
+        "|---|---:|---|---|---|---|---|",
     ]
     for r in paper.reported_results:
-        cells = [r.metric, f"{r.value:g}{METRIC_UNITS.get(r.metric, '')}", r.target_model, r.drafter or "–",
-                 r.hardware or "–", r.benchmark, "–" if r.temperature is None else f"{r.temperature:g}",
-                 "–" if r.batch_size is None else r.batch_size, r.source + (f" ({r.note})" if r.note else "")]
+        setting = [r.hardware or "hardware not stated"]
+        if r.batch_size is not None:
+            setting.append(f"batch {r.batch_size}")
+        if r.temperature is not None:
+            setting.append(f"T={r.temperature:g}")
+        cells = [r.metric, f"{r.value:g}{METRIC_UNITS.get(r.metric, '')}", r.benchmark, r.target_model,
+                 r.drafter or "–", ", ".join(setting), r.source + (f" ({r.note})" if r.note else "")]
         rows.append("| " + " | ".join(md(c) for c in cells) + " |")
     return "\n".join(rows)
 
@@ -331,7 +357,7 @@ def node_page(catalog: Catalog, node: Node) -> str:
     if children:
         out += ["**Sub-nodes:** " + ", ".join(
             f"{_node_link(c, '')} ({len(catalog.node_papers.get(c.id, []))})" for c in children), ""]
-    out += [f"## Papers ({len(papers)})", ""]
+    out += [f"## Papers ({len(papers)}) {{ data-search-exclude }}", ""]  # each paper is indexed on its own page
     if papers:
         out.append(_paper_table(_newest_first(papers), "../papers/"))
     else:
@@ -359,19 +385,26 @@ def catalog_page(catalog: Catalog, directory_urls: bool) -> str:
         walk(None, 0)
         facets.append({"id": facet_id, "name": facet.name, "nodes": nodes})
     names = {n.id: n.name for n in catalog.taxonomy.all_nodes()}
+    node_href = "../taxonomy/{}/" if directory_urls else "taxonomy/{}.html"
     rows = []
     for paper in catalog.papers:
         year, month = posted(paper)
+        best = reported.best_speedup(paper)
         rows.append({
             "id": paper.id,
             "href": href.format(paper.id),
             "title": paper.title,
+            "authors": paper.authors,
+            "aliases": paper.aliases,
             "year": paper.year,
             "posted": f"{year}-{month or 0:02d}",
             "venue": _venue(paper),
-            "drafting": [names.get(t, t) for t in catalog.tags(paper, "drafting")],
-            "verification": [names.get(t, t) for t in catalog.tags(paper, "verification")],
+            "tags": [{"id": t, "name": names.get(t, t), "href": node_href.format(t)}
+                     for facet in ("drafting", "verification", "alignment") for t in catalog.tags(paper, facet)],
             "nodes": catalog.expanded_tags(paper),
+            "links": [{"label": label, "url": url} for label, url in _quick_links(paper)],
+            "speedup": best[0] if best else None,
+            "speedup_setting": best[1] if best else None,
             "lossless": paper.lossless,
             "code": bool(paper.code),
             "implemented": paper.id in catalog.implemented,
@@ -382,8 +415,13 @@ def catalog_page(catalog: Catalog, directory_urls: bool) -> str:
         "# Catalog",
         "",
         f"All {len(rows)} records. Filter by taxonomy node (a node includes the nodes below it), "
-        "year, venue, lossless, code and reference implementation; click a column header to sort. "
-        "The whole catalog as BibTeX: [papers.bib](papers.bib).",
+        "year, venue, lossless, code and reference implementation, or by words of the title, the "
+        "authors or a method's short name; click a column header to sort. The filters and the sort "
+        "are kept in the address, so a filtered view can be shared or bookmarked. *Year* is the "
+        "cited version's (the venue's) year; the month below it is the first posting (arXiv). "
+        "*Speedup* is the highest speedup the paper reports, in its own setting (hover for it): "
+        "compare settings on [Reported results](results.md). The whole catalog as BibTeX: "
+        "[papers.bib](papers.bib).",
         "",
         '<div id="sa-catalog" class="sa-catalog"><noscript>The catalog table needs JavaScript; '
         "the taxonomy pages list the same papers.</noscript></div>",
@@ -421,84 +459,60 @@ def timeline_page(catalog: Catalog) -> str:
 # Lineage -------------------------------------------------------------------------------------
 
 def lineage_page(catalog: Catalog, directory_urls: bool) -> str:
-    components = _lineage_components(catalog)
-    # Material renders Mermaid with the global `mermaid` when one is loaded, else from a CDN;
-    # the vendored copy keeps the site self-contained.
-    script = "../javascripts/vendor/mermaid.min.js" if directory_urls else "javascripts/vendor/mermaid.min.js"
+    families = lineage.components(catalog)
+    href = "../papers/{}/" if directory_urls else "papers/{}.html"
     out = [
         _front_matter("Lineage", wide=True),
         "# Lineage",
         "",
-        "An arrow runs from a method to the work that builds on it (the records' `builds_on`). "
-        "Only papers with such an edge appear; each connected family has its own diagram, largest "
-        "first, headed by its oldest paper.",
-        "",
-        f'<script src="{script}"></script>',
+        "Which methods build on which (the records' `builds_on`). Only papers with such an edge "
+        "appear; each connected family has its own diagram, largest first. Columns are generations, "
+        "left to right: a paper sits one column right of the latest work it builds on. Click a box "
+        "for the paper; on a narrow screen, scroll a diagram sideways.",
         "",
     ]
-    if not components:
+    if not families:
         out.append("No record lists `builds_on` yet.")
-    for members in components:
-        ordered = sorted(members, key=lambda i: _chronological(catalog.by_id[i]))
-        ids = {paper_id: f"n{k}" for k, paper_id in enumerate(ordered)}
-        lines = ["graph LR"]
-        for paper_id in ordered:
-            lines.append(f'  {ids[paper_id]}["{_mermaid_label(catalog.by_id[paper_id])}"]')
-        for paper_id in ordered:
-            for parent in catalog.by_id[paper_id].builds_on:
-                if parent in ids:
-                    lines.append(f"  {ids[parent]} --> {ids[paper_id]}")
-        root = catalog.by_id[ordered[0]]
+    for members in families:
+        root = catalog.by_id[members[0]]
         out += [
-            f"## {md(root.title)} ({len(ordered)} papers)",
+            f"## {md(root.title)} ({len(members)} papers)",
             "",
-            code_fence("\n".join(lines), "mermaid"),
+            f'<div class="sa-lineage">{lineage.svg(catalog, members, href)}</div>',
             "",
-            ", ".join(f"{_paper_link(catalog.by_id[i], 'papers/')} ({posted(catalog.by_id[i])[0]})" for i in ordered),
+            ", ".join(f"{_paper_link(catalog.by_id[i], 'papers/')} ({posted(catalog.by_id[i])[0]})" for i in members),
             "",
         ]
     return "\n".join(out)
 
 
-def _lineage_components(catalog: Catalog) -> list[set[str]]:
-    """Weakly connected components of the builds_on graph, singletons left out, largest first."""
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for paper in catalog.papers:
-        for up in paper.builds_on:
-            if up in catalog.by_id:
-                parent[find(paper.id)] = find(up)
-    groups: dict[str, set[str]] = {}
-    for node in list(parent):
-        groups.setdefault(find(node), set()).add(node)
-    return sorted(groups.values(), key=lambda g: (-len(g), min(g)))
-
-
-def _mermaid_label(paper: Paper) -> str:
-    short = paper.aliases[0] if paper.aliases else paper.id
-    return _MERMAID_LABEL_DROP.sub("", f"{short} ({posted(paper)[0]})")
-
-
 # Leaderboard and contributing ----------------------------------------------------------------
 
-def leaderboard_page(catalog: Catalog) -> str:
+def measured_results(catalog: Catalog):
+    """The result files under results/ as `specatlas.bench.leaderboard.load_all` reads them, or
+    None when there are none or the bench tools are not installed."""
     results = catalog.root / "results"
-    has_results = results.is_dir() and any(
-        p.is_file() and not p.name.startswith(".") and not p.name.lower().startswith("readme")
-        for p in results.rglob("*"))
     try:
-        from specatlas.bench.leaderboard import render_markdown
+        from specatlas.bench.leaderboard import load_all
     except ImportError:
-        render_markdown = None
-    head = [_front_matter("Leaderboard"), "# Leaderboard", ""]
-    if render_markdown and has_results:
-        return "\n".join([*head, render_markdown(results), ""])
+        return None
+    if not results.is_dir():
+        return None
+    loaded = load_all(results)
+    return loaded if loaded[0] or loaded[1] else None
+
+
+def leaderboard_page(catalog: Catalog, loaded=None) -> str:
+    results = catalog.root / "results"
+    head = [_front_matter("Leaderboard", wide=True), "# Leaderboard", "",
+            "Speedups measured here, by `specatlas bench`. For the numbers the papers report, by "
+            "benchmark, see [Reported results](results.md); for a shortlist by use case, "
+            "[Which method?](choose.md).", ""]
+    if loaded:
+        from specatlas.bench.leaderboard import render_markdown
+
+        link = lambda method_id: f"papers/{method_id}.md" if method_id in catalog.by_id else None  # noqa: E731
+        return "\n".join([*head, render_markdown(results, link=link, papers=catalog.by_id, loaded=loaded), ""])
     return "\n".join([
         *head,
         "No measured results exist yet. The leaderboard shows only runs that were actually "
@@ -518,3 +532,197 @@ def contributing_page(catalog: Catalog) -> str:
         return _front_matter("Contributing") + "# Contributing\n\nSee the repository's CONTRIBUTING.md.\n"
     return source.read_text(encoding="utf-8")
 
+
+
+# Reported results compared -------------------------------------------------------------------
+
+LONG_CELL = ' class="sa-long"'  # may break inside a word (commit hashes, URLs) rather than overflow
+RESULT_COLUMNS = ("Method", "Speedup (×)", "Mean accepted tokens", "Other metric", "Target model", "Drafter",
+                  "Hardware", "Batch", "Temp.", "Measured by", "Source")
+
+
+def spec_bench_file(catalog: Catalog) -> Path:
+    """Spec-Bench's published leaderboard in the shared data beside the repository, when present."""
+    return catalog.root.parent / "shared" / "data" / "spec_bench" / "reported_leaderboard.json"
+
+
+def results_page(catalog: Catalog, directory_urls: bool) -> str:
+    rows = reported.collect(catalog, spec_bench_file(catalog))
+    href = "../papers/{}/" if directory_urls else "papers/{}.html"
+    by_benchmark: dict[str, list[reported.ResultRow]] = {}
+    for row in rows:
+        by_benchmark.setdefault(row.benchmark, []).append(row)
+    order = [name for name, _ in reported.BENCHMARKS if name in by_benchmark]
+    order += [reported.MIXED] if reported.MIXED in by_benchmark else []
+    papers = len({r.source_id for r in rows if r.measured_by == reported.OWN})
+    third = sum(r.measured_by == reported.THIRD_PARTY for r in rows)
+    out = [
+        _front_matter("Reported results", wide=True),
+        "# Reported results",
+        "",
+        f"Every number the catalog's records report ({papers} papers, "
+        f"{len(rows) - third} settings){f', and {third} third-party measurements' if third else ''}, "
+        "one table per benchmark, sorted by speedup; click a column header to sort by it, and filter "
+        "by the target model's family and size and by hardware (the filters apply to every table "
+        "and are kept in the address). *Measured by* tells a paper's numbers for its own method from "
+        "third-party measurements taken on one shared setup (Spec-Bench's published leaderboard). "
+        "Settings differ from row to row: compare rows only where target, hardware and batch agree. "
+        "For speedups measured by this repository, see the [leaderboard](leaderboard.md).",
+        "",
+        "A number belongs to a benchmark's table when its source names that benchmark alone; "
+        f"numbers averaged over several benchmarks or reported without one are under *{md(reported.MIXED)}*, "
+        "with the benchmark text as the source gives it.",
+        "",
+        "Jump to: " + " · ".join(f"[{md(name)}](#{_slug(name)}) ({len(by_benchmark[name])})" for name in order),
+        "",
+        '<div id="sa-results-filters" class="sa-filters"></div>',
+        "",
+    ]
+    if not rows:
+        out.append("No record reports results yet.")
+    for name in order:
+        out += [f"## {md(name)} {{ #{_slug(name)} }}", "", _results_html(by_benchmark[name], href, name == reported.MIXED), ""]
+    return "\n".join(out)
+
+
+def _slug(name: str) -> str:
+    return "results-" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def _results_html(rows: list[reported.ResultRow], href: str, show_benchmark: bool) -> str:
+    columns = [*RESULT_COLUMNS[:1], *(("Benchmark",) if show_benchmark else ()), *RESULT_COLUMNS[1:]]
+    ordered = sorted(rows, key=lambda r: (r.speedup is None, -(r.speedup or 0), r.method))
+    head = "".join(f'<th><button type="button" class="sa-sort">{attr(c)}</button></th>' for c in columns)
+    body = []
+    for r in ordered:
+        method = (f'<a href="{attr(href.format(r.paper_id))}" title="{attr(r.paper_title)}">{attr(r.method)}</a>'
+                  if r.paper_id else attr(r.method))
+        source = attr(r.source)
+        if r.measured_by == reported.THIRD_PARTY:
+            reporter = (f'<a href="{attr(href.format(r.source_id))}">{attr(r.source_name)}</a>' if r.source_id
+                        else attr(r.source_name))
+            source = f"{reporter}: {source}"
+        cells = [
+            (method, r.method.lower()),
+            *(((attr(r.benchmark_text), r.benchmark_text.lower()),) if show_benchmark else ()),
+            (_num(r.speedup, "×"), _sort_num(r.speedup)),
+            (_num(r.accepted, ""), _sort_num(r.accepted)),
+            (attr(r.other or "–"), (r.other or "").lower()),
+            (attr(r.target), r.target.lower()),
+            (attr(r.drafter), r.drafter.lower()),
+            (attr(r.hardware), r.hardware.lower()),
+            ("–" if r.batch is None else str(r.batch), _sort_num(r.batch)),
+            ("–" if r.temperature is None else f"{r.temperature:g}", _sort_num(r.temperature)),
+            (attr(r.measured_by), r.measured_by),
+            (source, r.source.lower()),
+        ]
+        long = {len(cells) - 1, len(cells) - 5} | ({1} if show_benchmark else set())  # source, hardware, benchmark
+        tds = "".join(f'<td data-sort="{attr(key)}"{LONG_CELL if k in long else ""}>{text}</td>'
+                      for k, (text, key) in enumerate(cells))
+        body.append(f'<tr data-family="{attr(r.family)}" data-size="{attr(r.size)}" data-hardware="{attr(r.hardware_class)}" '
+                    f'data-by="{attr(r.measured_by)}">{tds}</tr>')
+    return ('<div class="sa-table-wrap"><table class="sa-results sa-sortable">'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _num(value: float | int | None, suffix: str) -> str:
+    return "–" if value is None else f"{value:g}{suffix}"
+
+
+def _sort_num(value: float | int | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+# Which method should I use? ------------------------------------------------------------------
+
+TRAINING_FREE = {"independent-tuning-free", "early-exit-layer-skip", "mask-predict-jacobi", "model-free-drafting"}
+TRAINED = {"extra-heads", "feature-level-drafting", "learnable-draft-tokens", "multi-token-prediction",
+           "independent-fine-tuned"}
+SHORTLIST = 12
+
+
+def _settings(catalog: Catalog) -> list[tuple[str, str, object, list[str]]]:
+    """(title, what it means, does a paper fit, taxonomy nodes to browse for more)."""
+    def tags(paper: Paper) -> set[str]:  # node ids are unique across the facets
+        return set(catalog.expanded_tags(paper))
+
+    return [
+        ("No training budget",
+         "Drafts come from the model itself, an off-the-shelf smaller model or plain text lookup; nothing "
+         "is trained (no alignment tag, no trained drafting component).",
+         lambda p: bool(tags(p) & TRAINING_FREE) and not tags(p) & TRAINED and not catalog.tags(p, "alignment"),
+         ["independent-tuning-free", "early-exit-layer-skip", "mask-predict-jacobi", "model-free-drafting"]),
+        ("Can train a head or a small drafter",
+         "Extra decoding heads, a feature-level drafter, learned draft tokens or a fine-tuned draft model: "
+         "the highest reported speedups, for a training run.",
+         lambda p: bool(tags(p) & TRAINED),
+         ["extra-heads", "feature-level-drafting", "independent-fine-tuned"]),
+        ("Serving at batch size > 1",
+         "Methods built for serving systems, or that report a speedup at a batch size above 1 (speculation "
+         "pays less as batches fill the accelerator).",
+         lambda p: "serving-systems" in tags(p) or any((r.batch_size or 1) > 1 for r in p.reported_results),
+         ["serving-systems"]),
+        ("Long context", "Methods for long prompts or long generations, where the KV cache dominates.",
+         lambda p: "long-context" in tags(p), ["long-context"]),
+        ("Multimodal", "Vision-language and other multimodal generation.",
+         lambda p: "multimodal" in tags(p), ["multimodal"]),
+        ("Code edits and outputs that copy the input",
+         "Rewriting code or documents, retrieval-augmented answers: drafts copied from the context or a "
+         "datastore are often long and cost almost nothing.",
+         lambda p: bool(tags(p) & {"context-copy", "retrieval-drafting"}),
+         ["context-copy", "retrieval-drafting"]),
+        ("Reasoning models", "Long chains of thought from reasoning models.",
+         lambda p: "reasoning" in tags(p), ["reasoning"]),
+    ]
+
+
+def choose_page(catalog: Catalog, loaded=None) -> str:
+    measured: dict[str, object] = {}
+    if loaded:
+        from specatlas.bench.leaderboard import measured_rows
+
+        for row in measured_rows(catalog.root / "results", loaded):
+            measured.setdefault(row.method_id, row)  # fastest first: keep each method's best
+    out = [
+        _front_matter("Which method?", wide=True),
+        "# Which method should I use?",
+        "",
+        "A shortlist per setting, generated from the catalog: the candidates' taxonomy tags decide "
+        "which settings they fit; they are ordered by whether they run here (with this repository's "
+        "measured speedup), then by the highest speedup their paper reports. Reported numbers come "
+        "from different models and hardware: follow them to [Reported results](results.md) to "
+        "compare like with like. Only decoding methods are listed (not surveys or benchmarks).",
+        "",
+    ]
+    names = {n.id: n for n in catalog.taxonomy.all_nodes()}
+    for title, meaning, fits, nodes in _settings(catalog):
+        candidates = [p for p in catalog.papers if p.lossless is not None and fits(p)]
+
+        def rank(paper: Paper) -> tuple:
+            best = reported.best_speedup(paper)
+            row = measured.get(paper.id)
+            return (paper.id not in catalog.implemented, -(row.speedup if row else 0), -(best[0] if best else 0),
+                    tuple(-x for x in chronological(paper)[:2]))
+
+        ordered = sorted(candidates, key=rank)
+        browse = ", ".join(f"{_node_link(names[n], 'taxonomy/')} ({len(catalog.node_papers.get(n, []))})"
+                           for n in nodes if n in names)
+        out += [f"## {md(title)}", "", md(meaning), ""]
+        if not ordered:
+            out += ["No method in the catalog fits yet.", ""]
+            continue
+        out += [f"{len(ordered)} methods fit; the first {min(SHORTLIST, len(ordered))}:", "",
+                "| Method | Measured here | Reported speedup (best) | Lossless | Runs here | Code |",
+                "|---|---|---|---|---|---|"]
+        for paper in ordered[:SHORTLIST]:
+            row = measured.get(paper.id)
+            here = (f"[{row.speedup:.2f}×](leaderboard.md) ({md(row.model)}, {md(row.hardware)}, {md(row.policy)})"
+                    if row else "–")
+            best = reported.best_speedup(paper)
+            claimed = f"{best[0]:g}× ({md(best[1])})" if best else "–"
+            run = f"`specatlas run {paper.id}`" if paper.id in catalog.implemented else "–"
+            code = md_link("code", paper.code[0]) if paper.code else "–"
+            out.append(f"| {_paper_link(paper, 'papers/')} | {here} | {claimed} | "
+                       f"{ {True: 'yes', False: 'no'}[paper.lossless]} | {run} | {code} |")
+        out += ["", f"More: {browse}." if browse else "", ""]
+    return "\n".join(out)

@@ -37,6 +37,29 @@ class SpecAtlasPlugin(BasePlugin):
             files.append(File.generated(config, src_uri, content=content))
         return files
 
+    def on_page_markdown(self, markdown: str, page, config: MkDocsConfig, files: Files) -> str:
+        """Point the edit link of a generated page at what it is generated from: a paper's record,
+        a node's taxonomy file, CONTRIBUTING.md; pages derived from the whole catalog get none."""
+        source = self.edit_source(page.file.src_uri)
+        repo, edit_uri = config.repo_url, config.edit_uri
+        if page.file.generated_by is not None or source is not None:
+            page.edit_url = f"{repo.rstrip('/')}/{edit_uri.strip('/')}/{source}" if source and repo and edit_uri else None
+        return markdown
+
+    def edit_source(self, src_uri: str) -> str | None:
+        """The repository path a generated page is edited through, or None."""
+        assert self.catalog is not None
+        if src_uri == "contributing.md":
+            return "CONTRIBUTING.md"
+        folder, _, name = src_uri.rpartition("/")
+        stem = name.removesuffix(".md")
+        if folder == "papers" and stem in self.catalog.by_id:
+            return f"papers/{stem}.yaml"
+        if folder == "taxonomy" and self.catalog.taxonomy is not None:
+            node = next((n for n in self.catalog.taxonomy.all_nodes() if n.id == stem), None)
+            return f"taxonomy/{node.facet}.yaml" if node else None
+        return None
+
     def on_serve(self, server, config: MkDocsConfig, builder):
         root = self.catalog.root if self.catalog else repo_root()
         for path in (root / "papers", root / "taxonomy", root / "CONTRIBUTING.md"):

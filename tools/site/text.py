@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from functools import lru_cache
 
 # Python-Markdown's backslash-escapable characters (with the tables extension's '|'). Others
 # would keep their backslash, and '<', '>', '&' are HTML-escaped instead.
@@ -16,7 +17,12 @@ _SAFE_URL = re.compile(r"^https?://[^\s<>\"'`\\]+$")
 
 def md(text: object) -> str:
     """Plain text as inline Markdown that renders literally (one line, no markup, no HTML)."""
-    flat = " ".join(str(text).split())
+    return _md(str(text))  # cached on the string: 1 and 1.0 are equal keys but print differently
+
+
+@lru_cache(maxsize=1 << 16)  # titles and names recur on many pages of a large catalog
+def _md(text: str) -> str:
+    flat = " ".join(text.split())
     return html.escape(_MD_ESCAPABLE.sub(r"\\\1", flat), quote=False)
 
 

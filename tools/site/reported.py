@@ -1,0 +1,201 @@
+"""Reported results compared: every number the catalog's records report (`reported_results`), plus
+third-party measurements (Spec-Bench's published leaderboard, when its data is present), as rows
+grouped by benchmark, with the target model's family and size and the hardware read from the
+record's free text so that the results page can filter on them.
+
+Records say "MT-Bench" or "MT-bench, HumanEval, GSM8K, Alpaca" or "see paper": a number belongs
+to a benchmark's table only when its text names that benchmark alone; the others are listed
+together under "Several or unnamed benchmarks", their text shown as written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from specatlas.catalog.schema import Paper
+from specatlas.site.catalog import Catalog, short_name
+
+# (shown name, pattern over the record's benchmark text), in display order.
+BENCHMARKS = (
+    ("Spec-Bench", r"spec-?bench"),
+    ("MT-Bench", r"mt-?bench"),
+    ("HumanEval", r"human-?eval"),
+    ("GSM8K", r"gsm-?8k"),
+    ("Alpaca", r"alpaca"),
+    ("CNN/DailyMail", r"cnn|daily-?mail"),
+    ("XSum", r"xsum"),
+    ("MBPP", r"mbpp"),
+    ("MATH", r"\bMATH\b"),
+    ("WMT", r"\bwmt"),
+)
+MIXED = "Several or unnamed benchmarks"
+# Model families by the first name the target model's text mentions (LLaVA before LLaMA).
+FAMILIES = (
+    ("LLaVA", r"llava"), ("Vicuna", r"vicuna"), ("Code Llama", r"code-?llama"), ("Llama", r"llama"),
+    ("Qwen", r"qwen"), ("Mistral / Mixtral", r"mi[sx]tral"), ("DeepSeek", r"deepseek"), ("Gemma", r"gemma"),
+    ("Phi", r"\bphi"), ("OPT", r"\bopt-?\d"), ("T5", r"\bt5\b|\bt5-"), ("GPT", r"\bgpt"), ("GLM", r"\bglm"),
+    ("StarCoder", r"starcoder"), ("Chinchilla", r"chinchilla"), ("Whisper", r"whisper"),
+)
+HARDWARE = (
+    ("H100", r"h100|hopper"), ("H200", r"h200"), ("H800", r"h800"), ("A100", r"a100"), ("A800", r"a800"),
+    ("A10", r"\ba10\b"), ("A6000", r"a6000"), ("L40", r"\bl40"), ("V100", r"v100"), ("RTX 3090", r"3090"),
+    ("RTX 4090", r"4090"), ("AMD MI250", r"mi250"), ("TPU", r"\btpu"), ("Edge device", r"jetson|raspberry|mobile|edge"),
+    ("FPGA", r"fpga"), ("CPU", r"\bcpu|intel core|xeon"),
+)
+NOT_STATED = "not stated"
+SIZE_BUCKETS = ((3, "< 3B"), (10, "3–10B"), (40, "10–40B"), (float("inf"), "≥ 40B"))
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([bm])\b", re.IGNORECASE)
+OWN, THIRD_PARTY = "paper's own", "third party"
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One reported setting: its speedup and mean accepted tokens when the source gives them,
+    or another metric (throughput gain, latency reduction...) as `other`."""
+
+    benchmark: str  # one of BENCHMARKS' names, or MIXED
+    benchmark_text: str  # as the source writes it
+    method: str  # shown name
+    paper_id: str | None  # the method's record, when known
+    speedup: float | None
+    accepted: float | None
+    other: str | None
+    target: str
+    drafter: str
+    hardware: str
+    batch: int | None
+    temperature: float | None
+    source: str  # where in the source
+    measured_by: str  # OWN or THIRD_PARTY
+    source_name: str  # the reporting paper's title, or the third party's name
+    source_id: str | None  # the reporting record's id, when it is one
+    paper_title: str | None = None  # the method's paper, when known
+
+    @property
+    def family(self) -> str:
+        return family(self.target)
+
+    @property
+    def size(self) -> str:
+        return size_bucket(self.target)
+
+    @property
+    def hardware_class(self) -> str:
+        return hardware_class(self.hardware)
+
+
+def _first(table: tuple[tuple[str, str], ...], text: str, flags: int = re.IGNORECASE) -> str | None:
+    return next((name for name, pattern in table if re.search(pattern, text, flags)), None)
+
+
+def benchmark(text: str) -> str:
+    names = [name for name, pattern in BENCHMARKS
+             if re.search(pattern, text, 0 if name == "MATH" else re.IGNORECASE)]
+    return names[0] if len(names) == 1 else MIXED
+
+
+def family(target: str) -> str:
+    return _first(FAMILIES, target) or "other or unspecified"
+
+
+def size_bucket(target: str) -> str:
+    match = _SIZE.search(target)
+    if not match:
+        return NOT_STATED
+    billions = float(match.group(1)) / (1000 if match.group(2).lower() == "m" else 1)
+    return next(label for limit, label in SIZE_BUCKETS if billions < limit)
+
+
+def hardware_class(hardware: str) -> str:
+    if hardware in ("", "–"):
+        return NOT_STATED
+    return _first(HARDWARE, hardware) or "other"
+
+
+def collect(catalog: Catalog, spec_bench: Path | None = None) -> list[ResultRow]:
+    """Every reported number of the catalog (one row per setting), then Spec-Bench's published
+    leaderboard when `spec_bench` is a readable file."""
+    rows = [row for paper in catalog.papers for row in _paper_rows(paper)]
+    if spec_bench is not None and spec_bench.is_file():
+        rows += _spec_bench_rows(catalog, spec_bench)
+    return rows
+
+
+def _paper_rows(paper: Paper) -> list[ResultRow]:
+    """The paper's reported numbers, merging a speedup and a mean-accepted-tokens number given
+    for the same setting into one row."""
+    merged: dict[tuple, dict] = {}
+    for r in paper.reported_results:
+        key = (r.benchmark, r.target_model, r.drafter, r.hardware, r.batch_size, r.temperature)
+        row = merged.setdefault(key, {"speedup": None, "accepted": None, "other": [], "sources": []})
+        note = f" ({r.note})" if r.note else ""
+        if r.metric == "speedup" and row["speedup"] is None:
+            row["speedup"] = r.value
+        elif r.metric == "mean-accepted-tokens" and row["accepted"] is None:
+            row["accepted"] = r.value
+        else:
+            row["other"].append(f"{r.metric} {r.value:g}{'×' if r.metric in ('speedup', 'throughput-gain') else ''}")
+        row["sources"].append(r.source + note)
+    name = short_name(paper)
+    return [ResultRow(
+        benchmark=benchmark(key[0]), benchmark_text=key[0], method=name, paper_id=paper.id,
+        speedup=row["speedup"], accepted=row["accepted"], other="; ".join(row["other"]) or None,
+        target=key[1], drafter=key[2] or "–", hardware=key[3] or "–", batch=key[4], temperature=key[5],
+        source="; ".join(dict.fromkeys(row["sources"])), measured_by=OWN, source_name=paper.title, source_id=paper.id,
+        paper_title=paper.title,
+    ) for key, row in merged.items()]
+
+
+def _spec_bench_rows(catalog: Catalog, path: Path) -> list[ResultRow]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        rows = [r for r in data["rows"] if isinstance(r, dict)]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    by_alias = {alias: p.id for p in catalog.papers for alias in p.aliases}
+    reporter = by_alias.get("spec-bench")
+    settings = str(data.get("settings", ""))
+    batch = 1 if "batch size 1" in settings else None
+    out = []
+    for r in rows:
+        method = str(r.get("method", "?"))
+        paper_id = _paper_for(method, by_alias)
+        overall, accepted = r.get("Overall"), r.get("#Mean Accepted Tokens")
+        device = str(r.get("device", ""))
+        out.append(ResultRow(
+            benchmark="Spec-Bench", benchmark_text="Spec-Bench (overall)", method=method,
+            paper_id=paper_id, speedup=overall if isinstance(overall, (int, float)) else None,
+            accepted=accepted if isinstance(accepted, (int, float)) else None, other=None,
+            target=str(r.get("target_model", "?")), drafter="Spec-Bench's setup for the method",
+            hardware=str(data.get("hardware", {}).get(device, device)), batch=batch,
+            temperature=0.0 if "greedy" in settings else None, source=str(data.get("source", path.name)),
+            measured_by=THIRD_PARTY, source_name="Spec-Bench leaderboard", source_id=reporter,
+            paper_title=catalog.by_id[paper_id].title if paper_id else None))
+    return out
+
+
+# Spec-Bench's abbreviations that are not catalog aliases.
+SPEC_BENCH_ALIASES = {"recycling": "token-recycling", "samd": "sam-decoding"}
+
+
+def _paper_for(method: str, by_alias: dict[str, str]) -> str | None:
+    """The record of a Spec-Bench method name: 'EAGLE2' -> eagle2, 'SAMD[EAGLE2]' -> sam-decoding."""
+    key = method.lower().strip()
+    base = re.sub(r"\[.*\]", "", key).strip()
+    for candidate in (key, base, SPEC_BENCH_ALIASES.get(base)):
+        if candidate in by_alias:
+            return by_alias[candidate]
+    return None
+
+
+def best_speedup(paper: Paper) -> tuple[float, str] | None:
+    """The paper's highest reported speedup and its setting, for the catalog's Speedup column."""
+    speedups = [r for r in paper.reported_results if r.metric == "speedup"]
+    if not speedups:
+        return None
+    best = max(speedups, key=lambda r: r.value)
+    setting = ", ".join(x for x in (best.target_model, best.benchmark, best.hardware) if x)
+    return best.value, setting
