@@ -10,12 +10,13 @@ from specatlas.paths import repo_root
 
 
 def test_catalog_is_clean_and_fast():
-    start = time.perf_counter()
+    # CPU time, not wall time: the bound catches a quadratic slip (it takes ~1 s), not machine load.
+    start = time.process_time()
     problems, records, _ = validate()
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert [str(p) for p in problems] == []
     assert records
-    assert elapsed < 2.0, f"validating {len(records)} records took {elapsed:.2f}s"
+    assert elapsed < 10.0, f"validating {len(records)} records took {elapsed:.2f}s of CPU time"
 
 
 def test_every_taxonomy_node_is_described_and_used_or_reserved():
