@@ -40,3 +40,13 @@ def test_script_json_cannot_close_the_script_element():
 def test_code_fence_outlasts_backticks_inside():
     fence = code_fence("a ``` b ```` c", "bibtex")
     assert fence.startswith("`````bibtex\n") and fence.endswith("\n`````")
+
+
+def test_short_name_renders_tex_superscripts():
+    from types import SimpleNamespace
+
+    from specatlas.site.catalog import short_name
+
+    paper = SimpleNamespace(title="S$^4$C: Speculative Sampling", aliases=[], id="he2025s")
+    assert short_name(paper) == "S⁴C"
+    assert short_name(SimpleNamespace(title="SD$^{2}$: Sparse Drafters", aliases=[], id="x")) == "SD²"

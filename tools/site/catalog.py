@@ -100,12 +100,15 @@ def chronological(paper: Paper) -> tuple[int, int, str]:
     return year, month or 0, paper.id
 
 
+_SUPERSCRIPTS = str.maketrans("0123456789+-n", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻ⁿ")
+
+
 def short_name(paper: Paper) -> str:
     """A short name for the method: the title's head before a colon when it is short (Medusa,
-    EAGLE-2), else the first alias, else the id."""
+    EAGLE-2; TeX superscripts as in S$^4$C shown as S⁴C), else the first alias, else the id."""
     head, colon, _ = paper.title.partition(":")
     if colon and len(head.strip()) <= 24:
-        return head.strip()
+        return re.sub(r"\$\^\{?([0-9+\-n]+)\}?\$", lambda m: m.group(1).translate(_SUPERSCRIPTS), head.strip())
     return paper.aliases[0] if paper.aliases else paper.id
 
 
