@@ -154,11 +154,21 @@ def _convert_gguf(folder: Path, gguf_name: str, target: Path) -> None:
         model.config.save_pretrained(staging)
         model.generation_config.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        install_cache(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def install_cache(staging: Path, target: Path) -> None:
+    """Move the complete folder `staging` to `target`, unless another process installed a good
+    copy first. A broken `target` is moved aside before the rename (renaming onto a non-empty
+    folder fails with ENOTEMPTY), so a damaged cache repairs itself instead of failing forever."""
+    try:
         if cache_problem(target) is None:
             return  # another process finished first: keep its copy
-        if target.exists() or target.is_symlink():  # a broken cache: moved aside, then replaced
-            broken = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED}-broken-", dir=target.parent))
-            os.replace(target, broken / EMBEDDED)
+        if target.exists() or target.is_symlink():
+            broken = Path(tempfile.mkdtemp(prefix=f".{target.name}-broken-", dir=target.parent))
+            os.replace(target, broken / target.name)
         try:
             staging.rename(target)
         except OSError:
@@ -168,8 +178,7 @@ def _convert_gguf(folder: Path, gguf_name: str, target: Path) -> None:
         raise ModelLoadError(f"cannot write the model cache {target}: {exc.strerror or exc}; "
                              "set SPECATLAS_CACHE to a writable folder") from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        for broken in target.parent.glob(f".{EMBEDDED}-broken-*"):
+        for broken in target.parent.glob(f".{target.name}-broken-*"):
             shutil.rmtree(broken, ignore_errors=True)
 
 

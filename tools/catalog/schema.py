@@ -7,7 +7,6 @@ taxonomy ids) live in `validate.py`; everything checkable on one record alone li
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -34,28 +33,32 @@ def _one_line(value: str | None) -> str | None:
     """Text shown on one line (titles, names, notes): no control or bidirectional-override
     characters, which could break a line in reports or reverse what a reader sees, and balanced
     braces, without which BibTeX cannot hold the value even escaped."""
-    depth = 0
-    for char in value or "":
-        depth += {"{": 1, "}": -1}.get(char, 0)
-        if depth < 0:
-            break
-    if depth:
-        raise ValueError("has an unbalanced '{' or '}'; BibTeX cannot store it")
-    return _no_controls(value, allowed="")
+    if value and ("{" in value or "}" in value):
+        depth = 0
+        for char in value:
+            depth += {"{": 1, "}": -1}.get(char, 0)
+            if depth < 0:
+                break
+        if depth:
+            raise ValueError("has an unbalanced '{' or '}'; BibTeX cannot store it")
+    return _no_controls(value, _CONTROL)
 
 
 def _prose(value: str | None) -> str | None:
-    return _no_controls(value, allowed="\n")
+    return _no_controls(value, _CONTROL_BUT_NEWLINE)
 
 
-def _no_controls(value: str | None, allowed: str) -> str | None:
-    for char in value or "":
-        if char not in allowed and (unicodedata.category(char) in ("Cc", "Cs") or char in _BIDI):
-            raise ValueError(f"contains the control character U+{ord(char):04X}; write plain text on one line")
+# C0 and C1 controls, lone surrogates, and the bidirectional marks and overrides.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _no_controls(value: str | None, pattern: re.Pattern) -> str | None:
+    found = pattern.search(value or "")
+    if found:
+        raise ValueError(f"contains the control character U+{ord(found.group()):04X}; write plain text on one line")
     return value
 
-
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 Line = Annotated[str, Field(max_length=MAX_LINE), AfterValidator(_one_line)]
 Note = Annotated[str, Field(max_length=MAX_NOTE), AfterValidator(_prose)]

@@ -46,12 +46,13 @@ def validate(paths: list[Path] | None = None, root: Path | None = None, today: d
     else:
         targets = catalog_files
         problems.extend(_misnamed(root / "papers", root))
-    target_set = {safe_resolve(p) for p in targets}
+    resolved = {p: safe_resolve(p) for p in (*catalog_files, *targets)}
+    target_set = {resolved[p] for p in targets}
     records: list[Record] = []
-    for path in sorted({safe_resolve(p): p for p in (*catalog_files, *targets)}.values()):
+    for path in sorted({resolved[p]: p for p in resolved}.values()):
         record, found = read_record(path, root)
         records.append(record)
-        if safe_resolve(path) in target_set:
+        if resolved[path] in target_set:
             problems.extend(found)
     cross = _cross_record_problems([r for r in records if r.paper], taxonomy, today)
     problems.extend(p for p in cross if _resolve(root, p.file) in target_set)

@@ -74,7 +74,7 @@ def _convert(loader: _Loader, node: Node, path: Path_, out: LoadedYaml, seen: se
         result: dict = {}
         for key_node, value_node in node.value:
             key = _scalar(loader, key_node, path, out, seen) if isinstance(key_node, ScalarNode) else None
-            if not isinstance(key, (str, int, float, bool)) or key is None:
+            if not isinstance(key, (str, int, float, bool)) or (isinstance(key, str) and not key.isprintable()):
                 raise YamlProblem(key_node.start_mark.line + 1, ".".join(map(str, path)) or "(top)", "mapping keys must be plain text")
             if key in result:
                 first = out.lines.get(path + (key,), "?")
@@ -97,7 +97,7 @@ def _scalar(loader: _Loader, node: ScalarNode, path: Path_, out: LoadedYaml, see
     seen.add(id(node))
     try:
         value = loader.construct_object(node, deep=True)
-    except (ValueError, OverflowError, TypeError) as exc:  # 2024-02-30, a 5000-digit number...
+    except (ValueError, OverflowError, TypeError, AttributeError, LookupError) as exc:  # 2024-02-30, 5000 digits, "!!timestamp "
         reason = shorten(str(exc), 80)
         raise YamlProblem(node.start_mark.line + 1, _where(path),
                           f"YAML cannot read {shorten(node.value)!r} ({reason}); quote it if it is text") from None
@@ -117,12 +117,16 @@ def load_yaml(text: str) -> LoadedYaml:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 1
-        message = f"not valid YAML: {exc.problem or exc.context}"
+        message = f"not valid YAML: {shorten(exc.problem or exc.context or 'unreadable', 200)}"
         if exc.context_mark and exc.problem_mark and exc.context_mark.line != exc.problem_mark.line:
             message += f" (the construct started on line {exc.context_mark.line + 1})"
         raise YamlProblem(line, "(yaml)", message) from None
+    except yaml.reader.ReaderError as exc:  # a control character: no mark, a position
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character[:1] or "\0")
+        raise YamlProblem(text.count("\n", 0, exc.position) + 1, "(yaml)",
+                          f"not valid YAML: the control character U+{char:04X} is not allowed") from None
     except yaml.YAMLError as exc:
-        raise YamlProblem(1, "(yaml)", f"not valid YAML: {exc}") from None
+        raise YamlProblem(1, "(yaml)", f"not valid YAML: {shorten(str(exc), 200)}") from None
     finally:
         loader.dispose()
     out = LoadedYaml(data=None)
