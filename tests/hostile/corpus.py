@@ -273,6 +273,14 @@ def _bib_round_trips(root: Path, tmp: Path, text: str) -> str | None:
     return f"an injected field appeared: {sorted(fields)}" if "injected" in fields else None
 
 
+def _old_site_intact(root: Path, tmp: Path, text: str) -> str | None:
+    files = sorted(p.name for p in (tmp / "site").iterdir())
+    if files != ["index.html"] or (tmp / "site" / "index.html").read_text() != "the old site":
+        return f"the failed build changed the old site: {files[:5]}"
+    leftovers = [p.name for p in tmp.iterdir() if p.name.startswith(".site")]
+    return f"left {leftovers}" if leftovers else None
+
+
 def _alias_bomb(levels: int = 9) -> str:
     lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     for i in range(1, levels + 1):
@@ -458,6 +466,9 @@ def cases() -> list[Case]:
         # -- site
         Case("site-out-is-file", ["site", "build", "--out", "{tmp}/file"], {"../file": "x"}, message="site"),
         Case("site-out-unwritable", ["site", "build", "--out", "/proc/specatlas-site"], message="cannot write"),
+        Case("site-failed-build-keeps-old-site", ["site", "build", "--out", "{tmp}/site"],
+             {NEW: record(title="2024-02-30"), "../site/index.html": "the old site"}, message="gamma2024case.yaml",
+             check=_old_site_intact, timeout=60),
         # -- specatlas new
         Case("new-id-traversal", ["new", "--title", "A Title Here", "--authors", "Ada Alpha", "--year", "2024",
                                   "--venue", "arXiv", "--id", "../../x"], message="--id", check=_nothing_outside),
@@ -465,6 +476,12 @@ def cases() -> list[Case]:
                                  "--venue", "arXiv", "--id", "{tmp}/abs"], message="--id", check=_nothing_outside),
         Case("new-id-newline", ["new", "--title", "A Title Here", "--authors", "Ada Alpha", "--year", "2024",
                                 "--venue", "arXiv", "--id", "alpha2024a\nb"], message="--id", check=_no_new_record),
+        Case("new-id-trailing-newline", ["new", "--title", "A Title Here", "--authors", "Ada Alpha", "--year", "2024",
+                                         "--venue", "arXiv", "--id", "alpha2024title\n"], message="--id",
+             check=_no_new_record),
+        Case("new-doi-trailing-newline", ["new", "--title", "A Title Here", "--authors", "Ada Alpha", "--year",
+                                            "2024", "--venue", "arXiv", "--doi", "10.1000/x\n"], fails=False,
+             message="wrote"),
         Case("new-id-uppercase", ["new", "--title", "A Title Here", "--authors", "Ada Alpha", "--year", "2024",
                                   "--venue", "arXiv", "--id", "Alpha2024Title"], message="--id", check=_no_new_record),
         Case("new-authors-comma", ["new", "--title", "A Title Here", "--authors", ",", "--year", "2024",
@@ -532,6 +549,8 @@ def cases() -> list[Case]:
              message="--draft-length"),
         Case("bench-out-is-file", ["bench", "baseline", "--out", "{tmp}/file"], {"../file": "x"}, message="cannot write"),
         Case("bench-out-unwritable", ["bench", "baseline", "--out", "/proc/specatlas-results"], message="cannot write"),
+        Case("bench-results-folder-is-file", ["bench", "baseline"],
+             prepare=lambda r, t: (shutil.rmtree(r / "results"), (r / "results").write_text("x")), message="cannot write"),
         Case("bench-questions-dev-zero", ["bench", "baseline", "--questions", "/dev/zero"], message="/dev/zero"),
         Case("bench-questions-fifo", ["bench", "baseline", "--questions", "{tmp}/fifo"],
              prepare=lambda r, t: os.mkfifo(t / "fifo"), message="fifo"),

@@ -90,7 +90,7 @@ _LINE, _URL = TypeAdapter(Line), TypeAdapter(HttpsUrl)
 def _check(flag: str, value, adapter: TypeAdapter = _LINE, pattern: str | None = None, hint: str = ""):
     if value is None:
         return None
-    if pattern and not re.match(pattern, value):
+    if pattern and not re.fullmatch(pattern, value):  # fullmatch: "$" alone lets a final newline through
         raise BadFlag(f"{flag} {shorten(repr(value))} has the wrong form{hint}")
     try:
         return adapter.validate_python(value)
@@ -143,7 +143,7 @@ def _scaffold(args: argparse.Namespace) -> int:
     doi = _check("--doi", args.doi and args.doi.strip(), pattern=DOI_PATTERN, hint="; write the bare DOI: 10.18653/v1/2023.acl-long.1")
     url = _check("--url", args.url and args.url.strip(), _URL, hint="; an https:// URL") or (f"https://arxiv.org/abs/{arxiv}" if arxiv else None)
     code = [_check("--code", c.strip(), _URL, hint="; an https:// URL") for c in args.code]
-    if args.paper_id is not None and not re.match(ID_PATTERN, args.paper_id):
+    if args.paper_id is not None and not re.fullmatch(ID_PATTERN, args.paper_id):
         raise BadFlag(f"--id {shorten(repr(args.paper_id))} is not a record id: surname + year + title word, "
                       "lower-case letters and digits only, e.g. leviathan2023fast")
     target_dir = args.dir or papers_dir()
