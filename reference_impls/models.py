@@ -22,11 +22,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from specatlas.impls.errors import ModelLoadError
+
 EMBEDDED = "smollm2-135m-instruct"
-
-
-class ModelLoadError(Exception):
-    """A model or tokenizer could not be loaded; the message is one line for the user."""
 
 
 @dataclass

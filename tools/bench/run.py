@@ -53,7 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from specatlas.impls.models import ModelLoadError
+    from specatlas.impls.errors import ModelLoadError
 
     try:
         if args.list:
@@ -136,11 +136,12 @@ def now() -> str:
 
 
 def bench(args) -> Path:
+    # The cheap checks first: bad input is answered in a second, before torch is even imported.
     check_numbers(args)
-    method_ids, peer_ids = chosen_ids(args.methods, args.all, not args.no_peers)
     prompt_set = qs.load(args.questions)
     chosen = qs.select(prompt_set.questions, args.categories, args.limit_per_category)
-    out = writable_dir(args.out or _default_out(), "results folder")  # before the model: fail in a second
+    out = writable_dir(args.out or _default_out(), "results folder")
+    method_ids, peer_ids = chosen_ids(args.methods, args.all, not args.no_peers)
 
     import torch
     from tqdm import tqdm
