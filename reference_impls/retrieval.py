@@ -12,6 +12,7 @@ search, so "where does the longest suffix of the context occur?" costs O(log n) 
 from __future__ import annotations
 
 import bisect
+import io
 import json
 from pathlib import Path
 
@@ -60,9 +61,15 @@ class Datastore:
         return cls(tokens, meta)
 
     def save(self, path: Path) -> None:
+        """Written whole, then renamed into place (fsutil.atomic_write): a kill never leaves a
+        truncated datastore for the next run to load."""
+        from specatlas.fsutil import atomic_write
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path, tokens=self.array, suffixes=self.suffixes,
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, tokens=self.array, suffixes=self.suffixes,
                             meta=np.array(json.dumps(self.meta, sort_keys=True)))
+        atomic_write(path, buffer.getvalue())
 
     @classmethod
     def load(cls, path: Path) -> Datastore:

@@ -4,8 +4,10 @@ The entry type follows the venue's kind (tools/catalog/venues.py); a record's `b
 overrides win. Prose fields are LaTeX-escaped; in titles, braces keep the capitals that a style
 must not lower-case, and only those: acronyms and words with inner capitals ({EAGLE}, {LLaMA},
 {GPT}-4) and the method's own names from the record's aliases ({Medusa}). Ordinary title-case
-words stay bare, so styles can set the title in sentence case. Identifiers (url, doi, eprint) are
-written as they are.
+words stay bare, so styles can set the title in sentence case. Names and short fields (author,
+pages, volume, number) keep their text with TeX's special characters escaped; identifiers (url,
+doi, eprint) are written as they are, except that braces and backslashes, which would end the
+field, are percent-encoded. Whatever validates renders, and what renders parses back.
 """
 
 from __future__ import annotations
@@ -44,6 +46,19 @@ _ENCODER = UnicodeToLatexEncoder(
 _MATH = re.compile(r"(\$(?=\S)[^$]*?(?<=\S)\$(?!\d))")
 _WORD = re.compile(r"\w+")
 PROSE_FIELDS = ("booktitle", "journal", "note", "publisher", "howpublished")
+SHORT_FIELDS = ("volume", "number", "pages")
+_TEX_SPECIALS = str.maketrans({c: v for c, v in _SPECIALS.items() if c != '"'})
+_URL_UNSAFE = str.maketrans({"{": "%7B", "}": "%7D", "\\": "%5C"})
+
+
+def tex_specials(text: str) -> str:
+    """Only TeX's ten special characters escaped; accents and dashes (1--9) stay as written."""
+    return text.translate(_TEX_SPECIALS)
+
+
+def identifier(text: str) -> str:
+    """A url or doi as written, with the characters that would end a BibTeX field percent-encoded."""
+    return text.translate(_URL_UNSAFE)
 
 
 _LIGATURE = re.compile(r"([-'`])(?=[-'`])")
@@ -100,7 +115,7 @@ def entry(paper: Paper) -> Entry:
     entry_type = overrides.pop("entry_type", None)
     fields: dict[str, str] = {
         "title": latex_title(paper.title, _proper_names(paper)),
-        "author": " and ".join(paper.authors),
+        "author": " and ".join(tex_specials(name) for name in paper.authors),
         "year": str(paper.year),
     }
     if paper.month:
@@ -125,11 +140,14 @@ def entry(paper: Paper) -> Entry:
     for name in PROSE_FIELDS:
         if name in fields:
             fields[name] = latex(fields[name])
+    for name in SHORT_FIELDS:
+        if name in fields:
+            fields[name] = tex_specials(fields[name])
     if paper.doi:
-        fields["doi"] = paper.doi
+        fields["doi"] = identifier(paper.doi)
     url = paper.url or (f"https://arxiv.org/abs/{paper.arxiv}" if paper.arxiv else None)
     if url:
-        fields["url"] = url
+        fields["url"] = identifier(url)
     return Entry(entry_type, paper.id, [Field(k, v) for k, v in fields.items()])
 
 
@@ -156,7 +174,21 @@ def execute(args: argparse.Namespace) -> int:
     text = render([r.paper for r in records])
     if str(args.output) == "-":
         sys.stdout.write(text)
-    else:
-        args.output.write_text(text, encoding="utf-8")
-        print(f"wrote {len(records)} entries to {args.output}", file=sys.stderr)
+        return 0
+    from specatlas.fsutil import WriteError, atomic_write
+
+    try:
+        if args.output.is_dir():
+            raise WriteError(f"cannot write {args.output}: it is a folder; name a file such as {args.output / 'papers.bib'}")
+        if args.output.exists() and not args.output.is_file():  # /dev/full, a FIFO: not replaced by a file
+            args.output.write_text(text, encoding="utf-8")
+        else:
+            atomic_write(args.output, text)
+    except WriteError as exc:
+        print(f"specatlas bib: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"specatlas bib: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {len(records)} entries to {args.output}", file=sys.stderr)
     return 0

@@ -145,8 +145,13 @@ def execute(args: argparse.Namespace) -> int:
         if not (args.self_generate and not args.inputs and args.model in (None, EMBEDDED)):
             return _fail("--output is required unless rebuilding the embedded model's default datastore")
         output = DEFAULT_DATASTORE
+    from specatlas.fsutil import WriteError, writable_dir
+
     try:
+        writable_dir(Path(output).parent, "output folder")  # before the model and the corpus pass
         loaded = load_model(args.model)
+    except WriteError as exc:
+        return _fail(str(exc), status=1)
     except ModelLoadError as exc:
         return _fail(str(exc), status=1)
     tokenizer, started = loaded.tokenizer, time.perf_counter()
@@ -160,7 +165,10 @@ def execute(args: argparse.Namespace) -> int:
                                   "command": "specatlas datastore build --self-generate"}
     datastore = Datastore.from_documents(documents, tokenizer.eos_token_id, meta | {"documents": len(documents)})
     datastore.meta["tokens"] = len(datastore)
-    datastore.save(output)
+    try:
+        datastore.save(output)
+    except WriteError as exc:
+        return _fail(str(exc), status=1)
     print(f"wrote {output}: {len(documents)} documents, {len(datastore)} tokens "
           f"({time.perf_counter() - started:.1f}s)", file=sys.stderr)
     return 0

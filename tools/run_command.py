@@ -1,7 +1,8 @@
 """`specatlas run PAPER-ID --prompt TEXT`: run a reference implementation and stream its output.
 
-Everything heavy (torch, transformers) is imported only after the method id has been checked,
-so a typo is answered instantly.
+Everything heavy (torch, transformers) is imported only after the method id, every number and
+the prompt have been checked, so a typo is answered instantly; a prompt that does not fit the
+model's context is refused before any compute.
 """
 
 from __future__ import annotations
@@ -9,15 +10,29 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import math
+import re
 import resource
 import sys
+from pathlib import Path
 
 from specatlas.paths import papers_dir
+
+# Bounds on what a user can mean. Beyond them a value is a typo (1e9 for 1.0) or an attack, and
+# the run would only waste the model load: rejected up front.
+MAX_TEMPERATURE = 100.0  # logits / 100 is already all but uniform
+MAX_NEW_TOKENS = 1_000_000
+MAX_DRAFT_LENGTH = 1024
+MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a 64-bit integer
+MAX_PROMPT_BYTES = 16 * 1024 * 1024
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("method", metavar="PAPER_ID", help="paper id or alias of an implemented method (e.g. pld)")
-    parser.add_argument("--prompt", required=True, help="user message, rendered with the model's chat template")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="user message, rendered with the model's chat template")
+    source.add_argument("--prompt-file", type=Path, metavar="PATH",
+                        help="read the user message from a UTF-8 text file ('-' for standard input)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--temperature", type=float, default=0.0, help="0 (default) decodes greedily")
     parser.add_argument("--top-p", type=float, default=1.0)
@@ -37,6 +52,9 @@ def execute(args: argparse.Namespace) -> int:
     if spec is None:
         return _unknown_method(args.method, all_names(), implemented_ids())
     problem = _check_numbers(args)
+    if problem:
+        return _fail(problem)
+    prompt_text, problem = read_prompt(args)
     if problem:
         return _fail(problem)
 
@@ -60,7 +78,11 @@ def execute(args: argparse.Namespace) -> int:
               f"| drafter: {drafter} | {decoder.draft_length.describe() if decoder.drafter else 'no drafting'}")
     if args.draft_model and not spec.uses_draft_model:
         header += f" | --draft-model ignored: {spec.id} uses none"
-    prompt = encode_chat(target.tokenizer, args.prompt)
+    prompt = encode_chat(target.tokenizer, prompt_text)
+    context = getattr(target.model.config, "max_position_embeddings", None)
+    if context and len(prompt) + args.max_new_tokens > context:
+        return _fail(f"the prompt is {len(prompt)} tokens and --max-new-tokens is {args.max_new_tokens}: together "
+                     f"more than the {context}-token context of {target.name}; shorten the prompt or lower --max-new-tokens")
     stream = None if args.json else TextStream(target.tokenizer)
     if stream:
         print(header, file=sys.stderr)
@@ -99,15 +121,56 @@ class TextStream:
 
 
 def _check_numbers(args) -> str | None:
-    if args.max_new_tokens < 1:
-        return f"--max-new-tokens must be at least 1, got {args.max_new_tokens}"
-    if args.temperature < 0:
-        return f"--temperature must be >= 0, got {args.temperature}"
-    if not 0 < args.top_p <= 1:
-        return f"--top-p must be in (0, 1], got {args.top_p}"
-    if args.draft_length != "auto" and not (args.draft_length.isdigit() and int(args.draft_length) >= 1):
-        return f"--draft-length must be 'auto' or a positive integer, got {args.draft_length!r}"
+    return number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+                          seed=args.seed, draft_length=args.draft_length)
+
+
+def number_problem(max_new_tokens: int, temperature: float, seed: int, draft_length: str,
+                   top_p: float = 1.0) -> str | None:
+    """The first out-of-range decoding setting, as a message; None when all are usable.
+    Shared by `specatlas run` and `specatlas bench`."""
+    if not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
+        return f"--max-new-tokens must be at least 1 and at most {MAX_NEW_TOKENS:,}, got {max_new_tokens}"
+    if not (math.isfinite(temperature) and 0 <= temperature <= MAX_TEMPERATURE):
+        return f"--temperature must be >= 0 and at most {MAX_TEMPERATURE:g} (0 decodes greedily), got {temperature}"
+    if not (math.isfinite(top_p) and 0 < top_p <= 1):
+        return f"--top-p must be in (0, 1], got {top_p}"
+    if not 0 <= seed <= MAX_SEED:
+        return f"--seed must be in 0..2**63-1, got {seed}"
+    if draft_length != "auto" and not (re.fullmatch(r"[0-9]{1,4}", draft_length) and 1 <= int(draft_length) <= MAX_DRAFT_LENGTH):
+        return f"--draft-length must be 'auto' or a positive integer (at most {MAX_DRAFT_LENGTH}), got {draft_length[:40]!r}"
     return None
+
+
+def read_prompt(args) -> tuple[str, str | None]:
+    """(the prompt text, None) or ("", why it cannot be used). Bytes that are not UTF-8 (from the
+    command line they arrive as lone surrogates) are named with their offset."""
+    if args.prompt_file is None:
+        text, where = args.prompt, "--prompt"
+    else:
+        from specatlas.fsutil import ReadError, read_limited
+
+        where = f"--prompt-file {args.prompt_file}"
+        try:
+            raw = (sys.stdin.buffer.read(MAX_PROMPT_BYTES + 1) if str(args.prompt_file) == "-"
+                   else read_limited(args.prompt_file, MAX_PROMPT_BYTES))
+        except ReadError as exc:
+            return "", f"{where} {exc}"
+        if len(raw) > MAX_PROMPT_BYTES:
+            return "", f"{where} is over {MAX_PROMPT_BYTES:,} bytes"
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return "", f"{where}: byte 0x{raw[exc.start]:02x} at offset {exc.start} is not UTF-8; save the file as UTF-8"
+        text = text.removeprefix("\ufeff")
+    bad = next((i for i, ch in enumerate(text) if 0xD800 <= ord(ch) <= 0xDFFF), None)
+    if bad is not None:
+        byte = ord(text[bad]) - 0xDC00 if ord(text[bad]) >= 0xDC80 else None
+        shown = f"byte 0x{byte:02x}" if byte is not None and byte < 256 else f"U+{ord(text[bad]):04X}"
+        return "", f"{where} is not valid UTF-8 ({shown} at character {bad}); pass UTF-8 text or use --prompt-file"
+    if not text.strip():
+        return "", f"{where} is empty; give the model something to answer"
+    return text, None
 
 
 def _unknown_method(name: str, names: list[str], implemented: list[str]) -> int:

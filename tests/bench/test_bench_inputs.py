@@ -74,9 +74,9 @@ def test_malformed_questions_file_is_reported_by_line(tmp_path, capsys, content,
     (["hf-asisted"], "did you mean hf-assisted"),
     ([], "name methods to measure, or --all"),
     (["--all", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
-    (["--all", "--draft-length", "many"], "--draft-length must be 'auto' or a positive number"),
+    (["--all", "--draft-length", "many"], "--draft-length must be 'auto' or a positive integer"),
     (["--all", "--categories", "poetry"], "no questions in categories poetry"),
-    (["--all", "--questions", "/nonexistent/q.jsonl"], "/nonexistent/q.jsonl: cannot read"),
+    (["--all", "--questions", "/nonexistent/q.jsonl"], "/nonexistent/q.jsonl: cannot be read"),
 ])
 def test_bad_arguments_get_one_clear_line(capsys, argv, message):
     assert main(["bench", *argv]) == 2

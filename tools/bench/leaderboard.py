@@ -54,6 +54,8 @@ class Entry:
             return f"could not run: {self.method.error}"
         if self.summary is None:
             return "no measured samples"
+        if self.summary["overall"]["speedup"] is None:
+            return "no speedup: the baseline produced no tokens"
         check = self.summary["lossless"]
         if check["status"] == "fail" and self.method.lossless:
             first = check["first_divergence"]
@@ -468,8 +470,13 @@ def execute(args: argparse.Namespace) -> int:
         print(f"specatlas leaderboard: {page} is out of date; run `specatlas leaderboard`", file=sys.stderr)
         return 1
     from specatlas.bench.results import write_atomic
+    from specatlas.fsutil import WriteError
 
-    write_atomic(page, expected)
+    try:
+        write_atomic(page, expected)
+    except WriteError as exc:
+        print(f"specatlas leaderboard: {exc}", file=sys.stderr)
+        return 1
     _, failed = load_all(results_dir)
     for name, why in failed:
         print(f"{results_dir / name}: {why}", file=sys.stderr)

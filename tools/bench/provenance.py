@@ -93,12 +93,12 @@ def weights_sha256(model) -> str | None:
                     one.update(block)
             cache[key] = one.hexdigest()
         digests.append(cache[key])
+    from specatlas.fsutil import WriteError, atomic_write
+
     try:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache, indent=1, sort_keys=True))
-        os.replace(tmp, cache_file)
-    except OSError:
+        atomic_write(cache_file, json.dumps(cache, indent=1, sort_keys=True))
+    except (OSError, WriteError):
         pass  # a read-only cache only costs a re-hash next time
     # One file: its plain sha256, checkable with sha256sum. Several: the hash of their hashes.
     return digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()

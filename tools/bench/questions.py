@@ -24,6 +24,7 @@ SUBTASKS = {
 MT_BENCH_CATEGORIES = {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"}
 
 BUILTIN = Path(__file__).resolve().parent / "prompts" / "specatlas-prompts-v1.jsonl"
+MAX_BYTES = 256 * 1024 * 1024
 
 
 class QuestionsError(Exception):
@@ -51,11 +52,13 @@ def subtask(category: str) -> str:
 
 def load(path: Path | None = None) -> PromptSet:
     """Read and check a prompt file (default: the built-in set)."""
+    from specatlas.fsutil import ReadError, read_limited
+
     path = Path(path) if path else BUILTIN
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise QuestionsError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        data = read_limited(path, MAX_BYTES)
+    except ReadError as exc:
+        raise QuestionsError(f"{path}: {exc}") from None
     questions, seen = [], set()
     for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
@@ -65,6 +68,8 @@ def load(path: Path | None = None) -> PromptSet:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
             raise QuestionsError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise QuestionsError(f"{where}: not valid JSON (nested too deeply)") from None
         question = _question(item, where)
         if question.id in seen:
             raise QuestionsError(f"{where}: question_id {question.id} appears twice")
@@ -86,6 +91,10 @@ def _question(item: object, where: str) -> Question:
         raise QuestionsError(f"{where}: question_id must be a number or a non-empty string")
     if not isinstance(category, str) or not category.strip():
         raise QuestionsError(f"{where}: category must be a non-empty string")
+    from specatlas.bench.results import RESERVED_CATEGORIES
+
+    if subtask(category.strip()) in RESERVED_CATEGORIES:
+        raise QuestionsError(f"{where}: category '{category.strip()}' is reserved for the summary; rename it")
     if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
         raise QuestionsError(f"{where}: turns must be a non-empty list of non-empty strings")
     return Question(str(qid), subtask(category.strip()), tuple(turns))

@@ -2,8 +2,10 @@
 
 A run's samples accumulate in a hidden checkpoint (`results/.partial-<config hash>.jsonl`, one
 fsynced line per finished (question, method, repeat)); a restarted run with the same
-configuration skips what it holds. The final JSON is written to a temp file and renamed into
-place, so `results/` never holds a truncated result.
+configuration skips what it holds. A line cut short by a kill is dropped; a corrupted or
+ill-shaped line elsewhere is skipped, never taking later lines with it. The final JSON is written
+to a temp file and linked into place under a name no other result has, so `results/` never holds
+a truncated result and no result is ever replaced.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import json
 import os
 from pathlib import Path
 from statistics import fmean
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from specatlas.fsutil import ReadError, atomic_write, read_limited
 
 SCHEMA_VERSION = 1
 BASELINE = "baseline"
@@ -25,14 +29,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+MAX_RESULT_BYTES = 512 * 1024 * 1024
+# Keys of a method's summary besides its categories; a category may not take these names.
+RESERVED_CATEGORIES = ("overall", "lossless")
+
+Seconds = Field(ge=0, allow_inf_nan=False)
+
+
 class Turn(_Strict):
     seed: int
     tokens: list[int]
-    wall_seconds: float = Field(gt=0)
+    wall_seconds: float = Field(gt=0, allow_inf_nan=False)
     steps: int = Field(ge=0)
-    widths: dict[int, int]
-    draft_seconds: float | None
-    verify_seconds: float | None
+    widths: dict[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=0)]]  # tokens fed -> forwards
+    draft_seconds: float | None = Seconds
+    verify_seconds: float | None = Seconds
     drafted_at: list[int] | None
     accepted_at: list[int] | None
 
@@ -43,6 +54,13 @@ class Sample(_Strict):
     repeat: int = Field(ge=0)
     method: str
     turns: list[Turn] = Field(min_length=1)
+
+    @field_validator("category")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in RESERVED_CATEGORIES:
+            raise ValueError(f"'{value}' is reserved for the summary; rename the category")
+        return value
 
 
 class Method(_Strict):
@@ -62,12 +80,56 @@ class Session(_Strict):
     units: int  # (question, method, repeat) units measured in this session
 
 
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ModelConfig(_Open):
+    target: str
+    target_sha256: str | None
+    drafter: str | None = None
+
+
+class PromptSetConfig(_Open):
+    id: str
+    sha256: str
+
+
+class RunConfig(_Open):
+    """The keys the metrics and the leaderboard read; others are kept as they are."""
+
+    methods: list[str]
+    prompt_set: PromptSetConfig
+    question_ids: list[str]
+    model: ModelConfig
+    device: str
+    dtype: str
+    max_new_tokens: int
+    repeats: int
+    temperature: float = Field(ge=0, allow_inf_nan=False)
+    seed: int
+    torch: str | None
+    transformers: str | None
+
+
+class Hardware(_Open):
+    cpu: str
+    gpu: str | None
+    cores: int | None
+    torch_threads: int | None
+
+
+class Provenance(_Open):
+    started: str
+    hardware: Hardware
+
+
 class Run(_Strict):
     schema_version: Literal[1]
     config_hash: str
-    config: dict  # everything that must match for a checkpoint to be resumed (hashed)
+    config: dict  # everything that must match for a checkpoint to be resumed (hashed); see RunConfig
     provenance: dict  # packages, hardware, model digests, prompt set, command: see run.py
-    cost_curve: dict[int, float] = Field(min_length=1)  # tokens fed -> seconds of a target forward
+    cost_curve: dict[Annotated[int, Field(ge=1)], Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(min_length=1)  # tokens fed -> seconds of a target forward
     sessions: list[Session] = Field(min_length=1)
     methods: list[Method]
     samples: list[Sample]
@@ -100,7 +162,7 @@ def summarize(run: Run) -> dict:
         keys = [key for key in mine if key in base]
         if not keys:
             continue
-        groups = {"overall": keys}
+        groups = {"overall": list(keys)}
         for key in keys:
             groups.setdefault(mine[key].category, []).append(key)
         out[method.id] = {
@@ -122,6 +184,7 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
     seconds = sum(t.wall_seconds for t in turns)
     base_turns = [t for s in base for t in s.turns]
     base_rate = sum(len(t.tokens) for t in base_turns) / sum(t.wall_seconds for t in base_turns)
+    base_mean = fmean(map(_throughput, base))
     steps = sum(t.steps for t in turns)
     widths = {}
     for t in turns:
@@ -134,8 +197,9 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
         "questions": len(mine),
         "tokens": tokens,
         "seconds": round(seconds, 4),
-        "speedup": round(fmean(map(_throughput, mine)) / fmean(map(_throughput, base)), 4),
-        "speedup_total": round(tokens / seconds / base_rate, 4),
+        # None when the baseline produced no tokens: there is nothing to be faster than.
+        "speedup": round(fmean(map(_throughput, mine)) / base_mean, 4) if base_mean else None,
+        "speedup_total": round(tokens / seconds / base_rate, 4) if base_rate else None,
         "mean_accepted": round(tokens / steps, 4) if steps else None,
         "predicted": round(tokens / steps * _cost(curve, 1) * sum(widths.values()) / forward_seconds, 4)
         if steps and forward_seconds else None,
@@ -198,25 +262,28 @@ def dumps(run: Run) -> str:
     return f'{head},\n "samples": [\n{body}\n ]\n}}\n'
 
 
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+write_atomic = atomic_write  # the name other modules import
+
+
+def _schema_error(exc: ValidationError, prefix: str = "") -> ValueError:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in (prefix, *first["loc"]) if p != "") or "(top level)"
+    return ValueError(f"does not match the result schema: {where}: {first['msg']}")
 
 
 def load(path: Path) -> Run:
     """A result file, checked against the schema and its own samples (raises ValueError saying why)."""
     try:
-        run = Run.model_validate_json(path.read_bytes())
+        run = Run.model_validate_json(read_limited(path, MAX_RESULT_BYTES))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ValueError(f"does not match the result schema: {where}: {first['msg']}") from None
-    except OSError as exc:
-        raise ValueError(f"cannot read ({exc.strerror or exc})") from None
+        raise _schema_error(exc) from None
+    except ReadError as exc:
+        raise ValueError(str(exc)) from None
+    for name, model, data in (("config", RunConfig, run.config), ("provenance", Provenance, run.provenance)):
+        try:
+            model.model_validate(data)
+        except ValidationError as exc:
+            raise _schema_error(exc, name) from None
     if config_hash(run.config) != run.config_hash:
         raise ValueError("config_hash does not match its config")
     if summarize(run) != run.summary:
@@ -226,31 +293,36 @@ def load(path: Path) -> Run:
 
 class Checkpoint:
     """Append-only JSONL: line 1 is the run header, then one line per finished unit or started
-    session. A line cut short by a kill is dropped on reopening."""
+    session. On reopening, a last line cut short by a kill is dropped; any other line that is not
+    valid JSON of the right shape is skipped (its number kept in `skipped`) and left in the file,
+    so one bad line never costs the units after it."""
 
     def __init__(self, path: Path):
         self.path = path
         self.header: dict | None = None
         self.items: list[dict] = []
+        self.skipped: list[int] = []
         if path.exists():
             self._read()
 
     def _read(self) -> None:
-        good = 0
+        complete = 0
         with self.path.open("rb") as f:
-            for line in f:
+            for number, line in enumerate(f, 1):
                 if not line.endswith(b"\n"):
-                    break
+                    break  # only the last line can lack its newline: the write a kill cut short
+                complete += len(line)
                 try:
                     item = json.loads(line)
                 except ValueError:
-                    break
-                if self.header is None:
+                    item = None
+                if self.header is None and _is_header(item):
                     self.header = item
-                else:
+                elif _is_item(item):
                     self.items.append(item)
-                good += len(line)
-        os.truncate(self.path, good)
+                else:
+                    self.skipped.append(number)
+        os.truncate(self.path, complete)
 
     def append(self, item: dict) -> None:
         self._write(item)
@@ -261,7 +333,26 @@ class Checkpoint:
         self.header = header
 
     def _write(self, item: dict) -> None:
+        # One line per write, fsynced: a kill leaves the old lines plus at most a partial last line.
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n")
             f.flush()
             os.fsync(f.fileno())
+
+
+def _is_header(item) -> bool:
+    return (isinstance(item, dict) and isinstance(item.get("config_hash"), str) and isinstance(item.get("config"), dict)
+            and isinstance(item.get("cost_curve"), dict) and isinstance(item.get("provenance"), dict)
+            and isinstance(item["provenance"].get("started"), str))
+
+
+def _is_item(item) -> bool:
+    if not isinstance(item, dict):
+        return False
+    if "session" in item:
+        return set(item) == {"session"} and isinstance(item["session"], dict) and isinstance(item["session"].get("started"), str)
+    try:
+        Sample.model_validate(item)
+    except ValidationError:
+        return False
+    return True

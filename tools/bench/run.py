@@ -17,7 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from specatlas.bench import questions as qs
-from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, dumps, summarize, write_atomic
+from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, dumps, summarize
+from specatlas.fsutil import WriteError, create_unique, writable_dir
 
 WARMUP_PROMPT = "Name three colours."
 
@@ -52,13 +53,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from specatlas.impls.models import ModelLoadError
+    from specatlas.impls.errors import ModelLoadError
 
     try:
         if args.list:
             return list_ids()
         path = bench(args)
-    except (BenchError, qs.QuestionsError, ModelLoadError) as exc:
+    except (BenchError, qs.QuestionsError, ModelLoadError, WriteError) as exc:
         print(f"specatlas bench: {exc}", file=sys.stderr)
         return 2
     print(f"results written to {path}")
@@ -101,14 +102,15 @@ def chosen_ids(names: list[str], everything: bool, peers: bool) -> tuple[list[st
 
 
 def check_numbers(args) -> None:
-    for flag, value, least in (("--max-new-tokens", args.max_new_tokens, 1), ("--repeats", args.repeats, 1),
-                               ("--limit-per-category", args.limit_per_category, 1)):
+    from specatlas.run_command import number_problem
+
+    for flag, value, least in (("--repeats", args.repeats, 1), ("--limit-per-category", args.limit_per_category, 1)):
         if value is not None and value < least:
             raise BenchError(f"{flag} must be at least {least}, got {value}")
-    if args.temperature < 0:
-        raise BenchError(f"--temperature must be >= 0, got {args.temperature}")
-    if args.draft_length != "auto" and not (args.draft_length.isdigit() and int(args.draft_length) >= 1):
-        raise BenchError(f"--draft-length must be 'auto' or a positive number, got {args.draft_length!r}")
+    problem = number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
+                             draft_length=args.draft_length)
+    if problem:
+        raise BenchError(problem)
 
 
 def encode_conversation(tokenizer, turns: list[str], answers: list[str]) -> list[int]:
@@ -134,12 +136,12 @@ def now() -> str:
 
 
 def bench(args) -> Path:
+    # The cheap checks first: bad input is answered in a second, before torch is even imported.
     check_numbers(args)
-    method_ids, peer_ids = chosen_ids(args.methods, args.all, not args.no_peers)
     prompt_set = qs.load(args.questions)
     chosen = qs.select(prompt_set.questions, args.categories, args.limit_per_category)
-    out = args.out or _default_out()
-    out.mkdir(parents=True, exist_ok=True)
+    out = writable_dir(args.out or _default_out(), "results folder")
+    method_ids, peer_ids = chosen_ids(args.methods, args.all, not args.no_peers)
 
     import torch
     from tqdm import tqdm
@@ -172,6 +174,10 @@ def bench(args) -> Path:
     }  # the commit is not part of it: a resumed run records each session's commit instead
     digest = config_hash(config)
     checkpoint = Checkpoint(out / f".partial-{digest[:16]}.jsonl")
+    if checkpoint.skipped:
+        print(f"specatlas bench: {checkpoint.path}: skipped unreadable line(s) {', '.join(map(str, checkpoint.skipped[:10]))}"
+              f"{' ...' if len(checkpoint.skipped) > 10 else ''}; their units are measured again, the other lines are kept",
+              file=sys.stderr)
     if checkpoint.header is None:
         checkpoint.start({
             "config_hash": digest, "config": config, "cost_curve": cs.cost_curve(target.model),
@@ -215,8 +221,9 @@ def bench(args) -> Path:
 
     run = _assemble(checkpoint, contenders)
     started = run.provenance["started"][:10]
-    path = out / f"{started}-{_slug(target.name)}-{device.type}-{digest[:8]}.json"
-    write_atomic(path, dumps(run))
+    # A rerun of the same configuration on the same day gets its own file (-2, -3...): an earlier
+    # result is someone's hours of measurement and is never replaced.
+    path = create_unique(out / f"{started}-{_slug(target.name)}-{device.type}-{digest[:8]}.json", dumps(run))
     checkpoint.path.unlink()
     _print_summary(run)
     return path
@@ -286,6 +293,9 @@ def _assemble(checkpoint: Checkpoint, contenders) -> Run:
         if "session" in item:
             sessions.append({**item["session"], "finished": None, "units": 0})
         else:
+            if not sessions:  # its session line was lost to corruption: the unit still counts
+                sessions.append({"started": checkpoint.header["provenance"]["started"], "git_commit": None,
+                                 "git_dirty": None, "finished": None, "units": 0})
             samples.append(item)
             sessions[-1]["units"] += 1
     sessions[-1]["finished"] = now()  # earlier sessions were interrupted: their end is unknown

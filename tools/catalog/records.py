@@ -12,7 +12,11 @@ from pydantic import ValidationError
 
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.venues import VENUES, normalize_badge
-from specatlas.catalog.yamlio import LoadedYaml, YamlProblem, load_yaml
+from specatlas.catalog.yamlio import LoadedYaml, YamlProblem, load_yaml, shorten
+from specatlas.fsutil import ReadError, read_limited
+
+# The largest record is ~2 KB; a bigger file is a mistake or an attack, refused before parsing.
+MAX_RECORD_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, order=True)
@@ -37,9 +41,17 @@ class Record:
         return self.loaded.line_of(path) if self.loaded else 1
 
 
+def safe_resolve(path: Path) -> Path:
+    """`path.resolve()`, or the absolute path where resolving fails (a symlink loop)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path.absolute()
+
+
 def display_path(path: Path, root: Path | None) -> str:
     try:
-        return str(path.resolve().relative_to(root.resolve())) if root else str(path)
+        return str(safe_resolve(path).relative_to(safe_resolve(root))) if root else str(path)
     except ValueError:
         return str(path)
 
@@ -48,9 +60,9 @@ def read_record(path: Path, root: Path | None = None) -> tuple[Record, list[Prob
     shown = display_path(path, root)
     record = Record(path, shown, None, None)
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return record, [Problem(shown, 1, "(file)", f"cannot be read: {exc.strerror}")]
+        raw = read_limited(path, MAX_RECORD_BYTES)
+    except ReadError as exc:
+        return record, [Problem(shown, 1, "(file)", str(exc))]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -99,7 +111,7 @@ def _explain(shown: str, loaded: LoadedYaml, error: dict) -> Problem:
         message = "is required"
     elif loc == ("venue",):
         guess = normalize_badge(str(value)) or next(iter(difflib.get_close_matches(str(value), VENUES, n=1)), None)
-        message = f"'{value}' is not a controlled venue" + (f"; did you mean '{guess}'?" if guess else "; see tools/catalog/venues.py")
+        message = f"'{shorten(value)}' is not a controlled venue" + (f"; did you mean '{guess}'?" if guess else "; see tools/catalog/venues.py")
     elif kind == "string_pattern_mismatch":
         message = _pattern_hint(loc, value)
     elif kind == "value_error":
@@ -113,6 +125,7 @@ def _explain(shown: str, loaded: LoadedYaml, error: dict) -> Problem:
 
 def _pattern_hint(loc: tuple, value) -> str:
     name = next((p for p in reversed(loc) if isinstance(p, str)), "")
+    value = shorten(value)
     hints = {
         "id": "use surname + year + first title word, lower-case: leviathan2023fast",
         "builds_on": "list record ids such as leviathan2023fast",
@@ -120,6 +133,7 @@ def _pattern_hint(loc: tuple, value) -> str:
         "arxiv": "write the id without version or URL, quoted: '2302.01318'",
         "doi": "write the bare DOI: 10.18653/v1/2023.acl-long.1",
         "aliases": "lower-case letters, digits, '.', '+' and '-': eagle-2",
+        "implementation": "the record's own id, once the registry runs it",
     }
     if name in ("url", "pdf", "code", "links") or (loc and loc[0] in ("code", "links")):
         return f"'{value}' must be an https:// URL"

@@ -1,7 +1,10 @@
 """`specatlas new`: scaffold papers/<id>.yaml with every field present and the id rule applied.
 
-Facts come from flags, or from prompts when a flag is missing and stdin is a terminal. The
-scaffold is deliberately invalid until its TODOs (summary, taxonomy tags) are filled in.
+Facts come from flags, or from prompts when a flag is missing and stdin is a terminal. Each fact
+is checked against the record schema before anything is written, and every value is written as a
+quoted YAML scalar, so no flag can add keys or write outside the target folder. The file is created
+atomically and exclusively: an existing record is never replaced. The scaffold is deliberately
+invalid until its TODOs (summary, taxonomy tags) are filled in.
 """
 
 from __future__ import annotations
@@ -12,8 +15,13 @@ import re
 import sys
 from pathlib import Path
 
+from pydantic import TypeAdapter, ValidationError
+
 from specatlas.catalog.ids import propose_id
+from specatlas.catalog.schema import ARXIV_PATTERN, DOI_PATTERN, ID_PATTERN, HttpsUrl, Line, Paper
 from specatlas.catalog.venues import VENUES, normalize_badge
+from specatlas.catalog.yamlio import shorten
+from specatlas.fsutil import WriteError, create_exclusive
 from specatlas.paths import papers_dir
 
 TEMPLATE = """\
@@ -85,7 +93,45 @@ def _ask(label: str) -> str:
         return ""
 
 
+class BadFlag(Exception):
+    """A flag's value cannot go into a record; the message names the flag."""
+
+
+_LINE, _URL = TypeAdapter(Line), TypeAdapter(HttpsUrl)
+
+
+def _check(flag: str, value, adapter: TypeAdapter = _LINE, pattern: str | None = None, hint: str = ""):
+    if value is None:
+        return None
+    if pattern and not re.fullmatch(pattern, value):  # fullmatch: "$" alone lets a final newline through
+        raise BadFlag(f"{flag} {shorten(repr(value))} has the wrong form{hint}")
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise BadFlag(f"{flag} {shorten(repr(value))}: {reason[:1].lower() + reason[1:]}{hint}") from None
+
+
+def _range(flag: str, value: int | None, name: str) -> None:
+    field = Paper.model_fields[name]
+    low = next((m.ge for m in field.metadata if hasattr(m, "ge")), None)
+    high = next((m.le for m in field.metadata if hasattr(m, "le")), None)
+    if value is not None and not (low <= value <= high):
+        raise BadFlag(f"{flag} must be in {low}..{high}, got {value}")
+
+
 def execute(args: argparse.Namespace) -> int:
+    try:
+        return _scaffold(args)
+    except BadFlag as exc:
+        print(f"specatlas new: {exc}", file=sys.stderr)
+        return 2
+    except WriteError as exc:
+        print(f"specatlas new: {exc}", file=sys.stderr)
+        return 1
+
+
+def _scaffold(args: argparse.Namespace) -> int:
     if status := _fill_from_metadata(args):
         return status
     interactive = sys.stdin.isatty()
@@ -101,34 +147,47 @@ def execute(args: argparse.Namespace) -> int:
     if venue is None:
         print(f"specatlas new: venue '{args.venue}' is not in the controlled list: {', '.join(VENUES)}", file=sys.stderr)
         return 2
-    authors = [a.strip() for a in re.split(r",| and ", args.authors) if a.strip()]
-    arxiv = re.sub(r"^https?://arxiv\.org/(abs|pdf)/|v\d+$|\.pdf$", "", args.arxiv or "") or None
+    title = _check("--title", args.title.strip())
+    authors = [_check("--authors", a.strip()) for a in re.split(r",| and ", args.authors) if a.strip()]
+    if not authors:
+        raise BadFlag(f"--authors {shorten(repr(args.authors))} names no one; give full names separated by commas")
+    _range("--year", args.year, "year")
+    _range("--month", args.month, "month")
+    arxiv = re.sub(r"^https?://arxiv\.org/(abs|pdf)/|v\d+$|\.pdf$", "", (args.arxiv or "").strip()) or None
+    _check("--arxiv", arxiv, pattern=ARXIV_PATTERN, hint="; write an arXiv id such as 2302.01318")
+    doi = _check("--doi", args.doi and args.doi.strip(), pattern=DOI_PATTERN, hint="; write the bare DOI: 10.18653/v1/2023.acl-long.1")
+    url = _check("--url", args.url and args.url.strip(), _URL, hint="; an https:// URL") or (f"https://arxiv.org/abs/{arxiv}" if arxiv else None)
+    pdf = _check("--pdf", args.pdf and args.pdf.strip(), _URL, hint="; an https:// URL")
+    code = [_check("--code", c.strip(), _URL, hint="; an https:// URL") for c in args.code]
+    if args.paper_id is not None and not re.fullmatch(ID_PATTERN, args.paper_id):
+        raise BadFlag(f"--id {shorten(repr(args.paper_id))} is not a record id: surname + year + title word, "
+                      "lower-case letters and digits only, e.g. leviathan2023fast")
     target_dir = args.dir or papers_dir()
+    if not target_dir.is_dir():
+        raise WriteError(f"cannot write to {target_dir}: not an existing folder")
     taken = {p.stem for p in target_dir.glob("*.yaml")}
-    paper_id = args.paper_id or propose_id(authors[0], args.year, args.title, taken)
-    url = args.url or (f"https://arxiv.org/abs/{arxiv}" if arxiv else None)
+    paper_id = args.paper_id or propose_id(authors[0], args.year, title, taken)
     text = TEMPLATE.format(
-        pdf=json.dumps(args.pdf) if args.pdf else "null",
+        pdf=json.dumps(pdf) if pdf else "null",
         previous_titles=f"previous_titles: {json.dumps(args.previous_titles, ensure_ascii=False)}\n" if args.previous_titles else "",
         found_via=f"found_via: {json.dumps(args.found_via[:400], ensure_ascii=False)}\n" if args.found_via else "",
         id=paper_id,
-        title=json.dumps(args.title, ensure_ascii=False),
+        title=json.dumps(title, ensure_ascii=False),
         authors="\n".join(f"  - {json.dumps(a, ensure_ascii=False)}" for a in authors),
         year=args.year,
         month=f"month: {args.month}\n" if args.month else "",
         venue=venue,
-        arxiv=f"'{arxiv}'" if arxiv else "null",
-        doi=json.dumps(args.doi) if args.doi else "null",
-        url=url or "null",
-        code=json.dumps(args.code),
+        arxiv=f"'{arxiv}'" if arxiv else "null",  # matched ARXIV_PATTERN: no quote inside
+        doi=json.dumps(doi) if doi else "null",
+        url=json.dumps(url) if url else "null",
+        code=json.dumps(code),
     )
     if args.stdout:
         print(text, end="")
         return 0
     path = target_dir / f"{paper_id}.yaml"
-    if path.exists():
+    if not create_exclusive(path, text):
         print(f"specatlas new: {path} already exists; pass --id to choose another id", file=sys.stderr)
         return 1
-    path.write_text(text, encoding="utf-8")
     print(f"wrote {path}\nnext: fill in the TODOs and tags, then run `specatlas validate {path}`")
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from specatlas.catalog.venues import VENUES
 
@@ -17,11 +17,53 @@ SCHEMA_VERSION = 1
 
 ID_PATTERN = r"^[a-z][a-z0-9]*[0-9]{4}[a-z0-9]+$"
 ARXIV_PATTERN = r"^([0-9]{4}\.[0-9]{4,5}|[a-z-]+(\.[A-Z]{2})?/[0-9]{7})$"
-DOI_PATTERN = r"^10\.[0-9]{4,9}/\S+$"
+# No braces, backslashes or quotes: identifiers are written into BibTeX and HTML as they are.
+DOI_PATTERN = r"^10\.[0-9]{4,9}/[^\s{}\\\"\x00-\x1f\x7f]+$"
 ALIAS_PATTERN = r"^[a-z0-9][a-z0-9.+-]*$"
 NODE_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 
-HttpsUrl = Annotated[str, Field(pattern=r"^https://[^\s<>\"']+$", description="An https:// URL.")]
+# Caps on sizes keep a hostile record from costing minutes (the near-duplicate check compares
+# titles pairwise); real records are far below them (the longest title has 172 characters).
+MAX_LINE = 300
+MAX_NOTE = 600
+MAX_URL = 2000
+
+
+def _one_line(value: str | None) -> str | None:
+    """Text shown on one line (titles, names, notes): no control or bidirectional-override
+    characters, which could break a line in reports or reverse what a reader sees, and balanced
+    braces, without which BibTeX cannot hold the value even escaped."""
+    if value and ("{" in value or "}" in value):
+        depth = 0
+        for char in value:
+            depth += {"{": 1, "}": -1}.get(char, 0)
+            if depth < 0:
+                break
+        if depth:
+            raise ValueError("has an unbalanced '{' or '}'; BibTeX cannot store it")
+    return _no_controls(value, _CONTROL)
+
+
+def _prose(value: str | None) -> str | None:
+    return _no_controls(value, _CONTROL_BUT_NEWLINE)
+
+
+# C0 and C1 controls, lone surrogates, and the bidirectional marks and overrides.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _no_controls(value: str | None, pattern: re.Pattern) -> str | None:
+    found = pattern.search(value or "")
+    if found:
+        raise ValueError(f"contains the control character U+{ord(found.group()):04X}; write plain text on one line")
+    return value
+
+
+Line = Annotated[str, Field(max_length=MAX_LINE), AfterValidator(_one_line)]
+Note = Annotated[str, Field(max_length=MAX_NOTE), AfterValidator(_prose)]
+HttpsUrl = Annotated[str, Field(pattern=r"^https://[^\s<>\"'{}\\\x00-\x1f\x7f]+$", max_length=MAX_URL,
+                                description="An https:// URL.")]
 NodeId = Annotated[str, Field(pattern=NODE_PATTERN)]
 PaperId = Annotated[str, Field(pattern=ID_PATTERN)]
 VenueKey = Literal[tuple(VENUES)]  # type: ignore[valid-type]
@@ -59,15 +101,15 @@ class ReportedResult(_Strict):
     """One number as the paper reports it. Copy it exactly; say where it stands."""
 
     metric: Metric
-    value: float
-    target_model: str = Field(min_length=1)
-    drafter: str | None = Field(None, description="Draft model or drafting setup; null when the method drafts itself.")
-    hardware: str | None = None
-    benchmark: str = Field(min_length=1, description="Benchmark or dataset, e.g. MT-Bench, Spec-Bench, GSM8K.")
-    temperature: float | None = Field(None, ge=0)
-    batch_size: int | None = Field(None, ge=1)
-    source: str = Field(min_length=1, description="Where in the paper: 'Table 2', 'Figure 4', 'Abstract'.")
-    note: str | None = None
+    value: float = Field(allow_inf_nan=False)
+    target_model: Line = Field(min_length=1)
+    drafter: Line | None = Field(None, description="Draft model or drafting setup; null when the method drafts itself.")
+    hardware: Line | None = None
+    benchmark: Line = Field(min_length=1, description="Benchmark or dataset, e.g. MT-Bench, Spec-Bench, GSM8K.")
+    temperature: float | None = Field(None, ge=0, allow_inf_nan=False)
+    batch_size: int | None = Field(None, ge=1, le=1_000_000)
+    source: Line = Field(min_length=1, description="Where in the paper: 'Table 2', 'Figure 4', 'Abstract'.")
+    note: Note | None = None
 
     @model_validator(mode="after")
     def _fraction_in_range(self) -> "ReportedResult":
@@ -80,13 +122,13 @@ class BibtexOverrides(_Strict):
     """Fields that replace what the BibTeX generator derives from the record."""
 
     entry_type: Literal["article", "inproceedings", "misc", "techreport", "online"] | None = None
-    booktitle: str | None = None
-    journal: str | None = None
-    volume: str | None = None
-    number: str | None = None
-    pages: str | None = None
-    publisher: str | None = None
-    note: str | None = None
+    booktitle: Line | None = None
+    journal: Line | None = None
+    volume: Line | None = None
+    number: Line | None = None
+    pages: Line | None = None
+    publisher: Line | None = None
+    note: Line | None = None
 
 
 class Paper(_Strict):
@@ -96,29 +138,30 @@ class Paper(_Strict):
 
     id: PaperId = Field(description="Immutable BibTeX key, e.g. leviathan2023fast: first author's surname, year, first content word of the title. Never change it once merged.")
     kind: Literal["paper", "blog", "software", "tutorial"] = "paper"
-    title: str = Field(min_length=4, description="Exact title, as in the paper.")
-    authors: list[Annotated[str, Field(min_length=2)]] = Field(min_length=1, description="Full names in paper order.")
-    year: int = Field(ge=1990, description="Year of the cited version: the venue's year, or the first arXiv posting for preprints. The timeline uses the arXiv id's month when there is one.")
+    title: Line = Field(min_length=4, description="Exact title, as in the paper.")
+    authors: list[Annotated[Line, Field(min_length=2)]] = Field(min_length=1, description="Full names in paper order.")
+    year: int = Field(ge=1990, le=2999, description="Year of the cited version: the venue's year, or the first arXiv posting for preprints. The timeline uses the arXiv id's month when there is one.")
     month: int | None = Field(None, ge=1, le=12, description="Month of the cited version (conference month, or first arXiv posting for preprints).")
     venue: VenueKey = Field(description="Controlled venue key; 'arXiv' for preprints.")
-    venue_note: str | None = Field(None, description="Track, workshop name or award, e.g. 'ES-FoMo workshop', 'Oral'.")
+    venue_note: Line | None = Field(None, description="Track, workshop name or award, e.g. 'ES-FoMo workshop', 'Oral'.")
     arxiv: Annotated[str, Field(pattern=ARXIV_PATTERN)] | None = Field(None, description="arXiv id without version, quoted: '2302.01318'.")
     doi: Annotated[str, Field(pattern=DOI_PATTERN)] | None = None
     url: HttpsUrl | None = Field(None, description="Canonical landing page (publisher, anthology, OpenReview or arXiv abs).")
     pdf: HttpsUrl | None = None
     code: list[HttpsUrl] = Field(default_factory=list, description="Official code repositories.")
     links: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]*$")], HttpsUrl] = Field(default_factory=dict, description="Other links: homepage, blog, slides, video, models.")
-    aliases: list[Annotated[str, Field(pattern=ALIAS_PATTERN)]] = Field(default_factory=list, description="Short method names users type: eagle, medusa, pld.")
-    previous_titles: list[Annotated[str, Field(min_length=4)]] = Field(default_factory=list, description="Earlier titles of the same paper (usually the arXiv preprint's) when the cited version was renamed; kept so searches and citations by the old title still find it.")
+    aliases: list[Annotated[str, Field(pattern=ALIAS_PATTERN, max_length=64)]] = Field(default_factory=list, description="Short method names users type: eagle, medusa, pld.")
+    previous_titles: list[Annotated[Line, Field(min_length=4)]] = Field(default_factory=list, description="Earlier titles of the same paper (usually the arXiv preprint's) when the cited version was renamed; kept so searches and citations by the old title still find it.")
     taxonomy: TaxonomyTags
     lossless: bool | None = Field(description="true when the output distribution provably equals the target's; null when not a decoding method.")
     builds_on: list[PaperId] = Field(default_factory=list, description="Ids of cataloged papers this work extends.")
     not_duplicate_of: list[PaperId] = Field(default_factory=list, description="Ids of records whose titles are nearly identical but that are different papers.")
-    summary: str = Field(min_length=40, max_length=900, description="1-4 sentences in our own words. No HTML.")
+    summary: Annotated[str, AfterValidator(_prose)] = Field(min_length=40, max_length=900, description="1-4 sentences in our own words. No HTML.")
     reported_results: list[ReportedResult] = Field(default_factory=list)
-    implementation: str | None = Field(None, description="Registry id of the reference implementation, once one exists.")
+    implementation: Annotated[str, Field(pattern=ID_PATTERN)] | None = Field(
+        None, description="Registry id of the reference implementation, once one exists: the record's own id.")
     bibtex: BibtexOverrides | None = None
-    found_via: str | None = Field(None, min_length=8, max_length=400, description="How the paper was found and where its facts were confirmed, e.g. 'search (docs): <query> -> https://huggingface.co/papers/2606.02091.md'. Optional; new records should say it.")
+    found_via: Annotated[str, AfterValidator(_prose)] | None = Field(None, min_length=8, max_length=400, description="How the paper was found and where its facts were confirmed, e.g. 'search (docs): <query> -> https://huggingface.co/papers/2606.02091.md'. Optional; new records should say it.")
 
     @field_validator("title", "summary", "venue_note")
     @classmethod
@@ -170,6 +213,9 @@ class Paper(_Strict):
         id_year = int(re.search(r"[0-9]{4}", self.id).group())
         if id_year > self.year:
             raise ValueError(f"id: '{self.id}' has year {id_year}, after the record's year {self.year}")
+        if self.implementation and self.implementation != self.id:
+            raise ValueError(f"implementation: reference implementations are registered under their paper's id; "
+                             f"write implementation: {self.id}")
         if self.venue == "arXiv" and not self.arxiv and not self.url:
             raise ValueError("arxiv: an arXiv preprint needs its arxiv id or a url")
         return self

@@ -6,6 +6,7 @@ The file is generated from `specatlas.catalog.schema.Paper`; a test fails when i
 from __future__ import annotations
 
 import argparse
+import sys
 import json
 from pathlib import Path
 
@@ -31,6 +32,12 @@ def execute(args: argparse.Namespace) -> int:
             print(f"{SCHEMA_FILE} is stale; run `specatlas schema`")
             return 1
         return 0
-    path.write_text(text, encoding="utf-8")
+    from specatlas.fsutil import WriteError, atomic_write
+
+    try:
+        atomic_write(path, text)
+    except WriteError as exc:
+        print(f"specatlas schema: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {SCHEMA_FILE}")
     return 0

@@ -14,7 +14,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
-from specatlas.catalog.records import Problem, Record, display_path, read_record
+from specatlas.catalog.records import Problem, Record, display_path, read_record, safe_resolve
 from specatlas.catalog.taxonomy import FACETS, Taxonomy, load_taxonomy
 from specatlas.paths import repo_root
 
@@ -40,13 +40,19 @@ def validate(paths: list[Path] | None = None, root: Path | None = None, today: d
     problems = [Problem(display_path(f, root), line, field, msg) for f, line, field, msg in taxonomy.problems]
 
     catalog_files = sorted((root / "papers").glob("*.yaml"))
-    targets = _expand(paths, root) if paths else catalog_files
-    target_set = {p.resolve() for p in targets}
+    if paths:
+        targets, found = _expand(paths, root)
+        problems.extend(found)
+    else:
+        targets = catalog_files
+        problems.extend(_misnamed(root / "papers", root))
+    resolved = {p: safe_resolve(p) for p in (*catalog_files, *targets)}
+    target_set = {resolved[p] for p in targets}
     records: list[Record] = []
-    for path in sorted({p.resolve(): p for p in (*catalog_files, *targets)}.values()):
+    for path in sorted({resolved[p]: p for p in resolved}.values()):
         record, found = read_record(path, root)
         records.append(record)
-        if path.resolve() in target_set:
+        if resolved[path] in target_set:
             problems.extend(found)
     cross = _cross_record_problems([r for r in records if r.paper], taxonomy, today)
     problems.extend(p for p in cross if _resolve(root, p.file) in target_set)
@@ -55,15 +61,37 @@ def validate(paths: list[Path] | None = None, root: Path | None = None, today: d
 
 def _resolve(root: Path, shown: str) -> Path:
     path = Path(shown)
-    return (path if path.is_absolute() else root / path).resolve()
+    return safe_resolve(path if path.is_absolute() else root / path)
 
 
-def _expand(paths: list[Path], root: Path) -> list[Path]:
+def _expand(paths: list[Path], root: Path) -> tuple[list[Path], list[Problem]]:
+    """The record files named by `paths` (folders give their *.yaml files), and a problem for each
+    path that names none: validating nothing must not read as "ok"."""
     out: list[Path] = []
+    problems: list[Problem] = []
     for path in paths:
-        path = path if path.is_absolute() or path.exists() else root / path
-        out.extend(sorted(path.glob("*.yaml")) if path.is_dir() else [path])
-    return out
+        path = path if path.is_absolute() or path.exists() or path.is_symlink() else root / path
+        shown = display_path(path, root)
+        if path.is_dir():
+            found = sorted(path.glob("*.yaml"))
+            problems.extend(_misnamed(path, root))
+            if not found:
+                problems.append(Problem(shown, 1, "(folder)", "holds no records (*.yaml files); nothing to validate"))
+            out.extend(found)
+        elif not path.exists() and not path.is_symlink():
+            problems.append(Problem(shown, 1, "(file)", "does not exist"))
+        elif path.suffix != ".yaml":
+            problems.append(Problem(shown, 1, "(file)", f"records are named <id>.yaml; rename it to {path.stem}.yaml"))
+        else:
+            out.append(path)
+    return out, problems
+
+
+def _misnamed(folder: Path, root: Path) -> list[Problem]:
+    """Records the glob would silently skip: papers/x.yml, papers/x.YAML."""
+    return [Problem(display_path(p, root), 1, "(file)", f"records are named <id>.yaml; rename it to {p.stem}.yaml")
+            for p in sorted(folder.iterdir()) if p.suffix.lower() in (".yml", ".yaml") and p.suffix != ".yaml"] \
+        if folder.is_dir() else []
 
 
 def _cross_record_problems(records: list[Record], taxonomy: Taxonomy, today: dt.date) -> list[Problem]:
@@ -192,6 +220,19 @@ def _check_lineage(records: list[Record], by_id: dict[str, Record], report) -> N
             visit(paper_id, [paper_id])
 
 
+def github_annotation(problem: Problem) -> str:
+    """A GitHub Actions error annotation. Values are escaped as the runner expects (%, CR, LF;
+    also ':' and ',' in properties), so a record cannot end the line and inject its own command."""
+
+    def data(text: str) -> str:
+        return str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    def prop(text: str) -> str:
+        return data(text).replace(":", "%3A").replace(",", "%2C")
+
+    return f"::error file={prop(problem.file)},line={problem.line},title={prop(problem.field)}::{data(problem.message)}"
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="record files or folders (default: the whole catalog)")
     parser.add_argument("--format", choices=("text", "json", "github"), default="text",
@@ -206,7 +247,7 @@ def execute(args: argparse.Namespace) -> int:
     else:
         for problem in problems:
             if args.format == "github":
-                print(f"::error file={problem.file},line={problem.line},title={problem.field}::{problem.message}")
+                print(github_annotation(problem))
             else:
                 print(problem)
         n_nodes = len(taxonomy.all_nodes())

@@ -47,13 +47,29 @@ def execute(args: argparse.Namespace) -> int:
 
         serve(str(config_file()), dev_addr=args.addr)
         return 0
+    import shutil
+    import tempfile
+
     from mkdocs.exceptions import Abort
 
+    from specatlas.fsutil import WriteError, replace_dir, writable_dir
+
     out = args.out or repo_root() / "site"
+    # Built beside the target, then swapped in: a failed or killed build leaves the old site whole.
     try:
-        build(out)
+        if out.exists() and not out.is_dir():
+            raise WriteError(f"cannot write the site to {out}: it exists and is not a folder")
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-new-", dir=writable_dir(out.parent)))
+    except (WriteError, OSError) as exc:
+        logging.error("%s", exc if isinstance(exc, WriteError) else f"cannot write the site to {out}: {exc.strerror or exc}")
+        return 1
+    try:
+        build(staging)
+        replace_dir(staging, out)
     except Abort as exc:
         logging.error("%s", exc)
         return 1
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     print(f"site written to {out}")
     return 0

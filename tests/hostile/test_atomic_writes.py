@@ -1,0 +1,130 @@
+"""Writes of records, results, checkpoints, caches and the site are atomic: a kill at any point
+leaves either the old file or the new one, and exclusive creation never replaces a file."""
+
+import os
+import random
+import signal
+import threading
+import time
+
+import pytest
+
+from specatlas import fsutil
+
+OLD, NEW = b"old record\n" * 50_000, b"new record\n" * 200_000
+
+
+def test_a_kill_at_any_moment_leaves_the_old_or_the_new_file(tmp_path):
+    target = tmp_path / "record.yaml"
+    rng = random.Random(17)
+    outcomes = set()
+    for _ in range(40):
+        target.write_bytes(OLD)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                fsutil.atomic_write(target, NEW)
+            finally:
+                os._exit(0)
+        time.sleep(rng.uniform(0, 0.004))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        content = target.read_bytes()
+        assert content in (OLD, NEW), f"a torn file of {len(content)} bytes"
+        outcomes.add(content == NEW)
+    assert outcomes  # both outcomes are normal; a torn one never is
+
+
+@pytest.mark.parametrize("fail_at", ["write", "fsync", "replace"])
+def test_a_failure_at_each_step_keeps_the_old_file_and_no_temp(tmp_path, monkeypatch, fail_at):
+    target = tmp_path / "result.json"
+    target.write_bytes(OLD)
+
+    def boom(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    if fail_at == "write":
+        monkeypatch.setattr(os, "fdopen", lambda fd, mode: _FailingFile(fd))
+    else:
+        monkeypatch.setattr(os, fail_at, boom)
+    with pytest.raises(fsutil.WriteError, match="cannot write .*result.json: No space left on device"):
+        fsutil.atomic_write(target, NEW)
+    assert target.read_bytes() == OLD
+    assert [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+class _FailingFile:
+    def __init__(self, fd):
+        self.fd = fd
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+
+    def write(self, data):
+        raise OSError(28, "No space left on device")
+
+
+def test_exclusive_create_has_exactly_one_winner(tmp_path):
+    target = tmp_path / "gamma2024case.yaml"
+    results, start = {}, threading.Barrier(8)
+
+    def writer(i):
+        start.wait()
+        results[i] = fsutil.create_exclusive(target, f"writer {i}\n")
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [i for i, won in results.items() if won]
+    assert len(winners) == 1
+    assert target.read_text() == f"writer {winners[0]}\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["gamma2024case.yaml"]
+
+
+def test_exclusive_create_never_replaces_an_existing_record(tmp_path):
+    target = tmp_path / "alpha2023drafting.yaml"
+    target.write_text("someone's record\n")
+    assert fsutil.create_exclusive(target, "scaffold\n") is False
+    assert target.read_text() == "someone's record\n"
+
+
+def test_a_folder_is_swapped_in_whole(tmp_path):
+    site, staging = tmp_path / "site", tmp_path / ".site-new"
+    (site / "papers").mkdir(parents=True)
+    (site / "index.html").write_text("old")
+    (site / "papers" / "gone.html").write_text("old")
+    staging.mkdir()
+    (staging / "index.html").write_text("new")
+    fsutil.replace_dir(staging, site)
+    assert (site / "index.html").read_text() == "new" and not (site / "papers").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+
+
+def test_writable_dir_reports_a_file_in_the_way(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(fsutil.WriteError, match="it exists and is not a folder|it is not a folder"):
+        fsutil.writable_dir(tmp_path / "file", "results folder")
+    with pytest.raises(fsutil.WriteError, match="cannot write to results folder"):
+        fsutil.writable_dir(tmp_path / "file" / "sub", "results folder")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder", "too-big"])
+def test_read_limited_refuses_what_is_not_a_small_regular_file(tmp_path, kind):
+    path = tmp_path / "x"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        path.write_bytes(b"x" * 1001)
+    start = time.monotonic()
+    with pytest.raises(fsutil.ReadError):
+        fsutil.read_limited(path, 1000)
+    assert time.monotonic() - start < 1

@@ -1,0 +1,104 @@
+"""A broken model cache is detected cheaply, named, and repaired by converting again; a broken
+local model folder is reported with its own path and reason. No real model is loaded here."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from specatlas.impls import models
+from specatlas.impls.models import ModelLoadError, cache_problem, install_cache
+
+
+def complete(folder):
+    folder.mkdir(parents=True)
+    save_file({"w": torch.arange(64, dtype=torch.float32)}, str(folder / "model.safetensors"))
+    for name in ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json"):
+        (folder / name).write_text(json.dumps({"name": name}))
+    return folder
+
+
+def truncate(path, keep):
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda f: (f / "model.safetensors").unlink(), "has no model.safetensors"),
+    (lambda f: truncate(f / "model.safetensors", 200), "has a truncated model.safetensors"),
+    (lambda f: truncate(f / "model.safetensors", 4), "has a truncated model.safetensors (no valid header)"),
+    (lambda f: (f / "model.safetensors").write_bytes(b"\xff" * 64), "model.safetensors"),
+    (lambda f: (f / "config.json").write_text("{not json"), "has an unreadable config.json"),
+    (lambda f: (f / "tokenizer.json").unlink(), "has no tokenizer.json"),
+])
+def test_a_damaged_cache_is_named_precisely(tmp_path, damage, reason):
+    folder = complete(tmp_path / "smollm2-135m-instruct")
+    assert cache_problem(folder) is None
+    damage(folder)
+    assert reason in cache_problem(folder)
+
+
+def test_a_broken_cache_is_replaced_not_renamed_onto(tmp_path):
+    target = complete(tmp_path / "smollm2-135m-instruct")
+    (target / "model.safetensors").unlink()  # the state that failed with ENOTEMPTY forever
+    staging = complete(tmp_path / ".staging")
+    install_cache(staging, target)
+    assert cache_problem(target) is None and not staging.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["smollm2-135m-instruct"]
+
+
+def test_a_good_cache_installed_by_another_process_is_kept(tmp_path):
+    target = complete(tmp_path / "smollm2-135m-instruct")
+    before = (target / "model.safetensors").read_bytes()
+    staging = complete(tmp_path / ".staging")
+    (staging / "config.json").write_text(json.dumps({"other": True}))
+    install_cache(staging, target)
+    assert (target / "model.safetensors").read_bytes() == before
+    assert json.loads((target / "config.json").read_text()) == {"name": "config.json"}
+
+
+def test_embedded_model_dir_converts_again_and_says_where(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path))
+    target = complete(tmp_path / "models" / models.EMBEDDED)
+    truncate(target / "model.safetensors", 300)
+    calls = []
+
+    def convert(folder, gguf_name, destination):
+        calls.append(destination)
+        install_cache(complete(tmp_path / "models" / ".staging"), destination)
+
+    monkeypatch.setattr(models, "_convert_gguf", convert)
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: type("S", (), {
+        "submodule_search_locations": [str(_gguf_folder(tmp_path))]})())
+    assert models.embedded_model_dir() == target
+    assert calls == [target] and cache_problem(target) is None
+    err = capsys.readouterr().err
+    assert f"the model cache {target} has a truncated model.safetensors" in err and "converting" in err
+    assert err.count("\n") == 1
+    models.embedded_model_dir()  # repaired: no second conversion
+    assert calls == [target]
+
+
+def _gguf_folder(tmp_path):
+    folder = tmp_path / "wheel"
+    folder.mkdir(exist_ok=True)
+    (folder / "model.gguf").write_bytes(b"GGUF")
+    return folder
+
+
+def test_an_unwritable_cache_is_one_line_naming_it(tmp_path):
+    blocker = tmp_path / "models"
+    blocker.write_text("a file where the cache folder should be")
+    staging = complete(tmp_path / ".staging")
+    with pytest.raises(ModelLoadError, match="cannot write the model cache .*SPECATLAS_CACHE"):
+        install_cache(staging, blocker / models.EMBEDDED)
+
+
+def test_a_corrupted_local_config_is_reported_as_such_with_its_path(tmp_path):
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama", ')  # cut short
+    with pytest.raises(ModelLoadError) as caught:
+        models.load_model(str(folder), device=torch.device("cpu"), dtype=torch.float32)
+    message = str(caught.value)
+    assert str(folder) in message and "hub" not in message and "\n" not in message

@@ -1,0 +1,178 @@
+"""Crash-safe file writes, shared by every command that writes records, results, checkpoints,
+caches or the site.
+
+A write goes to a temp file in the same folder, is fsynced, then renamed over the target
+(`os.replace` is atomic on POSIX), so a kill at any point leaves either the old file or the new
+one, never a truncated mix. `create_exclusive` does the same but refuses to replace anything.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+
+class WriteError(Exception):
+    """A file or folder cannot be written; the message is one line naming the path."""
+
+
+def _temp_beside(path: Path) -> tuple[int, Path]:
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    return fd, Path(name)
+
+
+def _write_temp(path: Path, data: bytes) -> Path:
+    try:
+        fd, tmp = _temp_beside(path)
+    except OSError as exc:
+        raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a record or result is a normal file
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise
+    return tmp
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _sync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: str | bytes) -> None:
+    """Replace `path` with `data` (text is written as UTF-8) atomically."""
+    path = Path(path)
+    tmp = _write_temp(path, data.encode("utf-8") if isinstance(data, str) else data)
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from None
+    _sync_dir(path.parent)
+
+
+def create_exclusive(path: Path, data: str | bytes) -> bool:
+    """Write `path` atomically only if it does not exist yet; False (and nothing written) if it does.
+
+    The complete temp file is hard-linked to the target name: link() fails when the name is taken,
+    so two writers racing for one name cannot both win, and no one ever sees a partial file.
+    """
+    path = Path(path)
+    tmp = _write_temp(path, data.encode("utf-8") if isinstance(data, str) else data)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    _sync_dir(path.parent)
+    return True
+
+
+def create_unique(path: Path, data: str | bytes) -> Path:
+    """Write to `path`, or to `stem-2.suffix`, `stem-3.suffix`... if taken; never replaces a file."""
+    path = Path(path)
+    candidate, n = path, 1
+    while not create_exclusive(candidate, data):
+        n += 1
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+    return candidate
+
+
+def writable_dir(folder: Path, what: str = "folder") -> Path:
+    """Create `folder` if needed and prove it takes a file; raise WriteError saying why not.
+
+    Called before anything expensive (loading a model, building the site), so that an unwritable
+    output is reported in a second, not after an hour of measurement.
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not folder.is_dir():
+            raise WriteError(f"cannot write to {what} {folder}: it is not a folder")
+        fd, name = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+        os.close(fd)
+        os.unlink(name)
+    except FileExistsError:
+        raise WriteError(f"cannot write to {what} {folder}: it exists and is not a folder") from None
+    except OSError as exc:
+        raise WriteError(f"cannot write to {what} {folder}: {exc.strerror or exc}") from None
+    return folder
+
+
+def replace_dir(staging: Path, target: Path) -> None:
+    """Move a completely built folder `staging` to `target`, replacing what was there.
+
+    Two renames (old out of the way, new in): a kill between them leaves the old folder beside
+    the target under a hidden name, never a half-written target.
+    """
+    staging, target = Path(staging), Path(target)
+    old = None
+    if target.exists() or target.is_symlink():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
+        os.replace(target, old / target.name)
+    os.replace(staging, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+class ReadError(Exception):
+    """A file cannot be read as data; the message says why, without the path (callers add it)."""
+
+
+def read_limited(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file `path`, refusing anything else before reading it.
+
+    A symlink to /dev/zero or a FIFO would otherwise hang the reader or fill memory; opening with
+    O_NONBLOCK keeps even the open() of a FIFO from blocking.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise ReadError(f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a pipe" if stat.S_ISFIFO(info.st_mode) else "a device or socket"
+            raise ReadError(f"is {kind}, not a regular file")
+        if info.st_size > limit:
+            raise ReadError(f"is {info.st_size:,} bytes; at most {limit:,} are accepted")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise ReadError(f"is over {limit:,} bytes; at most {limit:,} are accepted")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ReadError(f"cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
