@@ -6,6 +6,7 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+import yaml
 
 from specatlas import cli
 from specatlas.catalog import metadata
@@ -191,10 +192,11 @@ def _new(argv, tmp_path, monkeypatch, fetch):
 def test_new_from_arxiv_writes_a_record_that_only_lacks_its_summary_and_tags(tmp_path, monkeypatch, capsys):
     assert _new(["--arxiv", "2401.10774"], tmp_path, monkeypatch, Replay(MEDUSA)) == 0
     path = tmp_path / "cai2024medusa.yaml"
-    text = path.read_text(encoding="utf-8")
-    assert "venue: ICML" in text and "arxiv: '2401.10774'" in text
-    assert "url: https://proceedings.mlr.press/v235/cai24b.html" in text and 'pdf: "https://arxiv.org/pdf/2401.10774"' in text
-    assert 'code: ["https://github.com/FasterDecoding/Medusa"]' in text and 'found_via: "specatlas new: arXiv API' in text
+    record = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert record["venue"] == "ICML" and record["arxiv"] == "2401.10774"
+    assert record["url"] == "https://proceedings.mlr.press/v235/cai24b.html"
+    assert record["pdf"] == "https://arxiv.org/pdf/2401.10774"
+    assert record["code"] == ["https://github.com/FasterDecoding/Medusa"] and record["found_via"].startswith("specatlas new: arXiv API")
     assert "abstract (read it" in capsys.readouterr().err
     _, problems = read_record(path)
     assert [p.field for p in problems] == ["summary"] and "TODO" in problems[0].message
