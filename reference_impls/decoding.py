@@ -118,7 +118,7 @@ class Session:
         elif self.hidden_layers:  # nothing before the pending token: zero rows
             size = getattr(getattr(target, "config", None), "hidden_size", 0)
             hidden = {layer: torch.zeros(0, size, dtype=target.dtype, device=target.device) for layer in self.hidden_layers}
-        self.prefill = Prefill(tuple(prompt), hidden)
+        self.prefill = Prefill(tuple(prompt), hidden, self)
 
     def step(self, draft: Draft) -> Verified:
         """One verification forward over [pending] + draft, acceptance, KV rollback, commit."""

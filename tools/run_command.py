@@ -40,6 +40,7 @@ def execute(args: argparse.Namespace) -> int:
     if problem:
         return _fail(problem)
 
+    from specatlas.impls.decoding import ContextError
     from specatlas.impls.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
     from specatlas.impls.sampling import Randomness, Sampling
 
@@ -64,8 +65,11 @@ def execute(args: argparse.Namespace) -> int:
     stream = None if args.json else TextStream(target.tokenizer)
     if stream:
         print(header, file=sys.stderr)
-    output = decoder.generate(prompt, args.max_new_tokens, sampling, Randomness(args.seed),
-                              stop=eos_ids(target.model, target.tokenizer), on_tokens=stream and stream.add)
+    try:
+        output = decoder.generate(prompt, args.max_new_tokens, sampling, Randomness(args.seed),
+                                  stop=eos_ids(target.model, target.tokenizer), on_tokens=stream and stream.add)
+    except ContextError as exc:  # raised before any compute
+        return _fail(str(exc))
     stats = output.stats
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     if args.json:

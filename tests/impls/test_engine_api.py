@@ -103,3 +103,41 @@ def test_verified_committed_is_a_snapshot():
 
     SpeculativeDecoder(target, Keeper(), draft_length=FixedLength(1)).generate(PROMPT, 3)
     assert [len(step.committed) for step in Keeper.steps] == [4, 5, 6]
+
+
+def test_a_prompt_longer_than_the_context_is_refused_before_any_compute():
+    from specatlas.impls.decoding import ContextError, Session
+
+    from .toy import tiny_llama
+
+    model = tiny_llama(seed=1)  # 128 positions
+    calls = []
+    model.register_forward_pre_hook(lambda module, args: calls.append(1))
+    with pytest.raises(ContextError, match="the prompt has 128 tokens; the model's context holds 128"):
+        SpeculativeDecoder(model).generate([1] * 128, 4)
+    assert not calls
+    output = SpeculativeDecoder(model).generate([1] * 120, 50)  # the output stops at the context's end
+    assert len(output.tokens) == 8
+    with pytest.raises(ContextError):
+        Session(model, [])
+
+
+def test_a_zero_residual_does_not_give_nan():
+    """p == q up to rounding: p - q <= 0 everywhere. A rejection there (probability ~0, forced
+    here) must still draw a real token, not divide 0 by 0."""
+    from specatlas.impls.sampling import Randomness
+    from specatlas.impls.verification import RejectionSampling
+
+    class AlwaysReject(Randomness):
+        def bernoulli(self, p, *key):
+            return False
+
+        def categorical(self, probs, *key):
+            assert torch.isfinite(probs).all() and abs(float(probs.sum()) - 1) < 1e-9, probs
+            return super().categorical(probs, *key)
+
+    logits = torch.tensor([[0.3, 1.2, -0.5], [0.1, 0.2, 0.3]], dtype=torch.float64)
+    q = Sampling(1.0).probs(logits[0]) * (1 + 1e-12)  # a hair above p everywhere
+    draft = Draft.chain([1], q=q[None])
+    accepted, token = RejectionSampling().verify(draft, logits, Sampling(1.0), AlwaysReject(0), 5)
+    assert accepted == [] and token in (0, 1, 2)
