@@ -141,3 +141,43 @@ def test_a_zero_residual_does_not_give_nan():
     draft = Draft.chain([1], q=q[None])
     accepted, token = RejectionSampling().verify(draft, logits, Sampling(1.0), AlwaysReject(0), 5)
     assert accepted == [] and token in (0, 1, 2)
+
+
+def test_an_inner_decoder_drafts_for_an_outer_one_without_prefilling_twice():
+    """Staged speculation: prompt lookup speeds up a draft model that drafts for the target."""
+    from specatlas.impls.decoding import InnerDecoder
+    from specatlas.impls.drafting import PromptLookup
+
+    from .toy import tiny_llama
+
+    target, small = tiny_llama(seed=1), tiny_llama(seed=1, layers=1)
+    widths = []
+    small.register_forward_pre_hook(lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape[1]),
+                                    with_kwargs=True)
+    baseline = SpeculativeDecoder(target)
+    inner = SpeculativeDecoder(small, PromptLookup(), draft_length=FixedLength(2))
+    outer = SpeculativeDecoder(target, InnerDecoder(inner), draft_length=FixedLength(3))
+    for prompt in ([1], [3, 3, 0], [2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2]):
+        widths.clear()
+        output = outer.generate(prompt, 16)
+        assert output.tokens == baseline.generate(prompt, 16).tokens
+        assert sum(output.stats.drafted_at) > 0
+        assert sum(width >= 8 for width in widths) == (len(prompt) > 8)  # the prompt is prefilled once
+
+
+@pytest.mark.parametrize("sampling", [Sampling(1.0), Sampling(0.7, top_k=2)], ids=str)
+def test_an_inner_decoder_is_lossless_under_sampling(sampling):
+    from specatlas.impls.decoding import InnerDecoder
+    from specatlas.impls.drafting import PromptLookup
+
+    target, length = ToyLM(seed=1), 3
+
+    def run(rng):
+        inner = SpeculativeDecoder(ToyLM(seed=2, sharpness=1.5), PromptLookup(), draft_length=FixedLength(1))
+        decoder = SpeculativeDecoder(target, InnerDecoder(inner), draft_length=FixedLength(2))
+        return tuple(decoder.generate(PROMPT, length, sampling, rng).tokens)
+
+    got = enumerate_outputs(run)
+    want = sequence_distribution(target, PROMPT, length, sampling)
+    worst = max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
+    assert abs(sum(got.values()) - 1) < 1e-9 and worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"
