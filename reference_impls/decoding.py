@@ -79,7 +79,7 @@ class Output:
     stats: Stats
 
 
-class ContextError(ValueError):
+class ContextError(kv.Unsupported):
     """The prompt does not fit the model's context; the message is one line for the user."""
 
 

@@ -43,7 +43,7 @@ def execute(args: argparse.Namespace) -> int:
     if problem:
         return _fail(problem)
 
-    from specatlas.impls.decoding import ContextError
+    from specatlas.impls.kv import Unsupported
     from specatlas.impls.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
     from specatlas.impls.sampling import Randomness, Sampling
 
@@ -76,7 +76,7 @@ def execute(args: argparse.Namespace) -> int:
     try:
         output = decoder.generate(prompt, args.max_new_tokens, sampling, Randomness(args.seed),
                                   stop=eos_ids(target.model, target.tokenizer), on_tokens=stream and stream.add)
-    except ContextError as exc:  # raised before any compute
+    except Unsupported as exc:  # a prompt longer than the context (before any compute), a tree on sliding windows
         return _fail(str(exc))
     stats = output.stats
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
