@@ -15,15 +15,26 @@ from functools import lru_cache
 import torch
 
 
+class Unsupported(ValueError):
+    """What this model cannot run (e.g. a tree draft on sliding-window layers); one line for the user."""
+
+
 @lru_cache(maxsize=None)
 def _cache_argument(model_type: type) -> str:
     return "cache" if "cache" in inspect.signature(model_type.forward).parameters else "past_key_values"
 
 
 def new_cache(model):
+    """A cache for `model`. Sliding-window layers (Mistral, Gemma-2/3, Phi-3 configs) normally
+    drop rows that fall out of the window as soon as a forward appends new ones; recording the
+    past keeps them until `keep_rows` has rolled a verification back."""
     from transformers import DynamicCache
 
-    return DynamicCache(config=model.config)
+    cache = DynamicCache(config=model.config)
+    for layer in cache.layers:
+        if getattr(layer, "is_sliding", False):
+            layer.activate_past_recording()
+    return cache
 
 
 def cache_length(cache) -> int:
@@ -39,13 +50,21 @@ def keep_rows(cache, prefix: int, rows: list[int]) -> None:
     for layer in cache.layers:
         if not hasattr(layer, "keys") or layer.keys is None:
             continue
+        # A sliding-window layer stores only its latest rows: position `first` is its row 0.
+        first = layer.get_seq_length() - layer.keys.shape[-2]
+        kept = prefix - first
         if contiguous:
-            layer.keys = layer.keys[..., : prefix + len(rows), :]
-            layer.values = layer.values[..., : prefix + len(rows), :]
+            layer.keys = layer.keys[..., : kept + len(rows), :]
+            layer.values = layer.values[..., : kept + len(rows), :]
         else:
-            index = torch.tensor(rows, device=layer.keys.device) + prefix
-            layer.keys = torch.cat([layer.keys[..., :prefix, :], layer.keys.index_select(-2, index)], dim=-2)
-            layer.values = torch.cat([layer.values[..., :prefix, :], layer.values.index_select(-2, index)], dim=-2)
+            index = torch.tensor(rows, device=layer.keys.device) + kept
+            layer.keys = torch.cat([layer.keys[..., :kept, :], layer.keys.index_select(-2, index)], dim=-2)
+            layer.values = torch.cat([layer.values[..., :kept, :], layer.values.index_select(-2, index)], dim=-2)
+        if getattr(layer, "is_sliding", False):
+            # Its length is a counter, not the stored rows: set it, then drop what left the window.
+            layer.cumulative_length = prefix + len(rows)
+            layer.keys = layer.keys[..., -(layer.sliding_window - 1) :, :]
+            layer.values = layer.values[..., -(layer.sliding_window - 1) :, :]
 
 
 def truncate(cache, length: int) -> None:
@@ -83,30 +102,36 @@ def tree_mask(parents: list[int], new: int, prefix: int, dtype: torch.dtype, dev
 
 @dataclass
 class ForwardOutput:
-    logits: torch.Tensor  # [new, vocab]
-    hidden_states: torch.Tensor | None  # [new, hidden] from the last layer, when asked for
+    logits: torch.Tensor  # [new, vocab] (the last row only with `last_only`)
+    hidden_states: dict[int, torch.Tensor]  # layer -> [new, hidden], for the layers asked for
 
 
-def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, want_hidden: bool = False,
+def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, hidden_layers=(),
             last_only: bool = False) -> ForwardOutput:
     """Run `input_ids` after the cached positions and append them to the cache.
 
     `tree`: parents of the rows after the fully visible prefix (the last len(input_ids) of them
     are new, earlier ones are already cached), -1 for rows attached to the prefix. None means a
-    plain causal chain. Positions follow depth in the tree. `last_only`: logits of the last row
-    only (a prefill's vocabulary projection of every prompt token costs as much as the layers).
+    plain causal chain. Positions follow depth in the tree. `hidden_layers`: indices into
+    transformers' `hidden_states` (0: embeddings, l: output of decoder layer l, the last one
+    normed), asked for by index so only those are kept. `last_only`: logits of the last row only
+    (a prefill's vocabulary projection of every prompt token costs as much as the layers).
     """
     device = model.device
     past = cache_length(cache)
     kwargs = {_cache_argument(type(model)): cache, "use_cache": True}
     ids = torch.tensor([input_ids], device=device)
     if tree is not None and not (is_chain(tree) and len(tree) == len(input_ids)):
+        if any(getattr(layer, "is_sliding", False) for layer in cache.layers):
+            raise Unsupported("token-tree drafts need full attention in every layer; this model has sliding-window "
+                             "layers (use a method with chain drafts, e.g. prompt lookup)")
         prefix = past + len(input_ids) - len(tree)
         node_depth = depths(tree)[len(tree) - len(input_ids) :]
         kwargs["position_ids"] = torch.tensor([[prefix - 1 + d for d in node_depth]], device=device)
         kwargs["attention_mask"] = tree_mask(tree, len(input_ids), prefix, model.dtype, device)
     if last_only:
         kwargs["logits_to_keep"] = 1
-    out = model(input_ids=ids, output_hidden_states=want_hidden, **kwargs)
-    hidden = out.hidden_states[-1][0] if want_hidden else None
+    layers = sorted(set(hidden_layers))
+    out = model(input_ids=ids, output_hidden_states=layers or False, **kwargs)
+    hidden = {layer: out.hidden_states[layer][0] for layer in layers}
     return ForwardOutput(out.logits[0][-1:] if last_only else out.logits[0], hidden)

@@ -23,6 +23,7 @@ from specatlas.paths import papers_dir
 MAX_TEMPERATURE = 100.0  # logits / 100 is already all but uniform
 MAX_NEW_TOKENS = 1_000_000
 MAX_DRAFT_LENGTH = 1024
+MAX_TOP_K = 1_000_000  # beyond any vocabulary
 MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a 64-bit integer
 MAX_PROMPT_BYTES = 16 * 1024 * 1024
 
@@ -36,12 +37,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--temperature", type=float, default=0.0, help="0 (default) decodes greedily")
     parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int, default=0, help="0 (default): no top-k cut")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", help="local HF folder or hub id (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--draft-model", help="drafter for methods with a draft model (default: a shallow slice of the target)")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps")
     parser.add_argument("--dtype", default="auto", help="auto, float32, float16 or bfloat16")
-    parser.add_argument("--draft-length", default="auto", help="'auto' (cost-aware) or a fixed number of draft tokens")
+    parser.add_argument("--draft-length", default="paper",
+                        help="'paper' (default: the paper's draft length, tree and window), 'auto' (the cost-aware "
+                             "policy, structures sized for the device) or a fixed number of draft tokens")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
 
 
@@ -58,10 +62,13 @@ def execute(args: argparse.Namespace) -> int:
     if problem:
         return _fail(problem)
 
+    from specatlas.impls.decoding import room_after
+    from specatlas.impls.kv import Unsupported
+    from specatlas.impls.methods import policy_label
     from specatlas.impls.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
     from specatlas.impls.sampling import Randomness, Sampling
 
-    sampling = Sampling(args.temperature, args.top_p)
+    sampling = Sampling(args.temperature, args.top_p, args.top_k)
     try:
         device = pick_device(args.device)
         dtype = pick_dtype(args.dtype, device)
@@ -74,25 +81,36 @@ def execute(args: argparse.Namespace) -> int:
         return _fail(str(exc), status=1)
 
     drafter = decoder.drafter.describe() if decoder.drafter else "none"
+    policy = policy_label(args.draft_length)
+    settings = spec.paper_settings if policy == "paper" and spec.paper_settings else ""
     header = (f"{spec.id} ({spec.name}) | target {target.name} on {device.type} {str(dtype).removeprefix('torch.')} "
-              f"| drafter: {drafter} | {decoder.draft_length.describe() if decoder.drafter else 'no drafting'}")
+              f"| drafter: {drafter} | {decoder.draft_length.describe() if decoder.drafter else 'no drafting'}"
+              + (f" | paper settings: {settings}" if settings else "") + f" | {sampling.describe()}")
     if args.draft_model and not spec.uses_draft_model:
         header += f" | --draft-model ignored: {spec.id} uses none"
     prompt = encode_chat(target.tokenizer, prompt_text)
-    context = getattr(target.model.config, "max_position_embeddings", None)
-    if context and len(prompt) + args.max_new_tokens > context:
+    try:  # before the header, so that the error is the only line
+        room = room_after(target.model, prompt)
+    except Unsupported as exc:
+        return _fail(str(exc))
+    if room is not None and args.max_new_tokens > room:
         return _fail(f"the prompt is {len(prompt)} tokens and --max-new-tokens is {args.max_new_tokens}: together "
-                     f"more than the {context}-token context of {target.name}; shorten the prompt or lower --max-new-tokens")
+                     f"more than the {len(prompt) + room}-token context of {target.name}; shorten the prompt or lower --max-new-tokens")
     stream = None if args.json else TextStream(target.tokenizer)
     if stream:
         print(header, file=sys.stderr)
-    output = decoder.generate(prompt, args.max_new_tokens, sampling, Randomness(args.seed),
-                              stop=eos_ids(target.model, target.tokenizer), on_tokens=stream and stream.add)
+    try:
+        output = decoder.generate(prompt, args.max_new_tokens, sampling, Randomness(args.seed),
+                                  stop=eos_ids(target.model, target.tokenizer), on_tokens=stream and stream.add)
+    except Unsupported as exc:  # e.g. a tree draft on sliding-window layers
+        return _fail(str(exc))
     stats = output.stats
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     if args.json:
         text = target.tokenizer.decode(output.tokens, skip_special_tokens=True)
         print(json.dumps({"method": spec.id, "model": target.name, "drafter": drafter, "device": device.type,
+                          "policy": policy, "draft_length": decoder.draft_length.describe() if decoder.drafter else None,
+                          "paper_settings": settings or None, "sampling": sampling.describe(), "seed": args.seed,
                           "text": text, "tokens": output.tokens, "peak_rss_mb": round(peak_mb), **stats.as_dict()}))
     else:
         stream.finish()
@@ -122,11 +140,11 @@ class TextStream:
 
 def _check_numbers(args) -> str | None:
     return number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
-                          seed=args.seed, draft_length=args.draft_length)
+                          top_k=args.top_k, seed=args.seed, draft_length=args.draft_length)
 
 
 def number_problem(max_new_tokens: int, temperature: float, seed: int, draft_length: str,
-                   top_p: float = 1.0) -> str | None:
+                   top_p: float = 1.0, top_k: int = 0, policies: tuple[str, ...] = ("paper", "auto")) -> str | None:
     """The first out-of-range decoding setting, as a message; None when all are usable.
     Shared by `specatlas run` and `specatlas bench`."""
     if not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
@@ -137,8 +155,11 @@ def number_problem(max_new_tokens: int, temperature: float, seed: int, draft_len
         return f"--top-p must be in (0, 1], got {top_p}"
     if not 0 <= seed <= MAX_SEED:
         return f"--seed must be in 0..2**63-1, got {seed}"
-    if draft_length != "auto" and not (re.fullmatch(r"[0-9]{1,4}", draft_length) and 1 <= int(draft_length) <= MAX_DRAFT_LENGTH):
-        return f"--draft-length must be 'auto' or a positive integer (at most {MAX_DRAFT_LENGTH}), got {draft_length[:40]!r}"
+    if not 0 <= top_k <= MAX_TOP_K:
+        return f"--top-k must be in 0..{MAX_TOP_K:,} (0: no limit), got {top_k}"
+    if draft_length not in policies and not (re.fullmatch(r"[0-9]{1,4}", draft_length) and 1 <= int(draft_length) <= MAX_DRAFT_LENGTH):
+        names = ", ".join(f"'{p}'" for p in policies)
+        return f"--draft-length must be {names} or a positive integer (at most {MAX_DRAFT_LENGTH}), got {draft_length[:40]!r}"
     return None
 
 
