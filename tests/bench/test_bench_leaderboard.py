@@ -184,3 +184,11 @@ def test_site_page_embeds_the_leaderboard_and_markdown_keeps_tables_and_charts(t
     # ranked, by subtask, time, and each run's numbers (in the details block)
     assert html.count("<table>") == 4 and html.count("<svg") == 2 and "<p><figure" not in html
     assert "<details>" in html and "<summary>" in html
+
+
+def test_rows_under_another_policy_share_the_papers_id():
+    from specatlas.bench.leaderboard import method_paper_id
+
+    assert method_paper_id("saxena2023prompt@cost-aware") == "saxena2023prompt"
+    assert method_paper_id("saxena2023prompt@fixed-4") == "saxena2023prompt"
+    assert method_paper_id("hf-prompt-lookup") == "hf-prompt-lookup"

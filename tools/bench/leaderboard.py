@@ -165,7 +165,7 @@ def render_markdown(results_dir: Path, link: Linker | None = None, papers: dict[
     `load_all` returned) save a caller that has them from reading them again."""
     runs, failed = loaded or load_all(Path(results_dir))
     link = link or _record_linker(Path(results_dir).parent)
-    measured_ids = sorted({m.id for run, _ in runs for m in run.methods})
+    measured_ids = sorted({method_paper_id(m.id) for run, _ in runs for m in run.methods})
     return (_measured(runs, failed, link) + "\n\n"
             + reported_markdown(measured_ids, Path(results_dir).parent, link, papers))
 
@@ -260,7 +260,8 @@ def _lines(members: list[tuple[Run, str]]) -> list[Line]:
     for run, name in members:
         for method in run.methods:
             entry = Entry(run, name, method, run.summary.get(method.id))
-            lines.setdefault((method.id, entry.policy), Line(method.id, entry.policy, [])).entries.append(entry)
+            paper_id = method_paper_id(method.id)  # rows of one method under each policy share the paper's id
+            lines.setdefault((paper_id, entry.policy), Line(paper_id, entry.policy, [])).entries.append(entry)
     return list(lines.values())
 
 
@@ -351,9 +352,16 @@ def _runs_block(members: list[tuple[Run, str]], lines: list[Line]) -> str:
     return "\n".join(out)
 
 
+def method_paper_id(row_id: str) -> str:
+    """The paper id of a result row: `specatlas bench` suffixes rows run under a policy other than
+    the paper's settings (`saxena2023prompt@cost-aware`, `...@fixed-4`)."""
+    return row_id.partition("@")[0]
+
+
 def _method_cell(method, link: Linker) -> str:
-    url = link(method.id)
-    label = f"{md(method.name)} ({md(method.id)})"
+    paper_id = method_paper_id(method.id)
+    url = link(paper_id)
+    label = f"{md(method.name)} ({md(paper_id)})"
     return f"[{label}]({url})" if url else label
 
 
