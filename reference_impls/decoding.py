@@ -1,8 +1,11 @@
 """The one speculative loop every method runs: propose, verify, accept, commit.
 
-The target's cache always holds every committed token but the last ("pending") one, which opens
-the next verification forward: [pending, draft nodes...]. With no draft that forward is a plain
-decoding step, so the autoregressive baseline is this loop with no drafter.
+A `Session` is one generation's target state: its KV cache always holds every committed token
+but the last ("pending") one, which opens the next verification forward: [pending, draft
+nodes...]. `Session.step(draft)` runs that forward, the verifier, the KV rollback and the commit.
+With no draft the forward is a plain decoding step, so the autoregressive baseline is the loop
+with no drafter. The target forward is pluggable (`kv.forward`'s signature), so a layer view of
+the target or an inner session can take its place.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Callable
 import torch
 
 from specatlas.impls import kv
-from specatlas.impls.drafting import Draft, Drafter, Verified
+from specatlas.impls.drafting import Draft, Drafter, Prefill, Verified
 from specatlas.impls.draft_length import FixedLength
 from specatlas.impls.sampling import Randomness, Sampling
 from specatlas.impls.verification import GreedyMatch, RejectionSampling, Verifier
@@ -75,6 +78,60 @@ class Output:
     stats: Stats
 
 
+class ContextError(ValueError):
+    """The prompt does not fit the model's context; the message is one line for the user."""
+
+
+def context_limit(model) -> int | None:
+    """The longest text (in tokens) the model's positions cover, when its config says."""
+    return getattr(getattr(model, "config", None), "max_position_embeddings", None)
+
+
+class Session:
+    """One generation on the target: its KV cache and the committed tokens.
+
+    Built on a prompt, it prefills the target (every prompt token but the last, with the hidden
+    states in `hidden_layers`: `self.prefill`); then each `step(draft)` verifies a draft and
+    commits what the target keeps. `forward` has `kv.forward`'s signature.
+    """
+
+    def __init__(self, target, prompt: list[int], sampling: Sampling = Sampling(), rng: Randomness | None = None,
+                 verifier: Verifier | None = None, hidden_layers=(), forward: Callable = kv.forward):
+        limit = context_limit(target)
+        if not prompt:
+            raise ContextError("the prompt is empty")
+        if limit is not None and len(prompt) >= limit:
+            raise ContextError(f"the prompt has {len(prompt)} tokens; the model's context holds {limit} "
+                               "(prompt and output together)")
+        self.target, self.forward, self.sampling = target, forward, sampling
+        self.rng = rng or Randomness(0)
+        self.verifier = verifier or (GreedyMatch() if sampling.greedy else RejectionSampling())
+        self.hidden_layers = tuple(sorted(set(hidden_layers)))
+        self.tokens = list(prompt)
+        self.room = (limit - len(prompt)) if limit is not None else None  # tokens that still fit
+        self.cache = kv.new_cache(target)
+        self.forwards = 0
+        hidden = {}
+        if len(prompt) > 1:
+            out = forward(target, self.cache, self.tokens[:-1], hidden_layers=self.hidden_layers, last_only=True)
+            hidden, self.forwards = out.hidden_states, 1
+        elif self.hidden_layers:  # nothing before the pending token: zero rows
+            size = getattr(getattr(target, "config", None), "hidden_size", 0)
+            hidden = {layer: torch.zeros(0, size, dtype=target.dtype, device=target.device) for layer in self.hidden_layers}
+        self.prefill = Prefill(tuple(prompt), hidden)
+
+    def step(self, draft: Draft) -> Verified:
+        """One verification forward over [pending] + draft, acceptance, KV rollback, commit."""
+        pending, opened = len(self.tokens) - 1, self.tokens[-1]
+        tree = [-1] + [parent + 1 for parent in draft.parents]  # row 0 is the pending token
+        out = self.forward(self.target, self.cache, [opened] + draft.tokens, tree=tree, hidden_layers=self.hidden_layers)
+        accepted, next_token = self.verifier.verify(draft, out.logits, self.sampling, self.rng, len(self.tokens))
+        kv.keep_rows(self.cache, pending, [0] + [node + 1 for node in accepted])
+        self.tokens += [draft.tokens[node] for node in accepted] + [next_token]
+        self.forwards += 1
+        return Verified(draft, out.logits, out.hidden_states, accepted, tuple(self.tokens), opened)
+
+
 @dataclass
 class SpeculativeDecoder:
     target: torch.nn.Module
@@ -82,51 +139,44 @@ class SpeculativeDecoder:
     greedy_verifier: Verifier = field(default_factory=GreedyMatch)
     sampling_verifier: Verifier = field(default_factory=RejectionSampling)
     draft_length: object = field(default_factory=lambda: FixedLength(0))
+    forward: Callable = kv.forward  # the target forward (kv.forward's signature)
 
     @torch.inference_mode()
     def generate(self, prompt: list[int], max_new_tokens: int, sampling: Sampling = Sampling(),
                  rng: Randomness | None = None, stop: set[int] = frozenset(),
                  on_tokens: Callable[[list[int]], None] | None = None) -> Output:
-        rng = rng or Randomness(0)
+        stats, started = Stats(), time.perf_counter()
         verifier = self.greedy_verifier if sampling.greedy else self.sampling_verifier
-        want_hidden = bool(self.drafter and self.drafter.needs_hidden_states)
-        stats, tokens, started = Stats(), list(prompt), time.perf_counter()
-        cache = kv.new_cache(self.target)
-        if len(prompt) > 1:
-            kv.forward(self.target, cache, prompt[:-1], last_only=True)
-            stats.target_forwards += 1
+        layers = self.drafter.hidden_layers if self.drafter else ()
+        session = Session(self.target, prompt, sampling, rng, verifier, layers, self.forward)
+        if self.drafter:
+            self.drafter.start(list(prompt), session.prefill)
         stats.prefill_seconds = time.perf_counter() - started
+        limit = max_new_tokens if session.room is None else min(max_new_tokens, session.room)
 
-        while stats.new_tokens < max_new_tokens:
+        while stats.new_tokens < limit:
             begin = time.perf_counter()
-            depth = min(self.draft_length.choose(), max_new_tokens - stats.new_tokens - 1) if self.drafter else 0
-            draft = self.draft_length.trim(self.drafter.propose(tokens, depth, sampling, rng)) if depth > 0 else Draft()
+            depth = min(self.draft_length.choose(), limit - stats.new_tokens - 1) if self.drafter else 0
+            draft = self.draft_length.trim(self.drafter.propose(session.tokens, depth, sampling, session.rng)) if depth > 0 else Draft()
             drafted = time.perf_counter()
-
-            pending, opened = len(tokens) - 1, tokens[-1]
-            tree = [-1] + [parent + 1 for parent in draft.parents]  # row 0 is the pending token
-            out = kv.forward(self.target, cache, [opened] + draft.tokens, tree=tree, want_hidden=want_hidden)
-            accepted, next_token = verifier.verify(draft, out.logits, sampling, rng)
-            kv.keep_rows(cache, pending, [0] + [node + 1 for node in accepted])
-            new = [draft.tokens[node] for node in accepted] + [next_token]
+            step = session.step(draft)
             verified = time.perf_counter()
 
-            stats.target_forwards += 1
             stats.draft_seconds += drafted - begin
             stats.verify_seconds += verified - drafted
-            stats.record(draft, accepted)
-            self.draft_length.record(draft, len(accepted), drafted - begin, verified - drafted, len(tree))
-            new = new[: max_new_tokens - stats.new_tokens]
+            stats.record(draft, step.accepted)
+            self.draft_length.record(draft, len(step.accepted), drafted - begin, verified - drafted, 1 + len(draft.tokens))
+            new = list(step.committed[len(prompt) + stats.new_tokens :])[: limit - stats.new_tokens]
             done = next((i for i, token in enumerate(new) if token in stop), None)
             if done is not None:
                 new = new[: done + 1]
-            tokens += new
             stats.new_tokens += len(new)
             if self.drafter:
-                self.drafter.observe(Verified(draft, out.logits, out.hidden_states, accepted, tokens, opened))
+                self.drafter.observe(step)
             if on_tokens:
                 on_tokens(new)
             if done is not None:
                 break
+        stats.target_forwards = session.forwards
         stats.wall_seconds = time.perf_counter() - started
-        return Output(tokens[len(prompt):], stats)
+        return Output(list(session.tokens[len(prompt) :][: stats.new_tokens]), stats)

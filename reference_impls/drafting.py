@@ -64,21 +64,42 @@ class Draft:
 
 
 @dataclass
+class Prefill:
+    """The target's prefill, as a drafter's `start` sees it."""
+
+    prompt: tuple[int, ...]  # the whole prompt
+    # layer -> [len(prompt) - 1, hidden]: the target's hidden states of prompt[:-1] (the last prompt
+    # token is the pending one that opens the first verification forward); {} when none were asked.
+    hidden_states: dict[int, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
 class Verified:
     """One verification step, as drafters may observe it."""
 
     draft: Draft
     logits: torch.Tensor  # target logits: row 0 after the last committed token, row 1+i after node i
-    hidden_states: torch.Tensor | None  # same rows, when the drafter asked for them
+    hidden_states: dict[int, torch.Tensor]  # layer -> [rows, hidden], same rows as logits; {} when none asked
     accepted: list[int]  # accepted node indices, root to leaf
-    committed: list[int]  # every token (prompt included) after this step
+    committed: tuple[int, ...]  # every token (prompt included) after this step: a snapshot, never the live list
     pending: int  # the token that opened the forward (row 0's input): the last one committed before it
 
 
 class Drafter:
-    """Interface. `propose` gets the committed tokens and a depth budget (>= 1)."""
+    """Interface. `start` once per generation after the target's prefill; then, each step,
+    `propose` (the committed tokens and a depth budget >= 1) and `observe` (the verification).
 
-    needs_hidden_states = False  # set by drafters that read target features (Medusa, EAGLE)
+    `hidden_layers`: the target hidden states the drafter reads, as indices into transformers'
+    `output.hidden_states` (0: the embeddings' output, l: the output of decoder layer l; for
+    Llama-family models the last index, num_hidden_layers, is the final *normed* state). The loop
+    asks the target for exactly the union of what its drafter asks; none costs nothing.
+    """
+
+    hidden_layers: tuple[int, ...] = ()
+
+    def start(self, prompt: list[int], prefill: Prefill) -> None:
+        """Called once per generation, after the prefill and before the first `propose`: where a
+        drafter resets what belongs to one text. Default: nothing to reset."""
 
     def propose(self, context: list[int], depth: int, sampling: Sampling, rng: Randomness) -> Draft:
         raise NotImplementedError
@@ -122,25 +143,29 @@ class ModelDrafter(Drafter):
         self.model, self.widths, self.label = model, widths, label
         self.cache = kv.new_cache(model)
         self.cached: list[int] = []  # the tokens whose keys/values the cache holds, in order
+        self.agreed = 0  # how many of them are known to be committed text
+
+    def start(self, prompt, prefill):
+        self.cache, self.cached, self.agreed = kv.new_cache(self.model), list(prompt[:-1]), len(prompt) - 1
+        if self.cached:
+            kv.forward(self.model, self.cache, self.cached, last_only=True)
 
     def propose(self, context, depth, sampling, rng):
-        # Reuse the cache up to the first token that differs from the committed text.
-        common = 0
-        for mine, theirs in zip(self.cached, context):
-            if mine != theirs:
-                break
+        # The cache holds the committed text plus the last draft: keep it up to the first rejected token.
+        common = self.agreed
+        while common < min(len(self.cached), len(context) - 1) and self.cached[common] == context[common]:
             common += 1
-        common = min(common, len(context) - 1)  # the last token must be fed to get fresh logits
         kv.truncate(self.cache, common)
         logits = kv.forward(self.model, self.cache, context[common:], last_only=True).logits
-        self.cached = list(context)
+        self.cached, self.agreed = list(context), len(context)
 
         draft, frontier = Draft(q=None if sampling.greedy else []), [-1]
         for level in range(depth):
             width = self.widths[level] if level < len(self.widths) else 1
             new_nodes = []
             for row, parent in enumerate(frontier):
-                for token, q in self._children(logits[row], width, sampling, rng):
+                key = (len(context) + level, "draft", row)  # the position drafted, and which parent
+                for token, q in self._children(logits[row], width, sampling, rng, key):
                     draft.tokens.append(token)
                     draft.parents.append(parent)
                     if q is not None:
@@ -160,13 +185,13 @@ class ModelDrafter(Drafter):
         return draft
 
     @staticmethod
-    def _children(logits, width, sampling, rng):
+    def _children(logits, width, sampling, rng, key):
         if sampling.greedy:
             return [(int(t), None) for t in logits.topk(width).indices]
         q = sampling.probs(logits)
         drawn: list[int] = []
-        for _ in range(min(width, int((q > 0).sum()))):
-            drawn.append(rng.categorical(without(q, drawn)))
+        for sibling in range(min(width, int((q > 0).sum()))):
+            drawn.append(rng.categorical(without(q, drawn), *key, sibling))
         return [(token, q) for token in drawn]
 
     def describe(self):

@@ -31,11 +31,11 @@ class Jacobi(Drafter):
     def __init__(self, window: int = 8):
         self.window = window
         self.guesses: list[int] = []
-        self.seen = -1  # committed length after the last observed step; a mismatch means a new text
+
+    def start(self, prompt, prefill):
+        self.guesses = (list(prompt) * self.window)[-self.window :]
 
     def propose(self, context, depth, sampling, rng):
-        if len(context) != self.seen:
-            self.guesses = (context * self.window)[-self.window :]
         return Draft.chain(self.guesses[:depth])
 
     def observe(self, step):
@@ -43,8 +43,7 @@ class Jacobi(Drafter):
         # iterate for the positions after the new pending token; guesses beyond the draft are kept.
         drafted, accepted = len(step.draft.tokens), len(step.accepted)
         guesses = step.logits[accepted + 1 : drafted + 1].argmax(-1).tolist() + self.guesses[drafted + 1 :]
-        self.guesses = pad(guesses or step.committed[-1:], self.window)
-        self.seen = len(step.committed)
+        self.guesses = pad(guesses or list(step.committed[-1:]), self.window)
 
     def describe(self):
         return f"Jacobi iteration over a window of {self.window} guesses"
@@ -77,11 +76,11 @@ class Lookahead(Drafter):
         self.window, self.ngram, self.guess_set = window, ngram, guess_set
         self.levels: list[list[int]] = []  # the 2D window, oldest level first
         self.pool: dict[int, list[tuple[int, ...]]] = defaultdict(list)  # key -> n-gram tails, oldest first
-        self.seen = -1  # committed length after the last observed step; a mismatch means a new text
+
+    def start(self, prompt, prefill):
+        self.levels, self.pool = [pad(list(prompt[-self.window :]), self.window)], defaultdict(list)
 
     def propose(self, context, depth, sampling, rng):
-        if len(context) != self.seen:
-            self.levels, self.pool = [pad(context[-self.window :], self.window)], defaultdict(list)
         draft, trie = Draft(), {}
         for tail in reversed(self.pool.get(context[-1], [])):  # most recent first
             parent = -1
@@ -101,7 +100,6 @@ class Lookahead(Drafter):
         return draft
 
     def observe(self, step):
-        self.seen = len(step.committed)
         if not step.draft.auxiliary:  # a plain decoding step: the window did not run
             return
         last_level = len(step.draft.tokens) - self.window  # node index of the last level's column 0

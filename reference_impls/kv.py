@@ -83,18 +83,20 @@ def tree_mask(parents: list[int], new: int, prefix: int, dtype: torch.dtype, dev
 
 @dataclass
 class ForwardOutput:
-    logits: torch.Tensor  # [new, vocab]
-    hidden_states: torch.Tensor | None  # [new, hidden] from the last layer, when asked for
+    logits: torch.Tensor  # [new, vocab] (the last row only with `last_only`)
+    hidden_states: dict[int, torch.Tensor]  # layer -> [new, hidden], for the layers asked for
 
 
-def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, want_hidden: bool = False,
+def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, hidden_layers=(),
             last_only: bool = False) -> ForwardOutput:
     """Run `input_ids` after the cached positions and append them to the cache.
 
     `tree`: parents of the rows after the fully visible prefix (the last len(input_ids) of them
     are new, earlier ones are already cached), -1 for rows attached to the prefix. None means a
-    plain causal chain. Positions follow depth in the tree. `last_only`: logits of the last row
-    only (a prefill's vocabulary projection of every prompt token costs as much as the layers).
+    plain causal chain. Positions follow depth in the tree. `hidden_layers`: indices into
+    transformers' `hidden_states` (0: embeddings, l: output of decoder layer l, the last one
+    normed), asked for by index so only those are kept. `last_only`: logits of the last row only
+    (a prefill's vocabulary projection of every prompt token costs as much as the layers).
     """
     device = model.device
     past = cache_length(cache)
@@ -107,6 +109,7 @@ def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, w
         kwargs["attention_mask"] = tree_mask(tree, len(input_ids), prefix, model.dtype, device)
     if last_only:
         kwargs["logits_to_keep"] = 1
-    out = model(input_ids=ids, output_hidden_states=want_hidden, **kwargs)
-    hidden = out.hidden_states[-1][0] if want_hidden else None
+    layers = sorted(set(hidden_layers))
+    out = model(input_ids=ids, output_hidden_states=layers or False, **kwargs)
+    hidden = {layer: out.hidden_states[layer][0] for layer in layers}
     return ForwardOutput(out.logits[0][-1:] if last_only else out.logits[0], hidden)

@@ -108,11 +108,6 @@ def match_key(length: int) -> int:
     return min(length, 8)
 
 
-def _continues(seen: list[int] | None, context: list[int]) -> bool:
-    """Whether `context` extends what a drafter saw last; if not, a new generation has begun."""
-    return seen is not None and len(context) >= len(seen) and context[: len(seen)] == seen
-
-
 class ReferenceCopy(Drafter):
     """LLMA (Yang et al. 2023, "Inference with Reference"): when the latest n generated tokens occur
     in the reference documents, copy the k reference tokens that follow them.
@@ -130,7 +125,6 @@ class ReferenceCopy(Drafter):
         self.first: dict[tuple[int, ...], int] = {}
         if reference is not None:
             self._index(reference)
-        self.seen: list[int] | None = None
 
     def _index(self, reference: list[int]) -> None:
         """Start position of the first occurrence of every n-gram, n = trigger..longest."""
@@ -139,10 +133,11 @@ class ReferenceCopy(Drafter):
             for start in range(len(reference) - n + 1):
                 self.first.setdefault(tuple(reference[start : start + n]), start)
 
+    def start(self, prompt, prefill):
+        if not self.fixed:
+            self._index(prompt)
+
     def propose(self, context, depth, sampling, rng):
-        if not self.fixed and not _continues(self.seen, context):
-            self._index(context)  # a new generation: its prompt is the reference
-        self.seen = list(context)
         for n in range(min(self.longest, len(context)), self.trigger - 1, -1):
             start = self.first.get(tuple(context[-n:]))
             if start is not None:
@@ -300,9 +295,16 @@ class SuffixAutomatonDraft(Drafter):
         self.auxiliary, self.threshold = auxiliary, threshold
         self.automaton = SuffixAutomaton()
 
+    @property
+    def hidden_layers(self):
+        return self.auxiliary.hidden_layers if self.auxiliary is not None else ()
+
+    def start(self, prompt, prefill):
+        self.automaton = SuffixAutomaton()
+        if self.auxiliary is not None:
+            self.auxiliary.start(prompt, prefill)
+
     def propose(self, context, depth, sampling, rng):
-        if not _continues(self.automaton.text, context):
-            self.automaton = SuffixAutomaton()  # a new generation
         for token in context[len(self.automaton.text) :]:
             self.automaton.extend(token)
         matched = self.automaton.matched

@@ -1,11 +1,14 @@
 """Turning logits into the distribution a token is drawn from, and the source of all randomness.
 
 The same `Sampling` is applied to target and drafter logits, which is what makes rejection
-sampling lossless for the *tempered, nucleus-truncated* target distribution.
+sampling lossless for the *tempered, truncated* target distribution. Temperature, top-k and
+top-p follow transformers' logits warpers, in the order `generate` applies them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from dataclasses import dataclass
 
 import torch
@@ -15,12 +18,15 @@ import torch
 class Sampling:
     temperature: float = 0.0  # 0 means greedy: the distribution is a point mass on the argmax
     top_p: float = 1.0
+    top_k: int = 0  # 0: no top-k cut
 
     def __post_init__(self):
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top-p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top-k must be >= 0, got {self.top_k}")
 
     @property
     def greedy(self) -> bool:
@@ -32,32 +38,53 @@ class Sampling:
             logits = logits.float()
         if self.greedy:
             return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
-        probs = torch.softmax(logits / self.temperature, dim=-1)
+        scores = logits / self.temperature
+        if 0 < self.top_k < scores.shape[-1]:
+            # Every token tied with the k-th best stays, as in transformers' TopKLogitsWarper.
+            kth = scores.topk(self.top_k, dim=-1).values[..., -1:]
+            scores = scores.masked_fill(scores < kth, -torch.inf)
         if self.top_p < 1:
-            sorted_probs, order = probs.sort(dim=-1, descending=True)
-            # Keep the smallest head of the sorted list whose mass reaches top_p (always the top token).
-            outside = sorted_probs.cumsum(-1) - sorted_probs >= self.top_p
-            sorted_probs = sorted_probs.masked_fill(outside, 0)
-            probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
-            probs = probs / probs.sum(-1, keepdim=True)
-        return probs
+            # Drop the least likely tokens while the mass dropped stays <= 1 - top_p (the most likely
+            # token always stays): transformers' TopPLogitsWarper, computed the same way.
+            ascending, order = scores.sort(dim=-1, descending=False)
+            dropped = ascending.softmax(-1).cumsum(-1) <= 1 - self.top_p
+            dropped[..., -1] = False
+            scores = scores.masked_fill(dropped.scatter(-1, order, dropped), -torch.inf)
+        return scores.softmax(-1)
+
+    def describe(self) -> str:
+        if self.greedy:
+            return "greedy"
+        cuts = (f", top-k {self.top_k}" if self.top_k else "") + (f", top-p {self.top_p:g}" if self.top_p < 1 else "")
+        return f"temperature {self.temperature:g}{cuts}"
 
 
 class Randomness:
-    """Every random decision of a decoder goes through here, so tests can enumerate them exactly."""
+    """Every random decision of a decoder goes through here, keyed by what it decides.
+
+    A draw is a pure function of (seed, key), where the key names the absolute position in the
+    text and the purpose (e.g. `(57, "token")`: the target's token at position 57). So a decision
+    does not depend on how many draws came before it, which is what the timing-dependent draft
+    length would otherwise change. Tests subclass it to enumerate every branch exactly.
+    """
 
     def __init__(self, seed: int | None = None):
-        self.generator = torch.Generator()
-        if seed is None:
-            self.generator.seed()
-        else:
-            self.generator.manual_seed(seed)
+        self.seed = secrets.randbits(63) if seed is None else seed
 
-    def bernoulli(self, p: float) -> bool:
-        return p >= 1 or (p > 0 and torch.rand((), generator=self.generator).item() < p)
+    def uniform(self, *key) -> float:
+        """A uniform number in [0, 1) determined by (seed, key)."""
+        digest = hashlib.blake2b(repr((self.seed, *key)).encode(), digest_size=8).digest()
+        return (int.from_bytes(digest, "big") >> 11) / 2.0**53
 
-    def categorical(self, probs: torch.Tensor) -> int:
-        return int(torch.multinomial(probs.detach().float().cpu(), 1, generator=self.generator))
+    def bernoulli(self, p: float, *key) -> bool:
+        return p >= 1 or (p > 0 and self.uniform("bernoulli", *key) < p)
+
+    def categorical(self, probs: torch.Tensor, *key) -> int:
+        """Inverse-CDF draw: the token whose cumulative-probability interval holds u."""
+        cdf = probs.detach().double().cpu().cumsum(-1)
+        threshold = self.uniform("categorical", *key) * float(cdf[-1])
+        token = int(torch.searchsorted(cdf, torch.tensor([threshold], dtype=cdf.dtype), right=True))
+        return min(token, int(probs.nonzero()[-1]))  # rounding at the top end: the last possible token
 
 
 def without(probs: torch.Tensor, tokens: list[int]) -> torch.Tensor:

@@ -8,7 +8,7 @@ import torch
 from specatlas.impls import kv
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import FixedLength
-from specatlas.impls.drafting import Draft, Verified
+from specatlas.impls.drafting import Draft, Prefill, Verified
 from specatlas.impls.jacobi import Jacobi, Lookahead
 from specatlas.impls.recycling import PAPER_TREE, TokenRecycling, tree_nodes
 from specatlas.impls.sampling import Randomness, Sampling
@@ -21,11 +21,12 @@ GREEDY, RNG = Sampling(), Randomness(0)
 def verified(draft: Draft, argmax: list[int], accepted: list[int], committed: list[int], vocab: int = 100) -> Verified:
     """A verification step whose target argmax at row r is argmax[r]."""
     logits = torch.nn.functional.one_hot(torch.tensor(argmax), vocab).float()
-    return Verified(draft, logits, None, accepted, committed, committed[-len(accepted) - 2])
+    return Verified(draft, logits, {}, accepted, tuple(committed), committed[-len(accepted) - 2])
 
 
 def test_jacobi_next_guesses_are_the_outputs_after_the_accepted_prefix():
     jacobi = Jacobi(window=4)
+    jacobi.start([7, 8, 9], Prefill((7, 8, 9)))
     draft = jacobi.propose([7, 8, 9], 3, GREEDY, RNG)
     assert draft.tokens == [9, 7, 8] and kv.is_chain(draft.parents)  # started from the prompt
     # Guess 1 accepted (row 0 said 9) and row 1 commits 50; rows 2, 3 are the next iterate for
@@ -39,10 +40,15 @@ def test_jacobi_next_guesses_are_the_outputs_after_the_accepted_prefix():
     assert jacobi.propose([7, 8, 9, 9, 50, 60], 2, GREEDY, RNG).tokens == [61, 52]
 
 
-def test_jacobi_restarts_on_a_new_text():
+def test_jacobi_and_lookahead_restart_on_a_new_text():
     jacobi = Jacobi(window=3)
-    jacobi.guesses, jacobi.seen = [1, 1, 1], 10
+    jacobi.guesses = [1, 1, 1]
+    jacobi.start([4, 5], Prefill((4, 5)))
     assert jacobi.propose([4, 5], 3, GREEDY, RNG).tokens == [5, 4, 5]
+    lookahead = Lookahead(window=2, ngram=3, guess_set=2)
+    lookahead.levels, lookahead.pool[5] = [[1, 1], [2, 2]], [(3, 3)]
+    lookahead.start([4, 5], Prefill((4, 5)))
+    assert lookahead.levels == [[4, 5]] and not lookahead.pool
 
 
 def test_lookahead_branch_attends_to_level_zero_then_its_own_column():
@@ -50,7 +56,6 @@ def test_lookahead_branch_attends_to_level_zero_then_its_own_column():
     paper's Figure 2 mask), expressed as a tree: position j+1+l after the pending token."""
     window, levels = 3, 3
     lookahead = Lookahead(window, ngram=levels + 1, guess_set=2)
-    lookahead.seen = 3  # as if the window had run on this text
     lookahead.levels = [[10, 11, 12], [20, 21, 22], [30, 31, 32]]
     lookahead.pool[3] = [(40, 41, 42), (40, 43, 44)]
     draft = lookahead.propose([1, 2, 3], 2, GREEDY, RNG)
@@ -70,6 +75,7 @@ def test_lookahead_branch_attends_to_level_zero_then_its_own_column():
 def test_lookahead_window_fills_then_harvests_column_ngrams():
     lookahead = Lookahead(window=2, ngram=3, guess_set=2)
     context = [5, 6, 7]
+    lookahead.start(context, Prefill(tuple(context)))
     draft = lookahead.propose(context, 2, GREEDY, RNG)
     assert draft.tokens == [6, 7] and draft.auxiliary == 2 and not lookahead.pool  # warm-up: level 0 only
     lookahead.observe(verified(draft, [8, 20, 21], [], context + [8]))
@@ -94,9 +100,9 @@ def test_token_recycling_fills_its_template_from_the_table_and_recycles_every_ro
     assert recycling.propose([1, 2], 1, GREEDY, RNG).tokens == [10, 11]  # depth cuts the template
     draft = recycling.propose([1, 2], 2, GREEDY, RNG)
     logits = torch.tensor([[0, 0, 0, 9, 8], [0, 9, 8, 0, 0], [9, 0, 0, 0, 8], [0, 0, 9, 8, 0], [8, 0, 0, 0, 9]]).float()
-    recycling.observe(Verified(draft, logits, None, [0], [1, 2, 10, 1], 2))
+    recycling.observe(Verified(draft, logits, {}, [0], (1, 2, 10, 1), 2))
     assert recycling.table == {2: [3, 4], 10: [1, 2], 11: [0, 4], 12: [2, 3], 13: [4, 0]}
-    recycling.observe(Verified(Draft(), logits[:1], None, [], [1, 2, 10, 1, 3], 1))  # a plain step
+    recycling.observe(Verified(Draft(), logits[:1], {}, [], (1, 2, 10, 1, 3), 1))  # a plain step
     assert recycling.table[1] == [3, 4]
 
 

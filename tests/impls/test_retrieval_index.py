@@ -10,7 +10,7 @@ import torch
 from specatlas.datastore import INSTRUCTIONS, read_corpus
 from specatlas.impls.retrieval import (Datastore, ReferenceCopy, RetrievalTree, SuffixAutomaton,
                                        SuffixAutomatonDraft, suffix_array, trie_draft)
-from specatlas.impls.drafting import Verified
+from specatlas.impls.drafting import Prefill, Verified
 from specatlas.impls.recycling import TokenRecycling
 from specatlas.impls.sampling import Randomness, Sampling
 from specatlas.paths import shared_dir
@@ -89,18 +89,22 @@ def test_llma_copies_from_the_first_occurrence_of_the_longest_ngram():
 
 def test_llma_searches_only_the_prompt_not_the_generated_text():
     drafter, prompt = ReferenceCopy(), [1, 2, 3, 4]
+    drafter.start(prompt, Prefill(tuple(prompt)))
     assert drafter.propose(prompt, 2, GREEDY, RNG).tokens == []  # nothing follows [4] in the prompt
     assert drafter.propose(prompt + [7, 8, 2], 2, GREEDY, RNG).tokens == [3, 4]
     assert drafter.propose(prompt + [7, 8, 2, 3, 4, 7], 2, GREEDY, RNG).tokens == []  # 7 is not in the prompt
-    assert drafter.propose([7, 8, 9, 7], 2, GREEDY, RNG).tokens == [8, 9]  # a new generation, a new reference
+    drafter.start([7, 8, 9, 7], Prefill((7, 8, 9, 7)))  # a new generation, a new reference
+    assert drafter.propose([7, 8, 9, 7], 2, GREEDY, RNG).tokens == [8, 9]
 
 
 def test_sam_prefers_the_context_unless_the_datastore_match_is_longer_by_the_bias():
     store = Datastore([1, 2, 3, 4, 5, 6, 40, 41, 42])
     drafter = SuffixAutomatonDraft(store, bias=2)
     # In the context, [5, 6] occurred before (then 30); the datastore matches [3..6]: 4 - 2 > 2 is false.
+    drafter.start([5, 6, 30, 3, 4, 5, 6], Prefill((5, 6, 30, 3, 4, 5, 6)))
     assert drafter.propose([5, 6, 30, 3, 4, 5, 6], 2, GREEDY, RNG).tokens == [30, 3]
     # [2..6] matches 5 tokens in the datastore: 5 - 2 > 2, so the static draft wins.
+    drafter.start([5, 6, 30, 2, 3, 4, 5, 6], Prefill((5, 6, 30, 2, 3, 4, 5, 6)))
     assert drafter.propose([5, 6, 30, 2, 3, 4, 5, 6], 2, GREEDY, RNG).tokens == [40, 41]
 
 
@@ -108,16 +112,17 @@ def test_sam_hands_short_matches_to_its_auxiliary_drafter_which_learns_from_ever
     recycling = TokenRecycling(tree=((0,), (0, 0)), k=1)
     drafter = SuffixAutomatonDraft(None, auxiliary=recycling, threshold=3)
     context = [7, 8, 9, 1, 7, 8, 9]  # [7, 8, 9] occurred before: a 3-token match, the SAM draft
+    drafter.start(context, Prefill(tuple(context)))
     draft = drafter.propose(context, 2, GREEDY, RNG)
     assert draft.tokens == [1, 7] and draft.key == ("context", 3)
     # The step committed [1, 2]: the rows' argmax (the table's top-1) is recycled through SAM.
     logits = torch.nn.functional.one_hot(torch.tensor([1, 2, 5]), 10).float()
-    drafter.observe(Verified(draft, logits, None, [0], context + [1, 2], 9))
+    drafter.observe(Verified(draft, logits, {}, [0], tuple(context + [1, 2]), 9))
     assert recycling.table == {9: [1], 1: [2], 7: [5]}
     # [.., 1, 2]: 2 never occurred before, so no match: the auxiliary drafts.
     draft = drafter.propose(context + [1, 2], 2, GREEDY, RNG)
     assert draft.key == ("auxiliary", None) and draft.tokens == []  # 2 has no table row yet
-    drafter.observe(Verified(draft, logits[1:2], None, [], context + [1, 2, 7], 2))
+    drafter.observe(Verified(draft, logits[1:2], {}, [], tuple(context + [1, 2, 7]), 2))
     # [.., 2, 7]: only [7] matches (1 < 3 tokens): the recycled row of 7, then nothing after 5.
     assert drafter.propose(context + [1, 2, 7], 2, GREEDY, RNG).tokens == [5]
 

@@ -23,11 +23,23 @@ VOCAB = 3
 
 
 class ToyLM(torch.nn.Module):
+    """`LAYERS` toy layers: the hidden state of layer l at a row is `hidden(l, prefix)` of the
+    tokens that row sees, so a test can check which rows a drafter was given."""
+
+    LAYERS = 2
+
     def __init__(self, seed: int, sharpness: float = 2.0):
         super().__init__()
         self.seed, self.sharpness = seed, sharpness
         self.config = None
         self.dtype, self.device = torch.float64, torch.device("cpu")
+        self.hidden_asked: list[object] = []  # `output_hidden_states` of every forward
+
+    def hidden(self, layer: int, prefix: tuple[int, ...]) -> torch.Tensor:
+        """Layer l's state after `prefix`: the next-token logits plus l (layer 0 is the last token)."""
+        if layer == 0:
+            return torch.nn.functional.one_hot(torch.tensor(prefix[-1]), VOCAB).double()
+        return self.next_logits(prefix) + layer
 
     @lru_cache(maxsize=None)
     def next_logits(self, prefix: tuple[int, ...]) -> torch.Tensor:
@@ -42,15 +54,22 @@ class ToyLM(torch.nn.Module):
             position_ids = torch.arange(past, past + new)[None]
         rows = torch.stack([input_ids[0].double(), position_ids[0].double()])[None, :, :, None]
         tokens, positions = (t[0, 0, :, 0].long().tolist() for t in cache.update(rows[:, :1], rows[:, 1:], 0))
-        logits = []
+        prefixes = []
         for row in range(new):
             query = past + row
             visible = [j for j in range(query + 1)
                        if attention_mask is None and j <= query or attention_mask is not None and attention_mask[0, 0, row, j] == 0]
             seen = sorted((positions[j], tokens[j]) for j in visible)
             assert [p for p, _ in seen] == list(range(len(seen))), f"positions do not form a prefix: {seen}"
-            logits.append(self.next_logits(tuple(t for _, t in seen)))
-        return SimpleNamespace(logits=torch.stack(logits)[None], hidden_states=None)
+            prefixes.append(tuple(t for _, t in seen))
+        logits = torch.stack([self.next_logits(prefix) for prefix in prefixes])[None]
+        self.hidden_asked.append(output_hidden_states)
+        hidden = None
+        if output_hidden_states is not False:
+            layers = range(self.LAYERS + 1) if output_hidden_states is True else output_hidden_states
+            hidden = tuple(torch.stack([self.hidden(layer, prefix) for prefix in prefixes])[None] if layer in layers else None
+                           for layer in range(self.LAYERS + 1))
+        return SimpleNamespace(logits=logits, hidden_states=hidden)
 
 
 def sequence_distribution(model, prompt: list[int], length: int, sampling: Sampling) -> dict[tuple, float]:
@@ -90,11 +109,11 @@ class Enumerator(Randomness):
         self.weight *= probability
         return value
 
-    def bernoulli(self, p: float) -> bool:
+    def bernoulli(self, p: float, *key) -> bool:
         p = min(max(p, 0.0), 1.0)
         return self._pick([(value, w) for value, w in ((True, p), (False, 1 - p)) if w > 0])
 
-    def categorical(self, probs: torch.Tensor) -> int:
+    def categorical(self, probs: torch.Tensor, *key) -> int:
         return self._pick([(i, w) for i, w in enumerate(probs.double().tolist()) if w > 0])
 
 
