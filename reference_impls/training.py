@@ -1,17 +1,17 @@
 """Training draft heads on the target's own outputs (self-distillation), as Medusa and EAGLE do.
 
-Data, built once per (target, prompt corpus, answer length) and cached under the user cache dir:
-1. `generate`: the target answers every prompt greedily, in batches (resumable: answers are
-   appended to responses.jsonl as each batch finishes).
-2. `extract`: one target forward per conversation stores, in float16, the hidden states the head
-   family reads (for Medusa / EAGLE-1 the final normed state, for EAGLE-3 three inner layers) and,
-   for every position, the target's greedy next token. Labels are these argmax tokens, so every
-   position teaches what the target would decode there (self-distillation with hard labels).
+Data, built once per (target, prompt corpus, answer length) and cached under the user cache dir,
+one file per conversation (so an interrupted build resumes, and several processes can share it):
+the target answers each prompt greedily (batched `generate`), and the same pass keeps, in
+float16, the hidden states every head family reads (the final normed state for Medusa and EAGLE,
+three inner layers for EAGLE-3) plus the target's greedy next token at every position. Labels
+are those greedy tokens, so every position teaches what the target would decode there. (The
+batch is left-padded: its states equal an unpadded forward's up to float32 rounding.)
 
 Training runs in float32 (on CPU bf16 matmuls are far slower), checkpoints every few minutes and
-resumes from the last checkpoint, and stops at `budget_minutes`. The held-out conversations give
-the acceptance numbers reported in each model card: the rate at which the head's top-1 draft
-equals the target's greedy token at each draft depth, given the earlier ones were accepted.
+resumes from the last checkpoint, and stops at `budget_minutes`. Held-out conversations give the
+acceptance numbers in each model card: how often a top-1 draft chain matches the target's greedy
+tokens at each draft position, given the earlier ones matched.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
+from specatlas.impls.heads import eagle3_layers
 from specatlas.impls.models import cache_root, encode_chat, eos_ids
-
-FEATURES_FILE = "features-{layers}.pt"
 
 
 def data_dir(model_name: str, prompts: list[str], max_new_tokens: int) -> Path:
@@ -38,45 +37,53 @@ def data_dir(model_name: str, prompts: list[str], max_new_tokens: int) -> Path:
     return cache_root() / "train" / safe / key
 
 
-# --------------------------------------------------------------------------------------------
-# Data
+def stored_layers(model) -> tuple[int, ...]:
+    """Hidden states kept for every family: EAGLE-3's three and the final normed state."""
+    layers = model.config.num_hidden_layers
+    return tuple(sorted({*eagle3_layers(layers), layers}))
 
 
-def generate(loaded, prompts: list[str], folder: Path, max_new_tokens: int, batch_size: int, progress=None) -> list[dict]:
-    """The target's greedy answers, one JSON line per prompt id: {id, prompt, response} (token ids)."""
+@torch.inference_mode()
+def generate(loaded, prompts: list[str], folder: Path, max_new_tokens: int, batch_size: int, progress=None,
+             worker: tuple[int, int] = (0, 1)) -> None:
+    """Answer every prompt (those with id % workers == index for `worker`) and store, per
+    conversation, {prompt, response, hidden: {layer: [T, H] float16}, greedy: [T]} as <id>.pt.
+    The last answer token is dropped from `response`: no forward ever reads it, so it has no state."""
     model, tokenizer = loaded.model, loaded.tokenizer
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "responses.jsonl"
-    done = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                done[record["id"]] = record
-    todo = sorted((i for i in range(len(prompts)) if i not in done), key=lambda i: len(prompts[i]))
-    stop, pad = eos_ids(model, tokenizer), tokenizer.pad_token_id or tokenizer.eos_token_id
-    bar = progress(total=len(prompts), initial=len(done), desc="answers", unit="prompt") if progress else None
-    with path.open("a") as sink:
-        for first in range(0, len(todo), batch_size):
-            ids = todo[first : first + batch_size]
-            encoded = [encode_chat(tokenizer, prompts[i]) for i in ids]
-            width = max(map(len, encoded))
-            # Left padding, so every answer starts at the same column.
-            batch = torch.tensor([[pad] * (width - len(p)) + p for p in encoded], device=model.device)
-            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in encoded], device=model.device)
-            with torch.inference_mode():
-                out = model.generate(input_ids=batch, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                     do_sample=False, pad_token_id=pad)
-            for i, prompt, row in zip(ids, encoded, out[:, width:].tolist()):
-                end = next((j + 1 for j, token in enumerate(row) if token in stop), len(row))  # keep the EOS
-                done[i] = {"id": i, "prompt": prompt, "response": row[:end]}
-                sink.write(json.dumps(done[i]) + "\n")
-            sink.flush()
-            if bar:
-                bar.update(len(ids))
+    index, workers = worker
+    mine = [i for i in range(len(prompts)) if i % workers == index]
+    todo = sorted((i for i in mine if not (folder / f"{i:05d}.pt").exists()), key=lambda i: len(prompts[i]))
+    layers, stop = stored_layers(model), eos_ids(model, tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    bar = progress(total=len(mine), initial=len(mine) - len(todo), desc="answers", unit="prompt") if progress else None
+    for first in range(0, len(todo), batch_size):
+        ids = todo[first : first + batch_size]
+        encoded = [encode_chat(tokenizer, prompts[i]) for i in ids]
+        width = max(map(len, encoded))
+        # Left padding, so every answer starts at the same column.
+        batch = torch.tensor([[pad] * (width - len(p)) + p for p in encoded], device=model.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in encoded], device=model.device)
+        out = model.generate(input_ids=batch, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
+                             pad_token_id=pad, output_hidden_states=True, return_dict_in_generate=True)
+        # out.hidden_states[s][layer]: step 0 covers the prompt columns, step s >= 1 the column width + s - 1.
+        states = {layer: torch.cat([step[layer] for step in out.hidden_states], 1) for layer in layers}
+        for row, (i, prompt) in enumerate(zip(ids, encoded)):
+            answer = out.sequences[row, width:].tolist()
+            end = next((j + 1 for j, token in enumerate(answer) if token in stop), len(answer))
+            kept = len(prompt) + end - 1  # positions with a hidden state
+            columns = slice(width - len(prompt), width - len(prompt) + kept)
+            hidden = {layer: states[layer][row, columns].to(torch.float16).cpu() for layer in layers}
+            greedy = torch.tensor(answer[:end])  # after position t >= len(prompt) - 1: the next answer token
+            head = F.linear(states[layers[-1]][row, columns][: len(prompt) - 1], model.lm_head.weight).argmax(-1).cpu()
+            record = {"prompt": prompt, "response": answer[: end - 1], "hidden": hidden,
+                      "greedy": torch.cat([head, greedy]).long()}
+            torch.save(record, folder / f".{i:05d}.tmp")
+            (folder / f".{i:05d}.tmp").rename(folder / f"{i:05d}.pt")  # complete files only
+        if bar:
+            bar.update(len(ids))
     if bar:
         bar.close()
-    return [done[i] for i in range(len(prompts))]
 
 
 @dataclass
@@ -89,37 +96,19 @@ class Features:
     greedy: list[torch.Tensor]  # [T]: the target's argmax after each position
 
 
-@torch.inference_mode()
-def extract(loaded, records: list[dict], layers: tuple[int, ...], folder: Path, progress=None) -> Features:
-    """One forward per conversation (cached as features-<layers>.pt; resumable in parts)."""
-    path = folder / FEATURES_FILE.format(layers="-".join(map(str, layers)))
-    if path.exists():
-        return Features(**torch.load(path, weights_only=True))
-    partial = path.with_suffix(".partial.pt")
-    state = torch.load(partial, weights_only=True) if partial.exists() else {
-        "tokens": [], "prompt_lengths": [], "hidden": {layer: [] for layer in layers}, "greedy": []}
-    model = loaded.model
-    bar = progress(total=len(records), initial=len(state["tokens"]), desc="features", unit="conv") if progress else None
-    saved = time.monotonic()
-    for record in records[len(state["tokens"]) :]:
-        tokens = torch.tensor(record["prompt"] + record["response"])
-        out = model.model(input_ids=tokens[None].to(model.device), output_hidden_states=True)
-        states = out.hidden_states
-        state["tokens"].append(tokens)
-        state["prompt_lengths"].append(len(record["prompt"]))
+def read_data(folder: Path, count: int, layers: tuple[int, ...]) -> Features:
+    missing = [i for i in range(count) if not (folder / f"{i:05d}.pt").exists()]
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} of {count} conversations are not generated yet in {folder}")
+    features = Features([], [], {layer: [] for layer in layers}, [])
+    for i in range(count):
+        record = torch.load(folder / f"{i:05d}.pt", weights_only=True)
+        features.tokens.append(torch.tensor(record["prompt"] + record["response"]))
+        features.prompt_lengths.append(len(record["prompt"]))
         for layer in layers:
-            state["hidden"][layer].append(states[layer][0].to(torch.float16).cpu())
-        state["greedy"].append(F.linear(states[-1][0], model.lm_head.weight).argmax(-1).cpu())
-        if bar:
-            bar.update(1)
-        if time.monotonic() - saved > 120:
-            torch.save(state, partial)
-            saved = time.monotonic()
-    if bar:
-        bar.close()
-    torch.save(state, path)
-    partial.unlink(missing_ok=True)
-    return Features(**state)
+            features.hidden[layer].append(record["hidden"][layer])
+        features.greedy.append(record["greedy"])
+    return features
 
 
 def split(count: int, held_out: float = 0.1, seed: int = 0) -> tuple[list[int], list[int]]:
@@ -208,11 +197,6 @@ def cosine_schedule(optimizer, total: int, warmup: int = 50):
 
 # --------------------------------------------------------------------------------------------
 # Head families
-
-
-def trainable_positions(features: Features, conversations: list[int], start: int) -> list[tuple[int, int]]:
-    """(conversation, position) pairs past the shared system turn."""
-    return [(c, t) for c in conversations for t in range(start, len(features.tokens[c]))]
 
 
 class Family:

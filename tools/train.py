@@ -37,6 +37,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=16, help="prompts answered together when generating data")
     parser.add_argument("--data-only", action="store_true", help="build the cached data, do not train")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--worker", default="0/1", help="I/N: build only the data of prompts with id %% N == I "
+                                                     "(run N processes to build it in parallel; implies --data-only)")
 
 
 def resolve(name: str) -> str | None:
@@ -53,6 +55,9 @@ def execute(args: argparse.Namespace) -> int:
         return _fail(f"no trainable head for {args.method!r}{hint}; trainable: {', '.join(TRAINABLE)}")
     if args.budget_minutes <= 0 or args.max_new_tokens < 1 or args.batch_size < 1:
         return _fail("--budget-minutes, --max-new-tokens and --batch-size must be positive")
+    worker = args.worker.split("/")
+    if len(worker) != 2 or not all(part.isdigit() for part in worker) or not int(worker[0]) < int(worker[1]):
+        return _fail(f"--worker must be I/N with 0 <= I < N, got {args.worker!r}")
 
     import torch
     from tqdm import tqdm
@@ -69,13 +74,13 @@ def execute(args: argparse.Namespace) -> int:
         return _fail(str(exc), status=1)
     folder = training.data_dir(loaded.name, PROMPTS, args.max_new_tokens)
     print(f"specatlas train: {paper} ({family}) for {loaded.name}; data in {folder}", file=sys.stderr)
-    records = training.generate(loaded, PROMPTS, folder, args.max_new_tokens, args.batch_size, tqdm)
-    layers = training.FAMILIES[family].layers(loaded.model)
-    features = training.extract(loaded, records, layers, folder, tqdm)
-    if args.data_only:
-        tokens = sum(len(t) for t in features.tokens)
-        print(f"specatlas train: data ready: {len(records)} conversations, {tokens} tokens", file=sys.stderr)
+    index, workers = map(int, args.worker.split("/"))
+    training.generate(loaded, PROMPTS, folder, args.max_new_tokens, args.batch_size, tqdm, (index, workers))
+    if args.data_only or workers > 1:
         return 0
+    features = training.read_data(folder, len(PROMPTS), training.FAMILIES[family].layers(loaded.model))
+    print(f"specatlas train: data: {len(PROMPTS)} conversations, {sum(map(len, features.tokens))} tokens",
+          file=sys.stderr)
     output = args.output or training.default_output(family, loaded.name)
     command = " ".join(["specatlas", "train", args.method] + sys.argv[sys.argv.index(args.method) + 1 :]
                        if args.method in sys.argv else ["specatlas", "train", args.method])

@@ -31,34 +31,39 @@ def loaded():
 PROMPTS = ["abc", "hello there", "what is up", "a longer prompt here", "xyz", "more text to answer", "q", "zz top"]
 
 
-def test_data_is_the_targets_greedy_answers_and_is_cached(tmp_path, loaded):
-    records = training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=3)
-    assert [r["id"] for r in records] == list(range(len(PROMPTS)))
-    for record in records[:3]:  # each answer is plain greedy decoding of its prompt
-        ids = torch.tensor([record["prompt"]])
-        out = loaded.model.generate(input_ids=ids, max_new_tokens=12, do_sample=False, pad_token_id=0)
-        expected = out[0, ids.shape[1]:].tolist()
-        end = next((i + 1 for i, t in enumerate(expected) if t == 15), len(expected))
-        assert record["response"] == expected[:end]
-    lines = (tmp_path / "responses.jsonl").read_text().splitlines()
-    assert len(lines) == len(PROMPTS)
-    assert training.generate(loaded, PROMPTS, tmp_path, 12, 3) == records  # read back, nothing regenerated
-    assert len((tmp_path / "responses.jsonl").read_text().splitlines()) == len(PROMPTS)
+def test_data_is_the_targets_greedy_answers_with_its_states_and_is_cached(tmp_path, loaded):
+    training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=3)
+    layers = training.stored_layers(loaded.model)
+    assert layers == (2, 3, 6)
+    features = training.read_data(tmp_path, len(PROMPTS), layers)
+    for i in range(3):  # each answer is plain greedy decoding of its prompt, states as an unpadded forward
+        prompt = features.tokens[i][: features.prompt_lengths[i]]
+        out = loaded.model.generate(input_ids=prompt[None], max_new_tokens=12, do_sample=False, pad_token_id=0)
+        answer = out[0, len(prompt):].tolist()
+        end = next((j + 1 for j, t in enumerate(answer) if t == 15), len(answer))
+        assert features.tokens[i].tolist() == prompt.tolist() + answer[: end - 1]
+        forward = loaded.model(input_ids=features.tokens[i][None], output_hidden_states=True)
+        for layer in layers:
+            torch.testing.assert_close(features.hidden[layer][i].float(), forward.hidden_states[layer][0],
+                                       atol=2e-3, rtol=1e-2)
+        assert features.greedy[i].tolist() == forward.logits[0].argmax(-1).tolist()
+    stamps = {path: path.stat().st_mtime for path in tmp_path.glob("*.pt")}
+    training.generate(loaded, PROMPTS, tmp_path, 12, 3)  # nothing regenerated
+    assert stamps == {path: path.stat().st_mtime for path in tmp_path.glob("*.pt")}
 
-    features = training.extract(loaded, records, (2, 6), tmp_path)
-    record = records[1]
-    tokens = torch.tensor([record["prompt"] + record["response"]])
-    out = loaded.model(input_ids=tokens, output_hidden_states=True)
-    torch.testing.assert_close(features.hidden[6][1].float(), out.hidden_states[6][0], atol=2e-3, rtol=1e-2)
-    assert features.greedy[1].tolist() == out.logits[0].argmax(-1).tolist()
-    assert (tmp_path / "features-2-6.pt").exists()
+
+def test_workers_split_the_prompts(tmp_path, loaded):
+    training.generate(loaded, PROMPTS, tmp_path, 6, 4, worker=(1, 3))
+    assert sorted(int(path.stem) for path in tmp_path.glob("*.pt")) == [1, 4, 7]
+    with pytest.raises(FileNotFoundError, match="5 of 8 conversations are not generated yet"):
+        training.read_data(tmp_path, len(PROMPTS), (6,))
 
 
 @pytest.mark.parametrize("family", ["medusa", "eagle"])
 def test_training_resumes_and_writes_a_loadable_published_checkpoint(tmp_path, loaded, family):
-    records = training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=4)
+    training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=4)
     trainer = training.FAMILIES[family]
-    features = training.extract(loaded, records, trainer.layers(loaded.model), tmp_path)
+    features = training.read_data(tmp_path, len(PROMPTS), trainer.layers(loaded.model))
     output = tmp_path / "out"
     summary = trainer.train(loaded, features, tmp_path, output, 5.0, 6, 0, "specatlas train x", None)
     assert "6 steps" in summary
