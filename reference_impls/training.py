@@ -45,14 +45,15 @@ def stored_layers(model) -> tuple[int, ...]:
 
 @torch.inference_mode()
 def generate(loaded, prompts: list[str], folder: Path, max_new_tokens: int, batch_size: int, progress=None,
-             worker: tuple[int, int] = (0, 1)) -> None:
-    """Answer every prompt (those with id % workers == index for `worker`) and store, per
-    conversation, {prompt, response, hidden: {layer: [T, H] float16}, greedy: [T]} as <id>.pt.
-    The last answer token is dropped from `response`: no forward ever reads it, so it has no state."""
+             worker: tuple[int, int] = (0, 1), ids: list[int] | None = None) -> None:
+    """Answer the prompts `ids` (default all; of those, the ones with id % workers == index for
+    `worker`) and store, per conversation, {prompt, response, hidden: {layer: [T, H] float16},
+    greedy: [T]} as <id>.pt. The last answer token is dropped from `response`: no forward ever
+    reads it, so it has no state."""
     model, tokenizer = loaded.model, loaded.tokenizer
     folder.mkdir(parents=True, exist_ok=True)
     index, workers = worker
-    mine = [i for i in range(len(prompts)) if i % workers == index]
+    mine = [i for i in (range(len(prompts)) if ids is None else ids) if i % workers == index]
     todo = sorted((i for i in mine if not (folder / f"{i:05d}.pt").exists()), key=lambda i: len(prompts[i]))
     layers, stop = stored_layers(model), eos_ids(model, tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -96,12 +97,18 @@ class Features:
     greedy: list[torch.Tensor]  # [T]: the target's argmax after each position
 
 
-def read_data(folder: Path, count: int, layers: tuple[int, ...]) -> Features:
-    missing = [i for i in range(count) if not (folder / f"{i:05d}.pt").exists()]
+def shortest(prompts: list[str], count: int | None) -> list[int]:
+    """Ids of the `count` shortest prompts (all when None): a smaller corpus for a smaller budget."""
+    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))
+    return sorted(order[:count] if count else order)
+
+
+def read_data(folder: Path, ids: list[int], layers: tuple[int, ...]) -> Features:
+    missing = [i for i in ids if not (folder / f"{i:05d}.pt").exists()]
     if missing:
-        raise FileNotFoundError(f"{len(missing)} of {count} conversations are not generated yet in {folder}")
+        raise FileNotFoundError(f"{len(missing)} of {len(ids)} conversations are not generated yet in {folder}")
     features = Features([], [], {layer: [] for layer in layers}, [])
-    for i in range(count):
+    for i in ids:
         record = torch.load(folder / f"{i:05d}.pt", weights_only=True)
         features.tokens.append(torch.tensor(record["prompt"] + record["response"]))
         features.prompt_lengths.append(len(record["prompt"]))

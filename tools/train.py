@@ -35,6 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, help="training steps (default: the family's; the budget may stop earlier)")
     parser.add_argument("--max-new-tokens", type=int, default=320, help="answer length cap when generating data")
     parser.add_argument("--batch-size", type=int, default=16, help="prompts answered together when generating data")
+    parser.add_argument("--prompts", type=int, help="use only the N shortest prompts of the corpus (default: all)")
     parser.add_argument("--data-only", action="store_true", help="build the cached data, do not train")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--worker", default="0/1", help="I/N: build only the data of prompts with id %% N == I "
@@ -53,8 +54,8 @@ def execute(args: argparse.Namespace) -> int:
         close = difflib.get_close_matches(args.method.lower(), names, n=3, cutoff=0.5)
         hint = f"; closest: {', '.join(close)}" if close else ""
         return _fail(f"no trainable head for {args.method!r}{hint}; trainable: {', '.join(TRAINABLE)}")
-    if args.budget_minutes <= 0 or args.max_new_tokens < 1 or args.batch_size < 1:
-        return _fail("--budget-minutes, --max-new-tokens and --batch-size must be positive")
+    if args.budget_minutes <= 0 or args.max_new_tokens < 1 or args.batch_size < 1 or (args.prompts or 1) < 1:
+        return _fail("--budget-minutes, --max-new-tokens, --batch-size and --prompts must be positive")
     worker = args.worker.split("/")
     if len(worker) != 2 or not all(part.isdigit() for part in worker) or not int(worker[0]) < int(worker[1]):
         return _fail(f"--worker must be I/N with 0 <= I < N, got {args.worker!r}")
@@ -75,11 +76,12 @@ def execute(args: argparse.Namespace) -> int:
     folder = training.data_dir(loaded.name, PROMPTS, args.max_new_tokens)
     print(f"specatlas train: {paper} ({family}) for {loaded.name}; data in {folder}", file=sys.stderr)
     index, workers = map(int, args.worker.split("/"))
-    training.generate(loaded, PROMPTS, folder, args.max_new_tokens, args.batch_size, tqdm, (index, workers))
+    ids = training.shortest(PROMPTS, args.prompts)
+    training.generate(loaded, PROMPTS, folder, args.max_new_tokens, args.batch_size, tqdm, (index, workers), ids)
     if args.data_only or workers > 1:
         return 0
-    features = training.read_data(folder, len(PROMPTS), training.FAMILIES[family].layers(loaded.model))
-    print(f"specatlas train: data: {len(PROMPTS)} conversations, {sum(map(len, features.tokens))} tokens",
+    features = training.read_data(folder, ids, training.FAMILIES[family].layers(loaded.model))
+    print(f"specatlas train: data: {len(ids)} conversations, {sum(map(len, features.tokens))} tokens",
           file=sys.stderr)
     output = args.output or training.default_output(family, loaded.name)
     command = " ".join(["specatlas", "train", args.method] + sys.argv[sys.argv.index(args.method) + 1 :]

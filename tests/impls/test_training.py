@@ -35,7 +35,7 @@ def test_data_is_the_targets_greedy_answers_with_its_states_and_is_cached(tmp_pa
     training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=3)
     layers = training.stored_layers(loaded.model)
     assert layers == (2, 3, 6)
-    features = training.read_data(tmp_path, len(PROMPTS), layers)
+    features = training.read_data(tmp_path, list(range(len(PROMPTS))), layers)
     for i in range(3):  # each answer is plain greedy decoding of its prompt, states as an unpadded forward
         prompt = features.tokens[i][: features.prompt_lengths[i]]
         out = loaded.model.generate(input_ids=prompt[None], max_new_tokens=12, do_sample=False, pad_token_id=0)
@@ -52,18 +52,23 @@ def test_data_is_the_targets_greedy_answers_with_its_states_and_is_cached(tmp_pa
     assert stamps == {path: path.stat().st_mtime for path in tmp_path.glob("*.pt")}
 
 
+def test_shortest_prompts_subset():
+    assert training.shortest(["ccc", "a", "bb", "d"], 2) == [1, 3]
+    assert training.shortest(["ccc", "a"], None) == [0, 1]
+
+
 def test_workers_split_the_prompts(tmp_path, loaded):
     training.generate(loaded, PROMPTS, tmp_path, 6, 4, worker=(1, 3))
     assert sorted(int(path.stem) for path in tmp_path.glob("*.pt")) == [1, 4, 7]
     with pytest.raises(FileNotFoundError, match="5 of 8 conversations are not generated yet"):
-        training.read_data(tmp_path, len(PROMPTS), (6,))
+        training.read_data(tmp_path, list(range(len(PROMPTS))), (6,))
 
 
 @pytest.mark.parametrize("family", ["medusa", "eagle"])
 def test_training_resumes_and_writes_a_loadable_published_checkpoint(tmp_path, loaded, family):
     training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=4)
     trainer = training.FAMILIES[family]
-    features = training.read_data(tmp_path, len(PROMPTS), trainer.layers(loaded.model))
+    features = training.read_data(tmp_path, list(range(len(PROMPTS))), trainer.layers(loaded.model))
     output = tmp_path / "out"
     summary = trainer.train(loaded, features, tmp_path, output, 5.0, 6, 0, "specatlas train x", None)
     assert "6 steps" in summary
