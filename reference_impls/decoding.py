@@ -55,6 +55,7 @@ class Stats:
             "mean_accepted_tokens": round(self.mean_accepted, 3),
             "accepted_lengths": self.accepted_lengths,
             "acceptance_by_position": [round(x, 3) for x in self.acceptance_by_position],
+            "drafted_at": self.drafted_at,
             "prefill_seconds": round(self.prefill_seconds, 4),
             "draft_seconds": round(self.draft_seconds, 4),
             "verify_seconds": round(self.verify_seconds, 4),
@@ -118,7 +119,7 @@ class Session:
         elif self.hidden_layers:  # nothing before the pending token: zero rows
             size = getattr(getattr(target, "config", None), "hidden_size", 0)
             hidden = {layer: torch.zeros(0, size, dtype=target.dtype, device=target.device) for layer in self.hidden_layers}
-        self.prefill = Prefill(tuple(prompt), hidden)
+        self.prefill = Prefill(tuple(prompt), hidden, self)
 
     def step(self, draft: Draft) -> Verified:
         """One verification forward over [pending] + draft, acceptance, KV rollback, commit."""
@@ -131,6 +132,18 @@ class Session:
         self.forwards += 1
         return Verified(draft, out.logits, out.hidden_states, accepted, tuple(self.tokens), opened)
 
+    def rewind(self, length: int) -> None:
+        """Forget the committed tokens past `length` (an outer verifier rejected them)."""
+        del self.tokens[max(length, 1) :]
+        kv.truncate(self.cache, len(self.tokens) - 1)
+
+    def commit(self, tokens: list[int]) -> None:
+        """Commit `tokens` decided elsewhere (e.g. by an outer target), without verifying them."""
+        if tokens:
+            self.forward(self.target, self.cache, self.tokens[-1:] + tokens[:-1])
+            self.forwards += 1
+            self.tokens += tokens
+
 
 @dataclass
 class SpeculativeDecoder:
@@ -140,27 +153,29 @@ class SpeculativeDecoder:
     sampling_verifier: Verifier = field(default_factory=RejectionSampling)
     draft_length: object = field(default_factory=lambda: FixedLength(0))
     forward: Callable = kv.forward  # the target forward (kv.forward's signature)
+    clock: Callable[[], float] = time.perf_counter  # what the stats and the draft-length policy time with
 
     @torch.inference_mode()
     def generate(self, prompt: list[int], max_new_tokens: int, sampling: Sampling = Sampling(),
                  rng: Randomness | None = None, stop: set[int] = frozenset(),
                  on_tokens: Callable[[list[int]], None] | None = None) -> Output:
-        stats, started = Stats(), time.perf_counter()
+        clock = self.clock
+        stats, started = Stats(), clock()
         verifier = self.greedy_verifier if sampling.greedy else self.sampling_verifier
         layers = self.drafter.hidden_layers if self.drafter else ()
         session = Session(self.target, prompt, sampling, rng, verifier, layers, self.forward)
         if self.drafter:
             self.drafter.start(list(prompt), session.prefill)
-        stats.prefill_seconds = time.perf_counter() - started
+        stats.prefill_seconds = clock() - started
         limit = max_new_tokens if session.room is None else min(max_new_tokens, session.room)
 
         while stats.new_tokens < limit:
-            begin = time.perf_counter()
+            begin = clock()
             depth = min(self.draft_length.choose(), limit - stats.new_tokens - 1) if self.drafter else 0
             draft = self.draft_length.trim(self.drafter.propose(session.tokens, depth, sampling, session.rng)) if depth > 0 else Draft()
-            drafted = time.perf_counter()
+            drafted = clock()
             step = session.step(draft)
-            verified = time.perf_counter()
+            verified = clock()
 
             stats.draft_seconds += drafted - begin
             stats.verify_seconds += verified - drafted
@@ -178,5 +193,45 @@ class SpeculativeDecoder:
             if done is not None:
                 break
         stats.target_forwards = session.forwards
-        stats.wall_seconds = time.perf_counter() - started
+        stats.wall_seconds = clock() - started
         return Output(list(session.tokens[len(prompt) :][: stats.new_tokens]), stats)
+
+
+class InnerDecoder(Drafter):
+    """A speculative decoder on a smaller model as the drafter of an outer one (staged / cascade
+    speculation): it drafts `depth` tokens by greedy speculative decoding on its own model, its
+    own drafter included. Its session keeps that model's cache for the whole generation: each
+    call rewinds what the outer target rejected and commits what it decided instead, so nothing
+    is prefilled twice. Its drafts are greedy (point masses): lossless under any outer verifier."""
+
+    def __init__(self, decoder: SpeculativeDecoder):
+        self.decoder, self.session, self.agreed = decoder, None, 0
+
+    def start(self, prompt, prefill):
+        inner = self.decoder
+        layers = inner.drafter.hidden_layers if inner.drafter else ()
+        self.session = Session(inner.target, list(prompt), hidden_layers=layers, forward=inner.forward)
+        self.agreed = len(prompt)
+        if inner.drafter:
+            inner.drafter.start(list(prompt), self.session.prefill)
+
+    def propose(self, context, depth, sampling, rng):
+        inner, session = self.decoder, self.session
+        common = self.agreed
+        while common < min(len(session.tokens), len(context)) and session.tokens[common] == context[common]:
+            common += 1
+        session.rewind(common)
+        session.commit(list(context[common:]))
+        self.agreed = start = len(context)
+        while len(session.tokens) - start < depth:
+            room = depth - (len(session.tokens) - start) - 1
+            inner_depth = min(inner.draft_length.choose(), room) if inner.drafter else 0
+            draft = inner.drafter.propose(session.tokens, inner_depth, session.sampling, session.rng) if inner_depth > 0 else Draft()
+            step = session.step(inner.draft_length.trim(draft))
+            if inner.drafter:
+                inner.drafter.observe(step)
+        return Draft.chain(session.tokens[start : start + depth])
+
+    def describe(self):
+        inner = self.decoder
+        return f"inner speculative decoder ({inner.drafter.describe() if inner.drafter else 'plain decoding'} on a draft model)"

@@ -1,20 +1,21 @@
-"""How many tokens to draft: a fixed k, or the k that maximises expected tokens per unit time.
+"""How many tokens to draft: a fixed depth (the paper's by default), or the cost-aware policy.
 
-On small models and CPUs verifying k tokens is far from free (a forward over 8 new tokens costs
-~1.9x a one-token step on SmolLM2-135M in float32), so a fixed k loses to plain decoding wherever
-drafts are poor. `CostAware` picks k = argmax E[tokens](k) / E[seconds](k), with k = 0 a plain
-decoding step. (An engineering policy of this project, not a paper's method.)
+On small models and CPUs verifying k tokens is far from free, so a fixed depth can lose to plain
+decoding wherever drafts are poor. `CostAware` (an engineering policy of this project, not a
+paper's method) drafts the depth d that maximises expected tokens per second:
 
-- Verification cost: the *shape* of the cost curve, c(n) / c(1) for a forward over n tokens, is
-  measured once per model (`calibrate`); its *scale*, the seconds of one step, is followed online
-  from every verification, whatever its width. Load on the machine changes the scale of all
-  widths alike, so an estimate cannot go stale for a width the policy has stopped choosing.
-- Drafting cost: seconds per drafted level, set by the first draft and then followed online (a
-  draft model costs a forward per level; copying from text costs next to nothing).
-- Acceptance: per draft position, and per the draft's `key` when the drafter gives one (e.g. the
-  length of the match a retrieval draft was copied from: a 4-token match predicts far better than
-  a 1-token one). The loop asks `choose()` for a depth budget before drafting, and `trim()` cuts
-  the proposed draft to the depth that pays for its key.
+    rate(d) = (1 + a1 + a1·a2 + ... + a1···ad) / (step · r(width(d)) + d · level)
+
+a_k is the chance that draft position k is accepted once k-1 were, learnt per draft key (e.g.
+the length of the match a retrieval draft was copied from) as (accepted_k + a_{k-1}) /
+(reached_k + 1) with counts that fade by `MEMORY` per draft of the key, starting from a_0 = 1/2
+(so an unreached position looks as good as the one before it: the policy explores deeper while
+drafts keep being accepted). r(w) is the cost of a forward over w tokens relative to a one-token
+step, its shape measured once per model; `step`, the seconds of one step, and `level`, the
+seconds of drafting one level, are followed online from every step, whatever its width, so load
+on the machine rescales every width alike. d = 0 is a plain step. When the best depth is 0, a
+depth-1 probe is made after `PROBE_EVERY` steps without a draft, so a drafter that stopped
+paying is tried again, seldom.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ import time
 
 from specatlas.impls import kv
 
+PRIOR, MEMORY, PROBE_EVERY = 0.5, 0.95, 32
+
 
 class FixedLength:
-    def __init__(self, depth: int):
-        self.depth = depth
+    def __init__(self, depth: int, source: str | None = None):
+        self.depth, self.source = depth, source
 
     def choose(self) -> int:
         return self.depth
@@ -38,153 +41,120 @@ class FixedLength:
         pass
 
     def describe(self) -> str:
-        return f"fixed draft length {self.depth}"
-
-
-class _Acceptance:
-    """Decayed counts of (accepted, reached) per draft position 1..max_depth, for one key."""
-
-    def __init__(self, max_depth: int):
-        self.accepted = [0.0] * (max_depth + 1)
-        self.reached = [0.0] * (max_depth + 1)
-        self.age = 0  # steps since these counts were last decayed
+        return f"{self.source + ' ' if self.source else 'fixed '}draft length {self.depth}"
 
 
 class CostAware:
-    """`nodes(k)`: draft nodes a depth-k draft is expected to have (k for a chain, more for a tree);
-    `relative_cost[n]`: c(n) / c(1), measured by `calibrate`."""
+    """`relative_cost[w]`: r(w) at measured widths (`relative(calibrate(...))`); `nodes(d)`: draft
+    nodes a depth-d draft is expected to have (d for a chain, more for a tree)."""
 
-    def __init__(self, max_depth: int, relative_cost: dict[int, float], nodes=lambda k: k,
-                 prior_acceptance: float = 0.5, prior_weight: float = 1.0, memory: float = 0.96,
-                 idle_memory: float = 0.998):
-        self.max_depth, self.nodes = max_depth, nodes
-        self.relative = dict(relative_cost)
-        self.step_seconds: float | None = None  # c(1), followed online
-        self.level_seconds: float | None = None  # drafting cost per level, followed online
-        self.prior_acceptance, self.prior_weight = prior_acceptance, prior_weight
-        # Counts decay by `memory` per observation of their key (about 25 drafts of evidence: a
-        # weak prior and a long memory, because a verification a little wider than a plain step
-        # costs little, so a 10% acceptance estimate that is really 0% would keep a drafter going),
-        # and by `idle_memory` per step otherwise: estimates drift back to the prior while a key
-        # is not drafted, so a policy that stopped drafting probes again, but seldom.
-        self.memory, self.idle_memory = memory, idle_memory
-        self.keys: dict[object, _Acceptance] = {}
-        self.step = 0
+    def __init__(self, max_depth: int, relative_cost: dict[int, float], nodes=lambda d: d):
+        self.max_depth, self.relative, self.nodes = max_depth, dict(relative_cost), nodes
+        self.step_seconds: float | None = None
+        self.level_seconds = 0.0
+        self.counts: dict[object, tuple[list[float], list[float]]] = {}  # key -> (accepted, reached) by position
+        self.idle: dict[object, int] = {}  # key -> steps since a draft of it was verified
+        self.plain = PROBE_EVERY  # steps since any draft was verified
 
-    # -- the model of a step ------------------------------------------------------------------
     def ratio(self, width: int) -> float:
-        """c(width) / c(1), interpolated between measured widths, proportional beyond them."""
-        if width in self.relative:
-            return self.relative[width]
-        below = max((n for n in self.relative if n < width), default=min(self.relative))
-        above = min((n for n in self.relative if n > width), default=None)
+        """r(width), interpolated between measured widths, proportional beyond them."""
+        below = max((w for w in self.relative if w <= width), default=min(self.relative))
+        above = min((w for w in self.relative if w >= width), default=None)
         if above is None:
             return self.relative[below] * width / below
-        share = (width - below) / (above - below)
-        return self.relative[below] + share * (self.relative[above] - self.relative[below])
+        if above == below:
+            return self.relative[below]
+        return self.relative[below] + (width - below) / (above - below) * (self.relative[above] - self.relative[below])
 
     def acceptances(self, key) -> list[float]:
-        """Estimated acceptance at draft positions 1..max_depth (index 0 unused). A position's prior
-        is the estimate of the position before it (the first one's: `prior_acceptance`), so
-        positions never reached yet look as good as the deepest one tried: the policy explores
-        deeper while drafts keep being accepted, and not when they are not."""
-        counts = self.keys.get(key)
-        factor = self.idle_memory ** (self.step - counts.age) if counts else 0.0  # idle decay, lazily
-        estimates, prior = [0.0], self.prior_acceptance
+        """a_1..a_max for `key` (index 0 holds the prior)."""
+        accepted, reached = self.counts.get(key, (None, None))
+        rates = [PRIOR]
         for position in range(1, self.max_depth + 1):
-            accepted, reached = (counts.accepted[position] * factor, counts.reached[position] * factor) if counts else (0, 0)
-            prior = (accepted + self.prior_weight * prior) / (reached + self.prior_weight)
-            estimates.append(prior)
-        return estimates
+            seen = (accepted[position], reached[position]) if accepted else (0.0, 0.0)
+            rates.append((seen[0] + rates[-1]) / (seen[1] + 1))
+        return rates
 
-    def _best_depth(self, key, widths) -> int:
-        """argmax over depth d of E[tokens](d) / E[seconds](d); `widths(d)`: verification width."""
+    def _best_depth(self, key, width_of) -> int:
         step = self.step_seconds or 1.0
-        level = self.level_seconds or 0.0
-        best_depth, best_rate, expected, survive = 0, 1.0 / step, 1.0, 1.0
-        acceptance = self.acceptances(key)
+        rates = self.acceptances(key)
+        best, best_rate, expected, survive = 0, 1.0 / step, 1.0, 1.0
         for depth in range(1, self.max_depth + 1):
-            width = widths(depth)
+            width = width_of(depth)
             if width is None:
                 break
-            survive *= acceptance[depth]
+            survive *= rates[depth]
             expected += survive
-            rate = expected / (step * self.ratio(width) + depth * level)
+            rate = expected / (step * self.ratio(width) + depth * self.level_seconds)
             if rate > best_rate:
-                best_depth, best_rate = depth, rate
-        return best_depth
+                best, best_rate = depth, rate
+        return best
 
-    # -- the loop's calls ---------------------------------------------------------------------
     def choose(self) -> int:
-        """The depth budget for the drafter: the best depth for any key seen so far (or for a
-        new one), since the key of the coming draft is not known yet."""
-        widths = lambda depth: 1 + self.nodes(depth)  # noqa: E731
-        keys = list(self.keys) or [None]
-        if any(key is not None for key in keys):
-            keys.append(object())  # a drafter that keys its drafts may come up with a new key
-        return max(self._best_depth(key, widths) for key in keys)
+        """A depth budget for the drafter: the best for any key seen, or for a new one (the coming
+        draft's key is not known yet); a probe when none pays and nothing was drafted for long."""
+        keys = list(self.counts) + ([object()] if any(key is not None for key in self.counts) or not self.counts else [])
+        best = max(self._best_depth(key, lambda d: 1 + self.nodes(d)) for key in keys)
+        return best or int(self.plain >= PROBE_EVERY)
 
     def trim(self, draft):
-        """The draft cut to the depth that pays for its key, priced at its actual widths."""
+        """The draft cut to the depth that pays for its key, priced at its actual widths; a probe
+        of depth 1 for a key idle for `PROBE_EVERY` steps (or never drafted)."""
         if draft.auxiliary or not draft.tokens:  # auxiliary rows (a Jacobi window) are not cut
             return draft
         node_depths = kv.depths(draft.parents)
-        deepest = max(node_depths)
-
-        def widths(depth):
-            return None if depth > deepest else 1 + sum(d <= depth for d in node_depths)
-
-        keep = self._best_depth(draft.key, widths)
-        if not keep and self.evidence(draft.key) < 0.5:
-            keep = 1  # a probe: without it a key the prior prices out would never be tried
-        return draft.cut(keep) if keep < deepest else draft
-
-    def evidence(self, key) -> float:
-        """Decayed number of drafts of `key` that reached position 1."""
-        counts = self.keys.get(key)
-        return counts.reached[1] * self.idle_memory ** (self.step - counts.age) if counts else 0.0
+        keep = self._best_depth(draft.key, lambda d: None if d > max(node_depths) else 1 + sum(x <= d for x in node_depths))
+        if not keep and self.idle.get(draft.key, PROBE_EVERY) >= PROBE_EVERY:
+            keep = 1
+        return draft.cut(keep)
 
     def record(self, draft, accepted: int, draft_seconds: float, verify_seconds: float, width: int) -> None:
-        self.step += 1
         observed = verify_seconds / self.ratio(width)
-        self.step_seconds = observed if self.step_seconds is None else 0.8 * self.step_seconds + 0.2 * observed
+        self.step_seconds = observed if self.step_seconds is None else MEMORY * self.step_seconds + (1 - MEMORY) * observed
+        self.plain += 1
+        for key in self.idle:
+            self.idle[key] += 1
         if not draft.depth:
             return
-        per_level = draft_seconds / draft.depth
-        self.level_seconds = per_level if self.level_seconds is None else 0.8 * self.level_seconds + 0.2 * per_level
-        counts = self.keys.get(draft.key)
-        if counts is None:
-            counts = self.keys[draft.key] = _Acceptance(self.max_depth)
-        factor = self.memory * self.idle_memory ** (self.step - 1 - counts.age)
-        counts.age = self.step
+        self.level_seconds = MEMORY * self.level_seconds + (1 - MEMORY) * draft_seconds / draft.depth
+        self.plain = self.idle[draft.key] = 0
+        accepted_at, reached_at = self.counts.setdefault(draft.key, ([0.0] * (self.max_depth + 1), [0.0] * (self.max_depth + 1)))
         for position in range(1, self.max_depth + 1):
-            counts.accepted[position] *= factor
-            counts.reached[position] *= factor
+            accepted_at[position] *= MEMORY
+            reached_at[position] *= MEMORY
         for position in range(1, min(draft.depth, accepted + 1, self.max_depth) + 1):
-            counts.reached[position] += 1
-            counts.accepted[position] += position <= accepted
+            reached_at[position] += 1
+            accepted_at[position] += position <= accepted
 
     def describe(self):
         return f"cost-aware draft length (0..{self.max_depth})"
 
 
 _calibrations: dict[tuple, dict[int, float]] = {}
+WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 
 
-CALIBRATED_WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
-
-
-def calibrate(model, widths: range, context: int = 64, rounds: int = 3) -> dict[int, float]:
-    """Seconds of a target forward over n new tokens after `context` cached ones, for a spread of
-    n in `widths` (interpolated between). Measured once per model per process; the widths are
-    interleaved within each round so a burst of load on the machine hits them alike."""
+def model_identity(model) -> tuple:
+    """What fixes a model's cost curve: its weights' source, shape, dtype, device and threads."""
     import torch
 
-    widths = [n for n in CALIBRATED_WIDTHS if widths[0] <= n < widths[-1]] + [widths[-1]]
-    key = (id(model), tuple(widths))
+    config = getattr(model, "config", None)
+    source = getattr(config, "_name_or_path", "") or type(model).__name__
+    shape = tuple(getattr(config, name, None) for name in ("num_hidden_layers", "hidden_size", "vocab_size"))
+    return source, shape, str(model.dtype), str(model.device), torch.get_num_threads()
+
+
+def calibrate(model, max_width: int, context: int = 64, rounds: int = 3) -> dict[int, float]:
+    """Seconds c(w) of a forward over w new tokens: the fastest of `rounds` forwards over w new tokens after `context`
+    cached ones, for a spread of w up to `max_width`. Measured once per model identity per process;
+    widths interleave within each round, so a burst of load hits them alike."""
+    import torch
+
+    widths = [w for w in WIDTHS if w < max_width] + [max_width]
+    key = (model_identity(model), tuple(widths))
     if key not in _calibrations:
         cache = kv.new_cache(model)
-        runs: dict[int, list[float]] = {width: [] for width in widths}
+        runs: dict[int, list[float]] = {w: [] for w in widths}
         with torch.inference_mode():
             kv.forward(model, cache, [0] * context, last_only=True)
             for _ in range(rounds):
@@ -193,10 +163,8 @@ def calibrate(model, widths: range, context: int = 64, rounds: int = 3) -> dict[
                     kv.forward(model, cache, [0] * width)
                     runs[width].append(time.perf_counter() - start)
                     kv.truncate(cache, context)
-        seconds = {width: min(times) for width, times in runs.items()}
-        # Cost cannot fall with width: a suffix minimum removes spikes from a busy machine.
-        ordered = sorted(seconds)
-        for smaller, larger in zip(reversed(ordered[:-1]), reversed(ordered[1:])):
+        seconds = {w: min(times) for w, times in runs.items()}
+        for smaller, larger in zip(widths[-2::-1], widths[:0:-1]):  # cost cannot fall with width
             seconds[smaller] = min(seconds[smaller], seconds[larger])
         _calibrations[key] = seconds
     return _calibrations[key]
@@ -204,5 +172,4 @@ def calibrate(model, widths: range, context: int = 64, rounds: int = 3) -> dict[
 
 def relative(seconds: dict[int, float]) -> dict[int, float]:
     """A cost curve as multiples of a one-token step."""
-    base = seconds[min(seconds)]
-    return {width: value / base for width, value in seconds.items()}
+    return {width: value / seconds[min(seconds)] for width, value in seconds.items()}

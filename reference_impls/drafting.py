@@ -71,6 +71,9 @@ class Prefill:
     # layer -> [len(prompt) - 1, hidden]: the target's hidden states of prompt[:-1] (the last prompt
     # token is the pending one that opens the first verification forward); {} when none were asked.
     hidden_states: dict[int, torch.Tensor] = field(default_factory=dict)
+    # The generation's `decoding.Session` (target, cache, committed tokens), for self-speculative
+    # drafters that run the target's own layers on its cache; None outside the loop.
+    session: object = None
 
 
 @dataclass

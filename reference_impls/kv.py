@@ -21,9 +21,16 @@ def _cache_argument(model_type: type) -> str:
 
 
 def new_cache(model):
+    """A cache for `model`. Sliding-window layers (Mistral, Gemma-2/3, Phi-3 configs) normally
+    drop rows that fall out of the window as soon as a forward appends new ones; recording the
+    past keeps them until `keep_rows` has rolled a verification back."""
     from transformers import DynamicCache
 
-    return DynamicCache(config=model.config)
+    cache = DynamicCache(config=model.config)
+    for layer in cache.layers:
+        if getattr(layer, "is_sliding", False):
+            layer.activate_past_recording()
+    return cache
 
 
 def cache_length(cache) -> int:
@@ -39,13 +46,21 @@ def keep_rows(cache, prefix: int, rows: list[int]) -> None:
     for layer in cache.layers:
         if not hasattr(layer, "keys") or layer.keys is None:
             continue
+        # A sliding-window layer stores only its latest rows: position `first` is its row 0.
+        first = layer.get_seq_length() - layer.keys.shape[-2]
+        kept = prefix - first
         if contiguous:
-            layer.keys = layer.keys[..., : prefix + len(rows), :]
-            layer.values = layer.values[..., : prefix + len(rows), :]
+            layer.keys = layer.keys[..., : kept + len(rows), :]
+            layer.values = layer.values[..., : kept + len(rows), :]
         else:
-            index = torch.tensor(rows, device=layer.keys.device) + prefix
-            layer.keys = torch.cat([layer.keys[..., :prefix, :], layer.keys.index_select(-2, index)], dim=-2)
-            layer.values = torch.cat([layer.values[..., :prefix, :], layer.values.index_select(-2, index)], dim=-2)
+            index = torch.tensor(rows, device=layer.keys.device) + kept
+            layer.keys = torch.cat([layer.keys[..., :kept, :], layer.keys.index_select(-2, index)], dim=-2)
+            layer.values = torch.cat([layer.values[..., :kept, :], layer.values.index_select(-2, index)], dim=-2)
+        if getattr(layer, "is_sliding", False):
+            # Its length is a counter, not the stored rows: set it, then drop what left the window.
+            layer.cumulative_length = prefix + len(rows)
+            layer.keys = layer.keys[..., -(layer.sliding_window - 1) :, :]
+            layer.values = layer.values[..., -(layer.sliding_window - 1) :, :]
 
 
 def truncate(cache, length: int) -> None:
@@ -103,6 +118,9 @@ def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, h
     kwargs = {_cache_argument(type(model)): cache, "use_cache": True}
     ids = torch.tensor([input_ids], device=device)
     if tree is not None and not (is_chain(tree) and len(tree) == len(input_ids)):
+        if any(getattr(layer, "is_sliding", False) for layer in cache.layers):
+            raise ValueError("token-tree drafts need full attention in every layer; this model has sliding-window "
+                             "layers (use a method with chain drafts, e.g. prompt lookup)")
         prefix = past + len(input_ids) - len(tree)
         node_depth = depths(tree)[len(tree) - len(input_ids) :]
         kwargs["position_ids"] = torch.tensor([[prefix - 1 + d for d in node_depth]], device=device)

@@ -1,24 +1,27 @@
 """Model-free parallel drafting, composed on the shared loop: Jacobi, Lookahead, Token Recycling.
 
-Each builder has the signature of `methods.py` (target, draft model (unused), draft length:
-"auto" for the cost-aware policy or a fixed depth) and returns a `SpeculativeDecoder`. The drafts
+Each builder has the signature of `methods.py` (target, draft model (unused), draft-length
+policy: "paper", "auto" or a fixed depth) and returns a `SpeculativeDecoder`. The drafts
 are deterministic (point masses), so greedy decoding verifies by exact match and sampling by the
 engine's rejection sampling, both lossless.
 
 Sizes: the papers tune their windows and trees for a GPU, where a forward over 80 tokens costs
-about as much as over one. On this project's CPU reference machine it does not (SmolLM2-135M:
-a forward over 8 tokens ~1.8x a one-token step: about 11% more per token), so on a CPU the defaults below cut the
-papers' structures down (on an accelerator they are the papers'), and the cost-aware policy
-picks the depth per step, drafting nothing where drafts do not pay.
+about as much as over one. By default ("paper") every method runs the paper's structure. On
+this project's CPU reference machine wide forwards are not free (SmolLM2-135M: a forward over 8
+tokens ~1.8x a one-token step), so the cost-aware policy ("auto") on a CPU also cuts the
+structures down (sizes below) and picks the depth per step, drafting nothing where drafts do
+not pay: a labelled hardware variant, never the default.
 """
 
 from __future__ import annotations
 
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.jacobi import Jacobi, Lookahead
-from specatlas.impls.methods import draft_policy
+from specatlas.impls.methods import COST_AWARE, draft_policy
 from specatlas.impls.recycling import PAPER_TREE, TokenRecycling, tree_nodes
 
+# Santilli et al. iterate over blocks of future positions (whole sentences or fixed blocks for
+# MT); no block size carries over to chat models, so the window is this project's: 8 guesses.
 JACOBI_WINDOW = 8
 # Lookahead (W, N, G): the paper's setting for 7B models on an A100, and the smallest window that
 # still harvests 3-grams for a CPU, where every verified token costs ~11% of a step.
@@ -30,28 +33,35 @@ LOOKAHEAD_GPU, LOOKAHEAD_CPU = (15, 5, 15), (3, 3, 3)
 CPU_TREE = tuple((0,) * depth for depth in range(1, 7))
 
 
-def jacobi_decoding(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
+def jacobi_decoding(target, draft_model=None, draft_length="paper") -> SpeculativeDecoder:
     """Santilli et al. 2023: guesses for the next positions refined by parallel fixed-point
     iteration; the prefix that has converged to the target's argmax is committed."""
-    return SpeculativeDecoder(target, Jacobi(JACOBI_WINDOW), draft_length=draft_policy(target, draft_length, max_depth=JACOBI_WINDOW))
+    return SpeculativeDecoder(target, Jacobi(JACOBI_WINDOW),
+                              draft_length=draft_policy(target, draft_length, JACOBI_WINDOW, max_depth=JACOBI_WINDOW))
 
 
-def lookahead_decoding(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
+def lookahead_decoding(target, draft_model=None, draft_length="paper") -> SpeculativeDecoder:
     """Fu et al. 2024: a Jacobi lookahead branch harvests n-grams into a pool while a verification
     branch checks the pool's n-grams for the last token, in the same forward."""
-    window, ngram, guess_set = LOOKAHEAD_CPU if target.device.type == "cpu" else LOOKAHEAD_GPU
+    window, ngram, guess_set = LOOKAHEAD_CPU if _sized_for_cpu(target, draft_length) else LOOKAHEAD_GPU
     branch = window * (ngram - 1)  # the lookahead branch rides along whenever anything is drafted
     return SpeculativeDecoder(target, Lookahead(window, ngram, guess_set),
-                              draft_length=draft_policy(target, draft_length, lambda k: branch + guess_set * k, ngram - 1))
+                              draft_length=draft_policy(target, draft_length, ngram - 1, lambda k: branch + guess_set * k, ngram - 1))
 
 
-def token_recycling(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
+def token_recycling(target, draft_model=None, draft_length="paper") -> SpeculativeDecoder:
     """Luo et al. 2025: the target's discarded top-k candidates, kept in an adjacency table, fill a
     static draft tree that is verified in one forward."""
-    tree = recycling_template(target)
+    tree = recycling_template(target, draft_length)
+    depth = max(map(len, tree))
     return SpeculativeDecoder(target, TokenRecycling(tree),
-                              draft_length=draft_policy(target, draft_length, tree_nodes(tree), max(map(len, tree))))
+                              draft_length=draft_policy(target, draft_length, depth, tree_nodes(tree), depth))
 
 
-def recycling_template(target) -> tuple[tuple[int, ...], ...]:
-    return CPU_TREE if target.device.type == "cpu" else PAPER_TREE
+def recycling_template(target, draft_length) -> tuple[tuple[int, ...], ...]:
+    """The paper's 80-node tree, or on the cost-aware policy on a CPU its top-1 path."""
+    return CPU_TREE if _sized_for_cpu(target, draft_length) else PAPER_TREE
+
+
+def _sized_for_cpu(target, draft_length) -> bool:
+    return draft_length == COST_AWARE and target.device.type == "cpu"

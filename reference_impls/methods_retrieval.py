@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.methods import draft_policy
+from specatlas.impls.methods import COST_AWARE, draft_policy
 from specatlas.impls.methods_parallel import recycling_template
 from specatlas.impls.recycling import TokenRecycling
 from specatlas.impls.models import EMBEDDED, ModelLoadError
@@ -21,32 +21,43 @@ from specatlas.impls.retrieval import Datastore, ReferenceCopy, RetrievalTree, S
 DEFAULT_DATASTORE = Path(__file__).resolve().parent / "datastores" / f"{EMBEDDED}.npz"
 
 
+# Paper defaults. LLMA (its released code): copy 20 tokens. REST: 10 continuation tokens per
+# retrieved entry, a 64-node tree. SAM-Decoding (its code): 10 draft tokens.
+LLMA_COPY, REST_DEPTH, REST_NODES, SAM_TOKENS = 20, 10, 64, 10
+
+
 def rest_nodes(depth: int) -> int:
-    """REST's node budget for a depth-k tree: k levels of up to 3 branches each on average. The
-    paper verifies 64 nodes on a GPU, where width is nearly free; on a CPU it is not."""
+    """REST's node budget on the cost-aware policy: k levels of up to 3 branches each on average
+    (the paper's 64 nodes suit a GPU, where width is nearly free; a CPU is not)."""
     return 3 * depth
 
 
-def llma(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
+def rest_paper_nodes(depth: int) -> int:
+    return REST_NODES
+
+
+def llma(target, draft_model=None, draft_length="paper") -> SpeculativeDecoder:
     """Yang et al. 2023: copy the reference span that follows the latest generated n-gram; the
     reference is the prompt (documents given with the question)."""
-    return SpeculativeDecoder(target, ReferenceCopy(), draft_length=draft_policy(target, draft_length))
+    return SpeculativeDecoder(target, ReferenceCopy(copy=LLMA_COPY),
+                              draft_length=draft_policy(target, draft_length, LLMA_COPY))
 
 
-def rest(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
+def rest(target, draft_model=None, draft_length="paper") -> SpeculativeDecoder:
     """He et al. 2024: the frequency-pruned trie of datastore continuations of the longest
     matching suffix, verified as one token tree."""
-    drafter = RetrievalTree(datastore_for(target), rest_nodes)
-    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, rest_nodes))
+    nodes = rest_nodes if draft_length == COST_AWARE else rest_paper_nodes
+    drafter = RetrievalTree(datastore_for(target), nodes)
+    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, REST_DEPTH, nodes))
 
 
-def sam_decoding(target, draft_model=None, draft_length="auto") -> SpeculativeDecoder:
+def sam_decoding(target, draft_model=None, draft_length="paper") -> SpeculativeDecoder:
     """Hu et al. 2025 (SAM-Decoding[T]): the longest suffix match in a suffix automaton of the
     context, or in the datastore when that match is clearly longer; its continuation is the draft.
     Short matches hand over to Token Recycling, which learns from every verification."""
-    auxiliary = TokenRecycling(recycling_template(target))
+    auxiliary = TokenRecycling(recycling_template(target, draft_length))
     return SpeculativeDecoder(target, SuffixAutomatonDraft(datastore_for(target), auxiliary=auxiliary),
-                              draft_length=draft_policy(target, draft_length))
+                              draft_length=draft_policy(target, draft_length, SAM_TOKENS))
 
 
 def datastore_for(target) -> Datastore:

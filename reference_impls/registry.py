@@ -21,6 +21,7 @@ class MethodSpec:
     builder: str  # "module:function" returning a SpeculativeDecoder
     uses_draft_model: bool = False
     has_paper: bool = True
+    paper_settings: str = ""  # the paper's defaults that `specatlas run` uses, and where they come from
 
     def build(self, *args, **kwargs):
         module, function = self.builder.split(":")
@@ -35,31 +36,41 @@ METHODS: dict[str, MethodSpec] = {
                    (), (), True, f"{_M}:autoregressive", has_paper=False),
         MethodSpec("leviathan2023fast", "Speculative decoding", ("speculative-decoding", "sd"),
                    ("independent-tuning-free",), ("speculative-sampling", "greedy-verification"),
-                   True, f"{_M}:speculative_sampling", uses_draft_model=True),
+                   True, f"{_M}:speculative_sampling", uses_draft_model=True,
+                   paper_settings="γ = 7 (Table 2: T5-XXL drafted by T5-small on WMT EnDe)"),
         MethodSpec("chen2023accelerating", "Speculative sampling", ("sps", "speculative-sampling"),
                    ("independent-tuning-free",), ("speculative-sampling",),
-                   True, f"{_M}:speculative_sampling", uses_draft_model=True),
+                   True, f"{_M}:chen_speculative_sampling", uses_draft_model=True,
+                   paper_settings="K = 4 (its Chinchilla 70B experiments)"),
         MethodSpec("miao2024specinfer", "SpecInfer token-tree verification", ("specinfer",),
                    ("independent-tuning-free", "token-tree", "multi-draft"),
                    ("token-tree-verification", "multi-draft-sampling"),
-                   True, f"{_M}:specinfer", uses_draft_model=True),
+                   True, f"{_M}:specinfer", uses_draft_model=True,
+                   paper_settings="token tree expansion <1, 1, 3, 1, 1, 1, 1, 1> (depth 8, 3 branches at depth 3)"),
         MethodSpec("saxena2023prompt", "Prompt lookup decoding", ("pld", "prompt-lookup", "prompt-lookup-decoding"),
-                   ("context-copy",), ("greedy-verification", "speculative-sampling"), True, f"{_M}:prompt_lookup"),
+                   ("context-copy",), ("greedy-verification", "speculative-sampling"), True, f"{_M}:prompt_lookup",
+                   paper_settings="max_ngram_size = 3, num_pred_tokens = 10 (its reference code)"),
         MethodSpec("yang2023inference", "LLMA: inference with reference", ("llma",),
-                   ("context-copy",), ("greedy-verification",), True, f"{_M}_retrieval:llma"),
+                   ("context-copy",), ("greedy-verification",), True, f"{_M}_retrieval:llma",
+                   paper_settings="trigger n-grams 5..1, copy 20 tokens (its released code)"),
         MethodSpec("he2024rest", "REST: retrieval-based speculative decoding", ("rest",),
                    ("retrieval-drafting", "token-tree"), ("token-tree-verification", "greedy-verification"),
-                   True, f"{_M}_retrieval:rest"),
+                   True, f"{_M}_retrieval:rest",
+                   paper_settings="suffixes 16..2, 5000 retrieved entries, 10 tokens each, 64-node tree"),
         MethodSpec("hu2025sam", "SAM-Decoding: suffix automaton drafts", ("sam-decoding",),
                    ("retrieval-drafting", "context-copy", "token-tree"), ("greedy-verification", "token-tree-verification"),
-                   True, f"{_M}_retrieval:sam_decoding"),
+                   True, f"{_M}_retrieval:sam_decoding",
+                   paper_settings="l_bias = 4, l_threshold = 4, 10 draft tokens, Token Recycling's 80-node tree (its code)"),
         MethodSpec("santilli2023accelerating", "Jacobi decoding", ("jacobi-decoding",),
-                   ("mask-predict-jacobi",), ("greedy-verification",), True, f"{_M}_parallel:jacobi_decoding"),
+                   ("mask-predict-jacobi",), ("greedy-verification",), True, f"{_M}_parallel:jacobi_decoding",
+                   paper_settings="window of 8 guesses (ours: the paper's MT blocks do not carry over)"),
         MethodSpec("fu2024break", "Lookahead decoding", ("lookahead-decoding", "lookahead"),
                    ("mask-predict-jacobi", "ngram-pool"), ("greedy-verification", "speculative-sampling"),
-                   True, f"{_M}_parallel:lookahead_decoding"),
+                   True, f"{_M}_parallel:lookahead_decoding",
+                   paper_settings="W = 15, N = 5, G = 15 (its 7B setting on an A100)"),
         MethodSpec("luo2025turning", "Token Recycling", ("token-recycling",),
-                   ("ngram-pool", "token-tree"), ("token-tree-verification",), True, f"{_M}_parallel:token_recycling"),
+                   ("ngram-pool", "token-tree"), ("token-tree-verification",), True, f"{_M}_parallel:token_recycling",
+                   paper_settings="top-8 adjacency table, static 80-node tree of depth 6"),
     ]
 }
 

@@ -21,12 +21,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--temperature", type=float, default=0.0, help="0 (default) decodes greedily")
     parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int, default=0, help="0 (default): no top-k cut")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", help="local HF folder or hub id (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--draft-model", help="drafter for methods with a draft model (default: a shallow slice of the target)")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps")
     parser.add_argument("--dtype", default="auto", help="auto, float32, float16 or bfloat16")
-    parser.add_argument("--draft-length", default="auto", help="'auto' (cost-aware) or a fixed number of draft tokens")
+    parser.add_argument("--draft-length", default="paper",
+                        help="'paper' (default: the paper's draft length, tree and window), 'auto' (the cost-aware "
+                             "policy, structures sized for the device) or a fixed number of draft tokens")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
 
 
@@ -40,10 +43,13 @@ def execute(args: argparse.Namespace) -> int:
     if problem:
         return _fail(problem)
 
+    from specatlas.impls.decoding import ContextError
     from specatlas.impls.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
     from specatlas.impls.sampling import Randomness, Sampling
 
-    sampling = Sampling(args.temperature, args.top_p)
+    from specatlas.impls.methods import policy_label
+
+    sampling = Sampling(args.temperature, args.top_p, args.top_k)
     try:
         device = pick_device(args.device)
         dtype = pick_dtype(args.dtype, device)
@@ -56,21 +62,29 @@ def execute(args: argparse.Namespace) -> int:
         return _fail(str(exc), status=1)
 
     drafter = decoder.drafter.describe() if decoder.drafter else "none"
+    policy = policy_label(args.draft_length)
+    settings = spec.paper_settings if policy == "paper" and spec.paper_settings else ""
     header = (f"{spec.id} ({spec.name}) | target {target.name} on {device.type} {str(dtype).removeprefix('torch.')} "
-              f"| drafter: {drafter} | {decoder.draft_length.describe() if decoder.drafter else 'no drafting'}")
+              f"| drafter: {drafter} | {decoder.draft_length.describe() if decoder.drafter else 'no drafting'}"
+              + (f" | paper settings: {settings}" if settings else "") + f" | {sampling.describe()}")
     if args.draft_model and not spec.uses_draft_model:
         header += f" | --draft-model ignored: {spec.id} uses none"
     prompt = encode_chat(target.tokenizer, args.prompt)
     stream = None if args.json else TextStream(target.tokenizer)
     if stream:
         print(header, file=sys.stderr)
-    output = decoder.generate(prompt, args.max_new_tokens, sampling, Randomness(args.seed),
-                              stop=eos_ids(target.model, target.tokenizer), on_tokens=stream and stream.add)
+    try:
+        output = decoder.generate(prompt, args.max_new_tokens, sampling, Randomness(args.seed),
+                                  stop=eos_ids(target.model, target.tokenizer), on_tokens=stream and stream.add)
+    except ContextError as exc:  # raised before any compute
+        return _fail(str(exc))
     stats = output.stats
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     if args.json:
         text = target.tokenizer.decode(output.tokens, skip_special_tokens=True)
         print(json.dumps({"method": spec.id, "model": target.name, "drafter": drafter, "device": device.type,
+                          "policy": policy, "draft_length": decoder.draft_length.describe() if decoder.drafter else None,
+                          "paper_settings": settings or None, "sampling": sampling.describe(), "seed": args.seed,
                           "text": text, "tokens": output.tokens, "peak_rss_mb": round(peak_mb), **stats.as_dict()}))
     else:
         stream.finish()
@@ -105,8 +119,10 @@ def _check_numbers(args) -> str | None:
         return f"--temperature must be >= 0, got {args.temperature}"
     if not 0 < args.top_p <= 1:
         return f"--top-p must be in (0, 1], got {args.top_p}"
-    if args.draft_length != "auto" and not (args.draft_length.isdigit() and int(args.draft_length) >= 1):
-        return f"--draft-length must be 'auto' or a positive integer, got {args.draft_length!r}"
+    if args.top_k < 0:
+        return f"--top-k must be >= 0, got {args.top_k}"
+    if args.draft_length not in ("paper", "auto") and not (args.draft_length.isdigit() and int(args.draft_length) >= 1):
+        return f"--draft-length must be 'paper', 'auto' or a positive integer, got {args.draft_length!r}"
     return None
 
 

@@ -40,7 +40,7 @@ def test_small_bench_end_to_end_with_resume_after_kill(tmp_path):
     with checkpoint.open("a") as f:
         f.write('{"question_id": "fact", "category": "qa", "rep')  # as if killed mid-write
     done_before = units(checkpoint)
-    assert done_before < 6
+    assert done_before < 8
 
     second = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr[-2000:]
@@ -50,8 +50,12 @@ def test_small_bench_end_to_end_with_resume_after_kill(tmp_path):
     run = load(out / files[0])  # schema, config hash and summary all check out
 
     keys = [(s.question_id, s.repeat, s.method) for s in run.samples]
-    assert sorted(keys) == sorted((q, 0, m) for q in ("chat", "fact") for m in ("baseline", "saxena2023prompt", "hf-generate"))
-    assert [s.units for s in run.sessions] == [done_before, 6 - done_before]
+    rows = ("baseline", "saxena2023prompt", "saxena2023prompt@cost-aware", "hf-generate")  # both policies
+    assert sorted(keys) == sorted((q, 0, m) for q in ("chat", "fact") for m in rows)
+    assert {m.id: m.policy for m in run.methods} == {"baseline": None, "saxena2023prompt": "paper",
+                                                      "saxena2023prompt@cost-aware": "cost-aware", "hf-generate": None}
+    assert "paper settings: max_ngram_size = 3" in next(m.setup for m in run.methods if m.id == "saxena2023prompt")
+    assert [s.units for s in run.sessions] == [done_before, 8 - done_before]
     assert run.sessions[0].finished is None and run.sessions[1].finished
     assert all(len(s.turns) == (2 if s.question_id == "chat" else 1) for s in run.samples)
 
@@ -63,6 +67,6 @@ def test_small_bench_end_to_end_with_resume_after_kill(tmp_path):
     assert provenance["hardware"]["cores"] >= 1 and provenance["hardware"]["torch_threads"] >= 1
     assert len(run.sessions[0].git_commit) == 40 and run.sessions[0].git_dirty is not None
     assert 1 in run.cost_curve and 64 in run.cost_curve
-    for method in ("saxena2023prompt", "hf-generate"):
+    for method in ("saxena2023prompt", "saxena2023prompt@cost-aware", "hf-generate"):
         assert run.summary[method]["lossless"]["status"] == "pass", run.summary[method]["lossless"]
         assert run.summary[method]["overall"]["speedup"] > 0

@@ -43,3 +43,34 @@ def test_tree_rows_score_each_branch_as_if_alone(model):
             sequence = PROMPT + [TOKENS[node] for node in path]
             alone = kv.forward(model, kv.new_cache(model), sequence).logits[len(PROMPT) - 1 :]
             torch.testing.assert_close(tree_logits[[0] + [node + 1 for node in path]], alone, rtol=0, atol=1e-9)
+
+
+def tiny_mistral(window: int):
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(3)
+    config = MistralConfig(vocab_size=16, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                           sliding_window=window, bos_token_id=0, eos_token_id=None, pad_token_id=None)
+    return MistralForCausalLM(config).to(torch.float64).eval()
+
+
+def test_prompt_lookup_runs_past_a_sliding_window_as_greedy_decoding():
+    """Sliding-window caches keep only the window; a rollback must not lose rows nor leave the
+    layer's length counter stale (it did: every later position was off)."""
+    from specatlas.impls.decoding import SpeculativeDecoder
+    from specatlas.impls.draft_length import FixedLength
+    from specatlas.impls.drafting import PromptLookup
+
+    window = 8
+    model = tiny_mistral(window)
+    cache = kv.new_cache(model)
+    assert any(getattr(layer, "is_sliding", False) for layer in cache.layers)
+    prompt, new = [1, 2, 3, 4, 5, 6] * 2, 64 + window
+    baseline = SpeculativeDecoder(model).generate(prompt, new).tokens
+    with torch.no_grad():
+        reference = model.generate(torch.tensor([prompt]), max_new_tokens=new, do_sample=False)[0, len(prompt):].tolist()
+    assert baseline == reference
+    output = SpeculativeDecoder(model, PromptLookup(), draft_length=FixedLength(4)).generate(prompt, new)
+    assert output.tokens == baseline
+    assert sum(output.stats.drafted_at) > 0 and len(output.stats.accepted_lengths) < new  # drafts were accepted

@@ -30,18 +30,50 @@ def baseline_outputs(embedded):
     return [decoder.generate(encode_chat(embedded.tokenizer, p), NEW_TOKENS, stop=stop).tokens for p in PROMPTS]
 
 
-# One run per distinct composition (leviathan2023fast and chen2023accelerating share theirs).
-LOSSLESS = {m.builder: m for m in reversed(METHODS.values()) if m.lossless and m.id != "baseline"}.values()
+LOSSLESS = [m for m in METHODS.values() if m.lossless and m.id != "baseline"]
 
 
+@pytest.mark.parametrize("policy", ["paper", "auto"])
 @pytest.mark.parametrize("method", LOSSLESS, ids=lambda m: m.id)
-def test_greedy_output_is_token_identical_to_baseline(embedded, baseline_outputs, method):
-    # A fixed draft length, so drafts really are proposed and verified on every step.
-    decoder = method.build(embedded.model, draft_length=3)
+def test_greedy_output_is_token_identical_to_baseline(embedded, baseline_outputs, method, policy):
+    """Under the paper's settings (drafts proposed and verified on every step) and under the
+    cost-aware policy (which drafts where it pays)."""
+    decoder = method.build(embedded.model, draft_length=policy)
     stop = eos_ids(embedded.model, embedded.tokenizer)
+    drafted = 0
     for prompt, want in zip(PROMPTS, baseline_outputs):
         output = decoder.generate(encode_chat(embedded.tokenizer, prompt), NEW_TOKENS, stop=stop)
-        assert output.tokens == want, f"{method.id} diverged on {prompt!r}"
+        assert output.tokens == want, f"{method.id} ({policy}) diverged on {prompt!r}"
+        drafted += sum(output.stats.drafted_at)
+    assert drafted > 0 or policy == "auto"
+
+
+SAMPLING_METHODS = [m.id for m in METHODS.values()]
+
+
+@pytest.mark.parametrize("method", SAMPLING_METHODS)
+def test_same_seed_gives_the_same_text_twice(method, capsys):
+    texts = []
+    for _ in range(2):
+        assert main(["run", method, "--prompt", PROMPTS[0], "--max-new-tokens", "24", "--temperature", "0.8",
+                     "--seed", "3", "--json", "--device", "cpu"]) == 0
+        texts.append(json.loads(capsys.readouterr().out)["text"])
+    assert texts[0] == texts[1]
+
+
+def test_run_drafts_with_the_papers_gamma_and_says_so(embedded, capsys):
+    assert main(["run", "leviathan2023fast", "--prompt", PROMPTS[0], "--max-new-tokens", "16", "--json", "--device", "cpu"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["policy"] == "paper" and "γ = 7" in result["paper_settings"]
+    assert result["draft_length"] == "the paper's draft length 7"
+    assert result["drafted_at"] and result["drafted_at"][0] > 0
+
+
+def test_a_prompt_longer_than_the_context_gets_one_line(embedded, capsys):
+    long = "word " * (embedded.model.config.max_position_embeddings + 10)
+    assert main(["run", "pld", "--prompt", long, "--max-new-tokens", "4", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "the model's context holds" in err and err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_baseline_matches_transformers_generate(embedded, baseline_outputs):

@@ -103,3 +103,81 @@ def test_verified_committed_is_a_snapshot():
 
     SpeculativeDecoder(target, Keeper(), draft_length=FixedLength(1)).generate(PROMPT, 3)
     assert [len(step.committed) for step in Keeper.steps] == [4, 5, 6]
+
+
+def test_a_prompt_longer_than_the_context_is_refused_before_any_compute():
+    from specatlas.impls.decoding import ContextError, Session
+
+    from .toy import tiny_llama
+
+    model = tiny_llama(seed=1)  # 128 positions
+    calls = []
+    model.register_forward_pre_hook(lambda module, args: calls.append(1))
+    with pytest.raises(ContextError, match="the prompt has 128 tokens; the model's context holds 128"):
+        SpeculativeDecoder(model).generate([1] * 128, 4)
+    assert not calls
+    output = SpeculativeDecoder(model).generate([1] * 120, 50)  # the output stops at the context's end
+    assert len(output.tokens) == 8
+    with pytest.raises(ContextError):
+        Session(model, [])
+
+
+def test_a_zero_residual_does_not_give_nan():
+    """p == q up to rounding: p - q <= 0 everywhere. A rejection there (probability ~0, forced
+    here) must still draw a real token, not divide 0 by 0."""
+    from specatlas.impls.sampling import Randomness
+    from specatlas.impls.verification import RejectionSampling
+
+    class AlwaysReject(Randomness):
+        def bernoulli(self, p, *key):
+            return False
+
+        def categorical(self, probs, *key):
+            assert torch.isfinite(probs).all() and abs(float(probs.sum()) - 1) < 1e-9, probs
+            return super().categorical(probs, *key)
+
+    logits = torch.tensor([[0.3, 1.2, -0.5], [0.1, 0.2, 0.3]], dtype=torch.float64)
+    q = Sampling(1.0).probs(logits[0]) * (1 + 1e-12)  # a hair above p everywhere
+    draft = Draft.chain([1], q=q[None])
+    accepted, token = RejectionSampling().verify(draft, logits, Sampling(1.0), AlwaysReject(0), 5)
+    assert accepted == [] and token in (0, 1, 2)
+
+
+def test_an_inner_decoder_drafts_for_an_outer_one_without_prefilling_twice():
+    """Staged speculation: prompt lookup speeds up a draft model that drafts for the target."""
+    from specatlas.impls.decoding import InnerDecoder
+    from specatlas.impls.drafting import PromptLookup
+
+    from .toy import tiny_llama
+
+    target, small = tiny_llama(seed=1), tiny_llama(seed=1, layers=1)
+    widths = []
+    small.register_forward_pre_hook(lambda module, args, kwargs: widths.append(kwargs["input_ids"].shape[1]),
+                                    with_kwargs=True)
+    baseline = SpeculativeDecoder(target)
+    inner = SpeculativeDecoder(small, PromptLookup(), draft_length=FixedLength(2))
+    outer = SpeculativeDecoder(target, InnerDecoder(inner), draft_length=FixedLength(3))
+    for prompt in ([1], [3, 3, 0], [2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2]):
+        widths.clear()
+        output = outer.generate(prompt, 16)
+        assert output.tokens == baseline.generate(prompt, 16).tokens
+        assert sum(output.stats.drafted_at) > 0
+        assert sum(width >= 8 for width in widths) == (len(prompt) > 8)  # the prompt is prefilled once
+
+
+@pytest.mark.parametrize("sampling", [Sampling(1.0), Sampling(0.7, top_k=2)], ids=str)
+def test_an_inner_decoder_is_lossless_under_sampling(sampling):
+    from specatlas.impls.decoding import InnerDecoder
+    from specatlas.impls.drafting import PromptLookup
+
+    target, length = ToyLM(seed=1), 3
+
+    def run(rng):
+        inner = SpeculativeDecoder(ToyLM(seed=2, sharpness=1.5), PromptLookup(), draft_length=FixedLength(1))
+        decoder = SpeculativeDecoder(target, InnerDecoder(inner), draft_length=FixedLength(2))
+        return tuple(decoder.generate(PROMPT, length, sampling, rng).tokens)
+
+    got = enumerate_outputs(run)
+    want = sequence_distribution(target, PROMPT, length, sampling)
+    worst = max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
+    assert abs(sum(got.values()) - 1) < 1e-9 and worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"

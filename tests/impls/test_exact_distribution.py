@@ -40,8 +40,8 @@ def decoders(target, drafter_model):
                                   "tree (SpecInfer recursive rejection)", "point-mass drafts (prompt lookup)"])
 def test_output_distribution_equals_target(target, drafter_model, name, sampling):
     length = 3
-    decoder = decoders(target, drafter_model)[name]
-    got = enumerate_outputs(lambda rng: tuple(decoder.generate(PROMPT, length, sampling, rng).tokens))
+    # A fresh decoder for every enumerated run: drafter state must not carry over between them.
+    got = enumerate_outputs(lambda rng: tuple(decoders(target, drafter_model)[name].generate(PROMPT, length, sampling, rng).tokens))
     want = sequence_distribution(target, PROMPT, length, sampling)
     assert abs(sum(got.values()) - 1) < 1e-9
     worst = max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())

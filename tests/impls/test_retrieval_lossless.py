@@ -35,8 +35,11 @@ def drafters(vocab: int):
 @pytest.mark.parametrize("method", METHODS)
 def test_output_distribution_equals_target(method, sampling):
     target, length = ToyLM(seed=1), 3
-    decoder = SpeculativeDecoder(target, drafters(VOCAB)[method], draft_length=FixedLength(2))
-    got = enumerate_outputs(lambda rng: tuple(decoder.generate(PROMPT, length, sampling, rng).tokens))
+    def run(rng):  # a fresh decoder for every enumerated run
+        decoder = SpeculativeDecoder(target, drafters(VOCAB)[method], draft_length=FixedLength(2))
+        return tuple(decoder.generate(PROMPT, length, sampling, rng).tokens)
+
+    got = enumerate_outputs(run)
     want = sequence_distribution(target, PROMPT, length, sampling)
     worst = max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
     assert abs(sum(got.values()) - 1) < 1e-9 and worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"

@@ -56,6 +56,21 @@ class Contender:
     setup: str  # drafter, draft-length policy or generate() arguments, as run
     generate: Callable[[list[int], int, float, int, set[int]], Turn] | None
     error: str | None = None  # why it could not run; it then has no samples
+    policy: str | None = None  # draft-length policy: "paper", "cost-aware" or "fixed" (None: no drafter)
+
+
+def policy_of(method_id: str, draft_length: str) -> str | None:
+    from specatlas.impls.methods import policy_label
+
+    return None if method_id == "baseline" else policy_label(draft_length)
+
+
+def contender_id(method_id: str, draft_length: str) -> str:
+    """A method's row id: its paper id with the paper's settings, suffixed under another policy."""
+    policy = policy_of(method_id, draft_length)
+    if policy in (None, "paper"):
+        return method_id
+    return f"{method_id}@{policy}" + (f"-{draft_length}" if policy == "fixed" else "")
 
 
 @contextmanager
@@ -76,6 +91,7 @@ def counting_forwards(model):
 
 def specatlas_method(spec: MethodSpec, target, draft_model, draft_length) -> Contender:
     decoder = spec.build(target, draft_model, draft_length)
+    policy = policy_of(spec.id, draft_length)
 
     def generate(prompt, max_new_tokens, temperature, seed, stop):
         with counting_forwards(target) as widths:
@@ -86,7 +102,10 @@ def specatlas_method(spec: MethodSpec, target, draft_model, draft_length) -> Con
                     s.draft_seconds, s.verify_seconds, list(s.drafted_at), list(s.accepted_at))
 
     setup = decoder.drafter.describe() + "; " + decoder.draft_length.describe() if decoder.drafter else "no drafter"
-    return Contender(spec.id, spec.name, "specatlas", spec.lossless, setup, generate)
+    if policy == "paper" and spec.paper_settings:
+        setup += f"; paper settings: {spec.paper_settings}"
+    return Contender(contender_id(spec.id, draft_length), spec.name, "specatlas", spec.lossless, setup, generate,
+                     policy=policy)
 
 
 def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
@@ -129,4 +148,4 @@ def cost_curve(target, max_width: int = 64) -> dict[int, float]:
     of w up to max_width: what a verification costs relative to a plain decoding step."""
     from specatlas.impls.draft_length import calibrate
 
-    return {width: round(seconds, 6) for width, seconds in sorted(calibrate(target, range(1, max_width + 1)).items())}
+    return {width: round(seconds, 6) for width, seconds in sorted(calibrate(target, max_width).items())}

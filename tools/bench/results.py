@@ -52,6 +52,7 @@ class Method(_Strict):
     lossless: bool
     setup: str
     error: str | None
+    policy: str | None = None  # "paper", "cost-aware" or "fixed"; absent in older results
 
 
 class Session(_Strict):

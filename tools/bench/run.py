@@ -42,7 +42,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=1, help="measurements of every question (default: 1)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
     parser.add_argument("--seed", type=int, default=0, help="base seed; each question, repeat and turn derives its own")
-    parser.add_argument("--draft-length", default="auto", help="'auto' (cost-aware) or a fixed number of draft tokens")
+    parser.add_argument("--draft-length", default="both",
+                        help="'both' (default: every method twice, with the paper's settings and with the cost-aware "
+                             "policy), 'paper', 'auto' (cost-aware) or a fixed number of draft tokens")
     parser.add_argument("--model", default=None, help="target: a hub id or local folder (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--draft-model", default=None,
                         help="drafter for draft-model methods and hf-assisted (default: a shallow slice of the target)")
@@ -107,8 +109,13 @@ def check_numbers(args) -> None:
             raise BenchError(f"{flag} must be at least {least}, got {value}")
     if args.temperature < 0:
         raise BenchError(f"--temperature must be >= 0, got {args.temperature}")
-    if args.draft_length != "auto" and not (args.draft_length.isdigit() and int(args.draft_length) >= 1):
-        raise BenchError(f"--draft-length must be 'auto' or a positive number, got {args.draft_length!r}")
+    if args.draft_length not in ("both", "paper", "auto") and not (args.draft_length.isdigit() and int(args.draft_length) >= 1):
+        raise BenchError(f"--draft-length must be 'both', 'paper', 'auto' or a positive number, got {args.draft_length!r}")
+
+
+def policies(draft_length: str) -> list[str]:
+    """The draft-length policies each method runs under."""
+    return ["paper", "auto"] if draft_length == "both" else [draft_length]
 
 
 def encode_conversation(tokenizer, turns: list[str], answers: list[str]) -> list[int]:
@@ -181,8 +188,9 @@ def bench(args) -> Path:
     checkpoint.append({"session": {"started": now(), "git_commit": git["commit"], "git_dirty": git["dirty"]}})
 
     draft_model = drafter.model if drafter else None
-    contenders = [_built(lambda s=METHODS[i]: cs.specatlas_method(s, target.model, draft_model, args.draft_length),
-                         i, METHODS[i].name, "specatlas", METHODS[i].lossless) for i in method_ids]
+    contenders = [_built(lambda s=METHODS[i], d=d: cs.specatlas_method(s, target.model, draft_model, d),
+                         cs.contender_id(i, d), METHODS[i].name, "specatlas", METHODS[i].lossless, cs.policy_of(i, d))
+                  for i in method_ids for d in (policies(args.draft_length) if i != BASELINE else ["paper"])]
     stop = eos_ids(target.model, target.tokenizer)
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else min(stop)
     contenders += [_built(lambda p=p: cs.peer(p, target.model, draft_model, pad), p, cs.PEERS[p], "peer", True)
@@ -248,7 +256,7 @@ def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _built(build, method_id: str, name: str, kind: str, lossless: bool):
+def _built(build, method_id: str, name: str, kind: str, lossless: bool, policy: str | None = None):
     """The contender, or one that records why it could not be built (a peer transformers refuses,
     a method that needs what this model lacks): a long run must not die for one row."""
     from specatlas.bench.contenders import Contender
@@ -256,7 +264,7 @@ def _built(build, method_id: str, name: str, kind: str, lossless: bool):
     try:
         return build()
     except Exception as exc:  # noqa: BLE001 - any failure is reported in the result row
-        return Contender(method_id, name, kind, lossless, "", None, _reason(exc))
+        return Contender(method_id, name, kind, lossless, "", None, _reason(exc), policy)
 
 
 def _attempt(contender, call):
@@ -295,7 +303,7 @@ def _assemble(checkpoint: Checkpoint, contenders) -> Run:
         schema_version=SCHEMA_VERSION, config_hash=header["config_hash"], config=header["config"],
         provenance=header["provenance"], cost_curve=header["cost_curve"], sessions=sessions,
         methods=[{"id": c.id, "name": c.name, "kind": c.kind, "lossless": c.lossless, "setup": c.setup,
-                  "error": c.error} for c in contenders],
+                  "error": c.error, "policy": c.policy} for c in contenders],
         samples=[s for s in samples if s["method"] in ids], summary={},
     )
     run.summary = summarize(run)

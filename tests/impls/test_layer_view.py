@@ -1,0 +1,94 @@
+"""Layer views for self-speculation: part of the target's layers on the target's own cache. Where
+the views must equal the full model (all layers; an early exit resumed from its exit layer; the
+cache after a draft phase rolled back) they do, to 1e-9 in float64."""
+
+import pytest
+import torch
+
+from specatlas.impls import kv
+from specatlas.impls.decoding import SpeculativeDecoder
+from specatlas.impls.draft_length import FixedLength
+from specatlas.impls.drafting import PromptLookup
+from specatlas.impls.layer_view import EarlyExit, LayerView, resume
+
+from .toy import tiny_llama
+
+LAYERS = 4
+PROMPT = [1, 2, 3, 4, 5, 1, 2]
+TOKENS, TREE = [6, 7, 8, 9, 10], [-1, 0, 1, 0, 2, 4]  # row 0 is the pending token (PROMPT[-1])
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_llama(seed=7, layers=LAYERS)
+
+
+def prefilled(model):
+    cache = kv.new_cache(model)
+    kv.forward(model, cache, PROMPT[:-1])
+    return cache
+
+
+def next_logits(model, cache, token=11):
+    return kv.forward(model, cache, [token]).logits[-1]
+
+
+def fresh_logits(model, tokens):
+    return kv.forward(model, kv.new_cache(model), tokens).logits[-1]
+
+
+@torch.no_grad()
+def test_a_view_of_every_layer_is_the_model(model):
+    full = kv.forward(model, prefilled(model), [PROMPT[-1]] + TOKENS, tree=TREE, hidden_layers=(0, 2, LAYERS))
+    view = LayerView(model, range(LAYERS))
+    mine = view(model, prefilled(model), [PROMPT[-1]] + TOKENS, tree=TREE, hidden_layers=(0, 2, LAYERS))
+    torch.testing.assert_close(mine.logits, full.logits, rtol=0, atol=1e-9)
+    assert set(mine.hidden_states) == {0, 2, LAYERS}
+    for layer in mine.hidden_states:
+        torch.testing.assert_close(mine.hidden_states[layer], full.hidden_states[layer], rtol=0, atol=1e-9)
+
+
+def test_a_view_of_every_layer_decodes_as_the_model(model):
+    baseline = SpeculativeDecoder(model).generate(PROMPT, 12).tokens
+    decoder = SpeculativeDecoder(model, PromptLookup(), draft_length=FixedLength(3), forward=LayerView(model, range(LAYERS)))
+    assert decoder.generate(PROMPT, 12).tokens == baseline
+
+
+@pytest.mark.parametrize("exit_layer", [1, 2, 3])
+@torch.no_grad()
+def test_early_exit_then_resume_from_the_exit_layer_equals_the_full_forward(model, exit_layer):
+    rows = [PROMPT[-1]] + TOKENS[:3]
+    cache = prefilled(model)
+    early = LayerView(model, range(exit_layer))(model, cache, rows, hidden_layers=(exit_layer,))
+    resumed = resume(model, cache, early.hidden_states[exit_layer], exit_layer)
+    full = kv.forward(model, prefilled(model), rows)
+    torch.testing.assert_close(resumed.logits, full.logits, rtol=0, atol=1e-9)
+    # Every layer's slot now holds the full model's rows: decoding goes on as if nothing happened.
+    torch.testing.assert_close(next_logits(model, cache), fresh_logits(model, PROMPT + TOKENS[:3] + [11]), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("layers", [[0], [0, 2], [1, 3], [0, 1, 2]], ids=str)
+@torch.no_grad()
+def test_cache_after_a_draft_phase_is_restored(model, layers):
+    cache, view = prefilled(model), LayerView(model, layers)
+    for token in TOKENS[:3]:  # a draft phase: one view forward per drafted token
+        view(model, cache, [token])
+    kv.truncate(cache, len(PROMPT) - 1)
+    assert kv.cache_length(cache) == len(PROMPT) - 1
+    torch.testing.assert_close(next_logits(model, cache, PROMPT[-1]), fresh_logits(model, PROMPT), rtol=0, atol=1e-9)
+
+
+def test_bad_views_are_refused(model):
+    for layers in ([], [LAYERS], [2, 1], [1, 1]):
+        with pytest.raises(ValueError, match="increasing layer indices"):
+            LayerView(model, layers)
+
+
+@pytest.mark.parametrize("exit_layer", [1, 3])
+def test_early_exit_drafter_on_the_shared_cache_is_lossless(model, exit_layer):
+    baseline = SpeculativeDecoder(model)
+    decoder = SpeculativeDecoder(model, EarlyExit(model, exit_layer), draft_length=FixedLength(3))
+    for prompt in ([1], [3, 3, 0], PROMPT):
+        output = decoder.generate(prompt, 12)
+        assert output.tokens == baseline.generate(prompt, 12).tokens
+        assert sum(output.stats.drafted_at) > 0
