@@ -22,7 +22,7 @@ from torch.nn import functional as F
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.drafting import Draft, Drafter
 from specatlas.impls.heads import HeadCache
-from specatlas.impls.methods import draft_policy
+from specatlas.impls.methods import PAPER, draft_policy
 from specatlas.impls.recycling import tree_nodes
 from specatlas.impls.verification import GreedyMatch, Verifier
 
@@ -292,22 +292,22 @@ def load_head(target, family: str, drafter_checkpoint=None):
     return checkpoint
 
 
-def medusa(target, draft_model=None, draft_length="auto", drafter_checkpoint=None) -> SpeculativeDecoder:
+def medusa(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
     """Cai et al. 2024: Medusa heads + the paper's 63-node tree; exact match when greedy, typical
     acceptance (relaxed) when sampling, as the paper runs it."""
     checkpoint = load_head(target, "medusa", drafter_checkpoint)
     drafter = MedusaDrafter(checkpoint.head, target.lm_head.weight, checkpoint.hidden_layers[0], label=checkpoint.describe())
     return SpeculativeDecoder(target, drafter, sampling_verifier=TypicalAcceptance(),
-                              draft_length=draft_policy(target, draft_length, tree_nodes(MEDUSA_TREE),
-                                                        max(map(len, MEDUSA_TREE))))
+                              draft_length=draft_policy(target, draft_length, max(map(len, MEDUSA_TREE)),
+                                                        tree_nodes(MEDUSA_TREE), max(map(len, MEDUSA_TREE))))
 
 
-def eagle(target, draft_model=None, draft_length="auto", drafter_checkpoint=None) -> SpeculativeDecoder:
+def eagle(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
     """Li et al. 2024 (EAGLE-1): the feature-level head drafts EAGLE's 25-node static tree."""
     return _eagle(target, draft_length, drafter_checkpoint, EAGLE_TREE)
 
 
-def eagle2(target, draft_model=None, draft_length="auto", drafter_checkpoint=None) -> SpeculativeDecoder:
+def eagle2(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
     """Li et al. 2024 (EAGLE-2): the same head, with a dynamic tree grown and reranked by the
     head's cumulative confidence."""
     return _eagle(target, draft_length, drafter_checkpoint, None)
@@ -321,4 +321,4 @@ def _eagle(target, draft_length, drafter_checkpoint, tree):
         nodes, depth = (lambda k: min(EAGLE2_TOTAL, EAGLE2_TOP_K * k)), EAGLE2_DEPTH
     else:
         nodes, depth = tree_nodes(tree), max(map(len, tree))
-    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, nodes, depth))
+    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, depth, nodes, depth))

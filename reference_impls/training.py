@@ -145,35 +145,37 @@ class Progress:
 
 
 def train_loop(module, optimizer, batches, loss_fn, checkpoint: Path, budget_minutes: float, max_steps: int,
-               progress=None, schedule=None, log_every: int = 20) -> Progress:
-    """Minimise `loss_fn(batch)` over `batches(step)` until max_steps or the time budget, saving
-    (module, optimizer, progress) to `checkpoint` every few minutes and resuming from it."""
+               progress=None, warmup: int = 30, log_every: int = 20) -> Progress:
+    """Minimise `loss_fn(batch)` over `batches(step)` for `max_steps` or `budget_minutes`, whichever
+    ends first, saving (module, optimizer, progress) to `checkpoint` every few minutes and resuming
+    from it. The learning rate warms up, then follows a cosine to zero over whichever of steps or
+    time is further along, so a budget cut still ends on a decayed rate."""
     state = Progress()
     if checkpoint.exists():
         saved = torch.load(checkpoint, weights_only=False)
         module.load_state_dict(saved["module"])
         optimizer.load_state_dict(saved["optimizer"])
-        if schedule is not None:
-            schedule.load_state_dict(saved["schedule"])
         state = saved["progress"]
     budget = budget_minutes * 60
+    peak = [group.setdefault("initial_lr", group["lr"]) for group in optimizer.param_groups]
     bar = progress(total=max_steps, initial=state.step, desc="training", unit="step") if progress else None
     started, last_save, running = time.monotonic() - state.seconds, time.monotonic(), []
 
     def save():
         state.seconds = time.monotonic() - started
-        torch.save({"module": module.state_dict(), "optimizer": optimizer.state_dict(), "progress": state,
-                    "schedule": schedule.state_dict() if schedule is not None else None}, checkpoint)
+        torch.save({"module": module.state_dict(), "optimizer": optimizer.state_dict(), "progress": state}, checkpoint)
 
     module.train()
     while state.step < max_steps and time.monotonic() - started < budget:
+        done = max(state.step / max_steps, (time.monotonic() - started) / budget)
+        factor = min(1.0, (state.step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, done)))
+        for group, lr in zip(optimizer.param_groups, peak):
+            group["lr"] = lr * factor
         loss = loss_fn(batches(state.step))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(module.parameters(), 0.5)
         optimizer.step()
-        if schedule is not None:
-            schedule.step()
         state.step += 1
         running.append(loss.item())
         if len(running) == log_every:
@@ -186,20 +188,13 @@ def train_loop(module, optimizer, batches, loss_fn, checkpoint: Path, budget_min
         if time.monotonic() - last_save > 180:
             save()
             last_save = time.monotonic()
+    if running:
+        state.losses.append(sum(running) / len(running))
     if bar:
         bar.close()
     module.eval()
     save()
     return state
-
-
-def cosine_schedule(optimizer, total: int, warmup: int = 50):
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total - warmup))))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,7 +233,6 @@ class MedusaFamily(Family):
         rows, labels = self._table(features, train_ids, start, final)
         steps = steps or self.default_steps
         optimizer = torch.optim.AdamW(heads.parameters(), lr=self.lr, weight_decay=0.0)
-        schedule = cosine_schedule(optimizer, steps)
         generator = torch.Generator().manual_seed(seed)
 
         def batches(step):
@@ -252,7 +246,7 @@ class MedusaFamily(Family):
             return loss
 
         state = train_loop(heads, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes, steps,
-                           progress, schedule=schedule)
+                           progress)
         accuracy = self.evaluate(heads, features, test_ids, lm_weight, final)
         return finish(self.name, heads, loaded, features, train_ids, test_ids, state, accuracy, output, command,
                       {"medusa_num_heads": self.num_heads, "medusa_num_layers": 1, "version": "2"})
@@ -329,7 +323,6 @@ class EagleFamily(Family):
         start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
         steps = steps or self.default_steps
         optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr, weight_decay=0.0, betas=(0.9, 0.95))
-        schedule = cosine_schedule(optimizer, steps)
         generator = torch.Generator().manual_seed(seed)
 
         def batches(step):
@@ -356,7 +349,7 @@ class EagleFamily(Family):
             return regression + 0.1 * F.cross_entropy(logits, labels[valid])
 
         state = train_loop(head, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes, steps,
-                           progress, schedule=schedule)
+                           progress)
         accuracy = self.evaluate(head, features, test_ids, embed, lm_weight, final)
         return finish(self.name, head, loaded, features, train_ids, test_ids, state, accuracy, output, command,
                       {"bias": True})

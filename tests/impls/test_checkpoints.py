@@ -214,3 +214,16 @@ def test_save_in_published_layout_then_load_gives_the_same_outputs(tmp_path, tar
     else:
         features = torch.randn(1, 4, 3 * H if family == "eagle3" else H)
         torch.testing.assert_close(loaded.head(x, features, torch.arange(4)[None]), head(x, features, torch.arange(4)[None]))
+
+
+@pytest.mark.model
+def test_run_with_a_broken_checkpoint_fails_in_one_line(tmp_path, capsys, embedded):
+    from specatlas.cli import main
+
+    weights = {f"{k}.0.linear.{name}": torch.zeros(576, 576) if name == "weight" else torch.zeros(576)
+               for k in range(4) for name in ("weight", "bias")}
+    del weights["2.0.linear.bias"]
+    write(tmp_path / "broken", {"medusa_num_heads": 4, "medusa_num_layers": 1}, weights, "medusa_lm_head.pt")
+    status = main(["run", "medusa", "--prompt", "hi", "--device", "cpu", "--drafter-checkpoint", str(tmp_path / "broken")])
+    err = capsys.readouterr().err.strip()
+    assert status == 1 and "missing keys: 2.0.linear.bias" in err and len(err.splitlines()) == 1 and "Traceback" not in err
