@@ -130,6 +130,27 @@ class TypicalAcceptance(Verifier):
         return best, rng.categorical(plausible / plausible.sum(), position + len(best), "typical")
 
 
+class TopKAcceptance(Verifier):
+    """Blockwise parallel decoding's approximate acceptance (relaxed: NOT lossless): a drafted
+    token is kept while it is among the target's k best there; the next token is the target's
+    argmax after the kept prefix. k = 1 is exact greedy matching."""
+
+    relaxed = True
+
+    def __init__(self, k: int):
+        self.k = k
+
+    def verify(self, draft, logits, sampling, rng, position):
+        best = logits.topk(self.k, dim=-1).indices.tolist()
+        children, accepted, node = draft.children(), [], -1
+        while True:
+            match = next((child for child in children[node] if draft.tokens[child] in best[node + 1]), None)
+            if match is None:
+                return accepted, best[node + 1][0]
+            accepted.append(match)
+            node = match
+
+
 class EagleDrafter(Drafter):
     """EAGLE (Li et al. 2024): a one-layer head extrapolates the target's features.
 
@@ -300,6 +321,24 @@ def medusa(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None
     return SpeculativeDecoder(target, drafter, sampling_verifier=TypicalAcceptance(),
                               draft_length=draft_policy(target, draft_length, max(map(len, MEDUSA_TREE)),
                                                         tree_nodes(MEDUSA_TREE), max(map(len, MEDUSA_TREE))))
+
+
+BLOCKWISE_CHAIN = tuple((0,) * depth for depth in range(1, 5))
+
+
+def blockwise(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None,
+              top_k_acceptance: int = 0) -> SpeculativeDecoder:
+    """Stern et al. 2018: the extra heads' top-1 tokens form a block (a chain), verified in one
+    forward; the longest prefix that matches the target's greedy choices is kept. Exact by
+    default; `top_k_acceptance=k` is the paper's approximate variant (relaxed). Uses the Medusa
+    heads (one per look-ahead position), k = 4 block positions after the target's own token."""
+    checkpoint = load_head(target, "medusa", drafter_checkpoint)
+    drafter = MedusaDrafter(checkpoint.head, target.lm_head.weight, checkpoint.hidden_layers[0], tree=BLOCKWISE_CHAIN,
+                            label=checkpoint.describe())
+    greedy = TopKAcceptance(top_k_acceptance) if top_k_acceptance > 1 else GreedyMatch()
+    depth = len(BLOCKWISE_CHAIN)
+    return SpeculativeDecoder(target, drafter, greedy_verifier=greedy,
+                              draft_length=draft_policy(target, draft_length, depth, max_depth=depth))
 
 
 def eagle(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:

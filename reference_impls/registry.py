@@ -74,6 +74,10 @@ METHODS: dict[str, MethodSpec] = {
                    False, f"{_M}_heads:medusa", trained_head="medusa",
                    paper_settings="4 heads, 63-node tree mc_sim_7b_63 (depth 4); sampling: typical acceptance, "
                                   "epsilon 0.09, delta 0.3 (its code)"),
+        MethodSpec("stern2018blockwise", "Blockwise parallel decoding", ("blockwise-parallel-decoding", "bpd", "blockwise"),
+                   ("extra-heads",), ("greedy-verification", "top-k-acceptance"), True, f"{_M}_heads:blockwise",
+                   trained_head="medusa",
+                   paper_settings="top-1 block of the heads' tokens, exact greedy acceptance (top-k acceptance opt-in)"),
         MethodSpec("li2024eagle", "EAGLE: feature-level draft head, static tree", ("eagle", "eagle-1"),
                    ("feature-level-drafting", "token-tree"),
                    ("token-tree-verification", "speculative-sampling", "greedy-verification"), True, f"{_M}_heads:eagle",

@@ -219,7 +219,7 @@ class MedusaFamily(Family):
     0.8^k x cross-entropy against the target's greedy token k+2 positions ahead (the paper's
     decaying weights), AdamW at 1e-3 with a cosine schedule."""
 
-    name, num_heads, batch, lr, default_steps = "medusa", 4, 512, 1e-3, 1200
+    name, num_heads, batch, lr, default_steps = "medusa", 4, 256, 1e-3, 2000
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
         from specatlas.impls.heads import MedusaHeads

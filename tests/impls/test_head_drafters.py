@@ -8,7 +8,7 @@ from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import FixedLength
 from specatlas.impls.drafting import Draft
 from specatlas.impls.heads import EagleHead, LayerConfig, MedusaHeads
-from specatlas.impls.methods_heads import EagleDrafter, MedusaDrafter, TypicalAcceptance
+from specatlas.impls.methods_heads import BLOCKWISE_CHAIN, EagleDrafter, MedusaDrafter, TopKAcceptance, TypicalAcceptance
 from specatlas.impls.sampling import Randomness, Sampling
 from specatlas.impls.verification import RejectionSampling
 
@@ -29,6 +29,8 @@ def toy_drafter(kind):
     lm_head = torch.randn(VOCAB, VOCAB, generator=generator, dtype=torch.float64)
     if kind == "medusa":
         return MedusaDrafter(random_(MedusaHeads(VOCAB, 2), 1), lm_head, ToyLM.LAYERS, tree=((0,), (1,), (0, 0), (0, 1)))
+    if kind == "blockwise":
+        return MedusaDrafter(random_(MedusaHeads(VOCAB, 4), 1), lm_head, ToyLM.LAYERS, tree=BLOCKWISE_CHAIN)
     config = LayerConfig(hidden_size=VOCAB, intermediate_size=8, num_attention_heads=2, num_key_value_heads=1,
                          head_dim=2, rms_norm_eps=1e-6, rope_theta=10000.0)
     embed = torch.randn(VOCAB, VOCAB, generator=generator, dtype=torch.float64)
@@ -38,7 +40,7 @@ def toy_drafter(kind):
     return EagleDrafter(head, embed, lm_head, ToyLM.LAYERS, tree=None, dynamic=(4, 3, 2))
 
 
-@pytest.mark.parametrize("kind", ["medusa", "eagle", "eagle2"])
+@pytest.mark.parametrize("kind", ["medusa", "blockwise", "eagle", "eagle2"])
 @pytest.mark.parametrize("sampling", [Sampling(1.0), Sampling(0.7, top_p=0.9)], ids=str)
 def test_head_drafters_with_rejection_sampling_keep_the_targets_distribution(kind, sampling):
     target, length = ToyLM(seed=5), 3
@@ -58,7 +60,7 @@ def test_head_drafters_with_rejection_sampling_keep_the_targets_distribution(kin
     assert all(drafted), "every run drafted"
 
 
-@pytest.mark.parametrize("kind", ["medusa", "eagle", "eagle2"])
+@pytest.mark.parametrize("kind", ["medusa", "blockwise", "eagle", "eagle2"])
 def test_head_drafters_greedy_equals_target_greedy_on_toy(kind):
     target = ToyLM(seed=6)
     want = SpeculativeDecoder(target).generate(PROMPT, 8).tokens
@@ -113,6 +115,13 @@ def test_typical_acceptance_is_greedy_match_when_greedy():
     logits = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
     accepted, token = TypicalAcceptance().verify(Draft.chain([1, 0]), logits, Sampling(), Randomness(0), 0)
     assert accepted == [0, 1] and token == 2
+
+
+def test_top_k_acceptance_keeps_drafts_in_the_targets_top_k():
+    logits = torch.tensor([[3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 3.0, 2.0], [0.0, 0.0, 0.0, 5.0], [1.0, 0.0, 0.0, 0.0]])
+    draft = Draft.chain([1, 3, 0])  # 1: 2nd best at row 0; 3: 2nd best at row 1; 0: not in row 2's top 2
+    assert TopKAcceptance(2).verify(draft, logits, Sampling(), Randomness(0), 0) == ([0, 1], 3)
+    assert TopKAcceptance(1).verify(draft, logits, Sampling(), Randomness(0), 0) == ([], 0)
 
 
 # --------------------------------------------------------------------------------------------
