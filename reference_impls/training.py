@@ -306,8 +306,9 @@ class EagleFamily(Family):
     regresses feature t+1 (smooth L1) plus 0.1 x cross-entropy of the target's LM head on its
     prediction against the target's greedy token (EAGLE's loss), with U(-0.1, 0.1) noise on the
     input features (EAGLE's data augmentation). Features are the final normed states, which is
-    what the target's LM head reads. The decoder layer starts from a copy of the target's last
-    layer (a warm start for a small data budget; EAGLE starts from random weights)."""
+    what the target's LM head reads. Random initialisation, as EAGLE's (a copy of the target's
+    last layer is no warm start: it was tuned for the residual stream, whose scale is far larger
+    than the normed features')."""
 
     name, conversations, lr, default_steps, steps_evaluated = "eagle", 4, 5e-4, 1500, 5
 
@@ -317,7 +318,6 @@ class EagleFamily(Family):
         model = loaded.model
         final = model.config.num_hidden_layers
         head = EagleHead(LayerConfig.from_dict(model.config.to_dict()))
-        self._warm_start(head, model)
         embed, lm_weight = model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
         train_ids, test_ids = split(len(features.tokens), seed=seed)
         start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
@@ -353,12 +353,6 @@ class EagleFamily(Family):
         accuracy = self.evaluate(head, features, test_ids, embed, lm_weight, final)
         return finish(self.name, head, loaded, features, train_ids, test_ids, state, accuracy, output, command,
                       {"bias": True})
-
-    @staticmethod
-    def _warm_start(head, model):
-        last = model.model.layers[-1]
-        own = head.layers[0].state_dict()
-        head.layers[0].load_state_dict({key: last.state_dict()[key] for key in own}, strict=True)
 
     @torch.no_grad()
     def evaluate(self, head, features, conversations, embed, lm_weight, final) -> dict:

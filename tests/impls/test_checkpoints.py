@@ -5,6 +5,8 @@ not from our modules' state dicts, so a drift of our layout from the published o
 """
 
 import json
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -227,3 +229,40 @@ def test_run_with_a_broken_checkpoint_fails_in_one_line(tmp_path, capsys, embedd
     status = main(["run", "medusa", "--prompt", "hi", "--device", "cpu", "--drafter-checkpoint", str(tmp_path / "broken")])
     err = capsys.readouterr().err.strip()
     assert status == 1 and "missing keys: 2.0.linear.bias" in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+SHIPPED = sorted(path for path in (Path(__file__).resolve().parents[2] / "reference_impls" / "trained_heads").glob("*")
+                 if (path / "config.json").is_file())
+
+
+class ShapeOnlyTarget(torch.nn.Module):
+    """What the loader reads of a target: its config and parameters' device and dtype."""
+
+    def __init__(self, config: dict):
+        super().__init__()
+        self.config = SimpleNamespace(_name_or_path=config["base_model_name_or_path"], **{
+            key: config[key] for key in ("hidden_size", "vocab_size")}, num_hidden_layers=30)
+        self.lm_head = torch.nn.Linear(config["hidden_size"], config["vocab_size"], bias=False)
+
+
+@pytest.mark.parametrize("folder", SHIPPED, ids=lambda path: path.name)
+def test_shipped_heads_load_and_round_trip_through_the_published_layout(tmp_path, folder):
+    config = json.loads((folder / "config.json").read_text())
+    target = ShapeOnlyTarget(config)
+    shipped = load(folder, target, config["base_model_name_or_path"])
+    from safetensors.torch import load_file
+
+    stored = load_file(str(next(folder.glob("*.safetensors"))))
+    assert all(value.dtype in (torch.float16, torch.int64, torch.bool) for value in stored.values())
+    for key, value in shipped.head.state_dict().items():
+        assert torch.equal(value.to(stored[key].dtype), stored[key]), key
+    save(shipped.head, shipped.family, tmp_path / "again", target, config["base_model_name_or_path"])
+    again = load(tmp_path / "again", target, config["base_model_name_or_path"])
+    x = torch.randn(1, 3, config["hidden_size"])
+    if shipped.family == "medusa":
+        torch.testing.assert_close(again.head(x, target.lm_head.weight), shipped.head(x, target.lm_head.weight))
+    else:
+        args = (x, torch.randn(1, 3, config["hidden_size"]), torch.arange(3)[None])
+        torch.testing.assert_close(again.head(*args), shipped.head(*args))
+    card = (folder / "README.md").read_text()
+    assert "specatlas train" in card and "Held-out mean accepted tokens" in card

@@ -152,3 +152,21 @@ def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path,
         output = decoder.generate(ids, 32, stop=stop)
         assert output.tokens == baseline.generate(ids, 32, stop=stop).tokens, f"{method} diverged on {prompt!r}"
         assert sum(output.stats.drafted_at) > 0
+
+
+@pytest.mark.model
+def test_medusa_with_its_shipped_heads_is_greedy_identical(embedded):
+    """Medusa is registered as not lossless (typical acceptance when sampling); greedy it is exact.
+    The lossless head methods are covered by test_embedded_model.py with their shipped heads."""
+    from specatlas.impls.registry import METHODS
+    from specatlas.impls.models import encode_chat, eos_ids
+
+    from .test_embedded_model import NEW_TOKENS, PROMPTS
+
+    model, stop = embedded.model, eos_ids(embedded.model, embedded.tokenizer)
+    decoder, baseline = METHODS["cai2024medusa"].build(model), SpeculativeDecoder(model)
+    for prompt in PROMPTS:
+        ids = encode_chat(embedded.tokenizer, prompt)
+        output = decoder.generate(ids, NEW_TOKENS, stop=stop)
+        assert output.tokens == baseline.generate(ids, NEW_TOKENS, stop=stop).tokens, prompt
+        assert output.stats.mean_accepted > 1
