@@ -79,13 +79,20 @@ class Output:
     stats: Stats
 
 
-class ContextError(ValueError):
+class ContextError(kv.Unsupported):
     """The prompt does not fit the model's context; the message is one line for the user."""
 
 
-def context_limit(model) -> int | None:
-    """The longest text (in tokens) the model's positions cover, when its config says."""
-    return getattr(getattr(model, "config", None), "max_position_embeddings", None)
+def room_after(model, prompt: list[int]) -> int | None:
+    """How many tokens fit after `prompt` in the model's context (None: its config sets no limit);
+    a `ContextError` when the prompt alone fills it."""
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    if not prompt:
+        raise ContextError("the prompt is empty")
+    if limit is not None and len(prompt) >= limit:
+        raise ContextError(f"the prompt has {len(prompt)} tokens; the model's context holds {limit} "
+                           "(prompt and output together)")
+    return None if limit is None else limit - len(prompt)
 
 
 class Session:
@@ -98,18 +105,12 @@ class Session:
 
     def __init__(self, target, prompt: list[int], sampling: Sampling = Sampling(), rng: Randomness | None = None,
                  verifier: Verifier | None = None, hidden_layers=(), forward: Callable = kv.forward):
-        limit = context_limit(target)
-        if not prompt:
-            raise ContextError("the prompt is empty")
-        if limit is not None and len(prompt) >= limit:
-            raise ContextError(f"the prompt has {len(prompt)} tokens; the model's context holds {limit} "
-                               "(prompt and output together)")
+        self.room = room_after(target, prompt)  # tokens that still fit after the prompt
         self.target, self.forward, self.sampling = target, forward, sampling
         self.rng = rng or Randomness(0)
         self.verifier = verifier or (GreedyMatch() if sampling.greedy else RejectionSampling())
         self.hidden_layers = tuple(sorted(set(hidden_layers)))
         self.tokens = list(prompt)
-        self.room = (limit - len(prompt)) if limit is not None else None  # tokens that still fit
         self.cache = kv.new_cache(target)
         self.forwards = 0
         hidden = {}

@@ -8,7 +8,6 @@ Recycling's tables feed on. The loop never needs to know which kind of drafter i
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch

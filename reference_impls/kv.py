@@ -15,6 +15,10 @@ from functools import lru_cache
 import torch
 
 
+class Unsupported(ValueError):
+    """What this model cannot run (e.g. a tree draft on sliding-window layers); one line for the user."""
+
+
 @lru_cache(maxsize=None)
 def _cache_argument(model_type: type) -> str:
     return "cache" if "cache" in inspect.signature(model_type.forward).parameters else "past_key_values"
@@ -119,7 +123,7 @@ def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, h
     ids = torch.tensor([input_ids], device=device)
     if tree is not None and not (is_chain(tree) and len(tree) == len(input_ids)):
         if any(getattr(layer, "is_sliding", False) for layer in cache.layers):
-            raise ValueError("token-tree drafts need full attention in every layer; this model has sliding-window "
+            raise Unsupported("token-tree drafts need full attention in every layer; this model has sliding-window "
                              "layers (use a method with chain drafts, e.g. prompt lookup)")
         prefix = past + len(input_ids) - len(tree)
         node_depth = depths(tree)[len(tree) - len(input_ids) :]

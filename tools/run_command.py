@@ -45,7 +45,8 @@ def execute(args: argparse.Namespace) -> int:
     if problem:
         return _fail(problem)
 
-    from specatlas.impls.decoding import ContextError
+    from specatlas.impls.decoding import room_after
+    from specatlas.impls.kv import Unsupported
     from specatlas.impls.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
     from specatlas.impls.sampling import Randomness, Sampling
 
@@ -75,13 +76,17 @@ def execute(args: argparse.Namespace) -> int:
     if args.drafter_checkpoint and not spec.trained_head:
         header += f" | --drafter-checkpoint ignored: {spec.id} uses no trained head"
     prompt = encode_chat(target.tokenizer, args.prompt)
+    try:
+        room_after(target.model, prompt)  # before the header, so that the error is the only line
+    except Unsupported as exc:
+        return _fail(str(exc))
     stream = None if args.json else TextStream(target.tokenizer)
     if stream:
         print(header, file=sys.stderr)
     try:
         output = decoder.generate(prompt, args.max_new_tokens, sampling, Randomness(args.seed),
                                   stop=eos_ids(target.model, target.tokenizer), on_tokens=stream and stream.add)
-    except ContextError as exc:  # raised before any compute
+    except Unsupported as exc:  # e.g. a tree draft on sliding-window layers
         return _fail(str(exc))
     stats = output.stats
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB

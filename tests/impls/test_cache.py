@@ -74,3 +74,11 @@ def test_prompt_lookup_runs_past_a_sliding_window_as_greedy_decoding():
     output = SpeculativeDecoder(model, PromptLookup(), draft_length=FixedLength(4)).generate(prompt, new)
     assert output.tokens == baseline
     assert sum(output.stats.drafted_at) > 0 and len(output.stats.accepted_lengths) < new  # drafts were accepted
+
+
+def test_a_tree_draft_on_sliding_window_layers_is_refused_in_one_line():
+    model = tiny_mistral(8)
+    cache = kv.new_cache(model)
+    kv.forward(model, cache, PROMPT[:-1])
+    with pytest.raises(kv.Unsupported, match="token-tree drafts need full attention in every layer"):
+        kv.forward(model, cache, [PROMPT[-1]] + TOKENS, tree=[-1] + [p + 1 for p in PARENTS])
