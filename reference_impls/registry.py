@@ -22,6 +22,7 @@ class MethodSpec:
     uses_draft_model: bool = False
     has_paper: bool = True
     paper_settings: str = ""  # the paper's defaults that `specatlas run` uses, and where they come from
+    trained_head: str = ""  # the head family a `--drafter-checkpoint` must hold (Medusa, EAGLE methods)
 
     def build(self, *args, **kwargs):
         module, function = self.builder.split(":")
@@ -68,6 +69,24 @@ METHODS: dict[str, MethodSpec] = {
                    ("mask-predict-jacobi", "ngram-pool"), ("greedy-verification", "speculative-sampling"),
                    True, f"{_M}_parallel:lookahead_decoding",
                    paper_settings="W = 15, N = 5, G = 15 (its 7B setting on an A100)"),
+        MethodSpec("cai2024medusa", "Medusa: multiple decoding heads", ("medusa",),
+                   ("extra-heads", "token-tree"), ("token-tree-verification", "greedy-verification", "typical-acceptance"),
+                   False, f"{_M}_heads:medusa", trained_head="medusa",
+                   paper_settings="4 heads, 63-node tree mc_sim_7b_63 (depth 4); sampling: typical acceptance, "
+                                  "epsilon 0.09, delta 0.3 (its code)"),
+        MethodSpec("stern2018blockwise", "Blockwise parallel decoding", ("blockwise-parallel-decoding", "bpd", "blockwise"),
+                   ("extra-heads",), ("greedy-verification", "top-k-acceptance"), True, f"{_M}_heads:blockwise",
+                   trained_head="medusa",
+                   paper_settings="top-1 block of the heads' tokens, exact greedy acceptance (top-k acceptance opt-in)"),
+        MethodSpec("li2024eagle", "EAGLE: feature-level draft head, static tree", ("eagle", "eagle-1"),
+                   ("feature-level-drafting", "token-tree"),
+                   ("token-tree-verification", "speculative-sampling", "greedy-verification"), True, f"{_M}_heads:eagle",
+                   trained_head="eagle",
+                   paper_settings="25-node static tree of depth 5 (its code)"),
+        MethodSpec("li2024eagle2", "EAGLE-2: dynamic draft trees", ("eagle-2", "eagle2"),
+                   ("feature-level-drafting", "dynamic-tree"), ("speculative-sampling", "token-tree-verification"),
+                   True, f"{_M}_heads:eagle2", trained_head="eagle",
+                   paper_settings="dynamic tree: top-10 per level, depth 7, 60 nodes kept (its code's defaults)"),
         MethodSpec("luo2025turning", "Token Recycling", ("token-recycling",),
                    ("ngram-pool", "token-tree"), ("token-tree-verification",), True, f"{_M}_parallel:token_recycling",
                    paper_settings="top-8 adjacency table, static 80-node tree of depth 6"),

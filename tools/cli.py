@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "leaderboard": ("specatlas.bench.leaderboard", "render results/ as the leaderboard page (or check it)"),
     "run": ("specatlas.run_command", "run a method by paper id or alias"),
     "datastore": ("specatlas.datastore", "build a REST/SAM datastore from a text or JSONL corpus"),
+    "train": ("specatlas.train", "train a draft head (Medusa, EAGLE) on the target's own answers"),
 }
 
 

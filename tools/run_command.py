@@ -41,6 +41,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", help="local HF folder or hub id (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--draft-model", help="drafter for methods with a draft model (default: a shallow slice of the target)")
+    parser.add_argument("--drafter-checkpoint", help="trained draft head (folder or hub id, published Medusa/EAGLE "
+                                                     "layouts) for head methods (default: the heads shipped for the embedded model)")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps")
     parser.add_argument("--dtype", default="auto", help="auto, float32, float16 or bfloat16")
     parser.add_argument("--draft-length", default="paper",
@@ -76,7 +78,8 @@ def execute(args: argparse.Namespace) -> int:
         draft = load_model(args.draft_model, device, dtype) if args.draft_model and spec.uses_draft_model else None
         if draft and draft.model.config.vocab_size != target.model.config.vocab_size:
             raise ModelLoadError(f"draft model {draft.name!r} has a different vocabulary from {target.name!r}")
-        decoder = spec.build(target.model, draft.model if draft else None, draft_length=args.draft_length)
+        head = {"drafter_checkpoint": args.drafter_checkpoint} if args.drafter_checkpoint and spec.trained_head else {}
+        decoder = spec.build(target.model, draft.model if draft else None, draft_length=args.draft_length, **head)
     except ModelLoadError as exc:
         return _fail(str(exc), status=1)
 
@@ -88,6 +91,8 @@ def execute(args: argparse.Namespace) -> int:
               + (f" | paper settings: {settings}" if settings else "") + f" | {sampling.describe()}")
     if args.draft_model and not spec.uses_draft_model:
         header += f" | --draft-model ignored: {spec.id} uses none"
+    if args.drafter_checkpoint and not spec.trained_head:
+        header += f" | --drafter-checkpoint ignored: {spec.id} uses no trained head"
     prompt = encode_chat(target.tokenizer, prompt_text)
     try:  # before the header, so that the error is the only line
         room = room_after(target.model, prompt)

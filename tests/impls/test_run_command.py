@@ -7,7 +7,7 @@ from specatlas.cli import main
 
 @pytest.mark.parametrize("argv, expected", [
     (["pdl"], "unknown method 'pdl'; closest: pld"),
-    (["cai2024medusa"], "cai2024medusa is cataloged but has no reference implementation yet; implemented: baseline"),
+    (["ankner2024hydra"], "ankner2024hydra is cataloged but has no reference implementation yet; implemented: baseline"),
     (["pld", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
     (["pld", "--top-p", "1.5"], "--top-p must be in (0, 1]"),
     (["pld", "--temperature", "-1"], "--temperature must be >= 0"),
@@ -18,11 +18,11 @@ from specatlas.cli import main
     (["pld", "--dtype", "int3"], "unknown dtype 'int3'"),
 ])
 def test_bad_input_gets_one_clear_line(argv, expected, capsys):
-    if argv[0] == "cai2024medusa":
+    if argv[0] == "ankner2024hydra":
         from specatlas.paths import papers_dir
 
-        if not (papers_dir() / "cai2024medusa.yaml").exists():
-            pytest.skip("papers/cai2024medusa.yaml is not in this checkout")
+        if not (papers_dir() / "ankner2024hydra.yaml").exists():
+            pytest.skip("papers/ankner2024hydra.yaml is not in this checkout")
     status = main(["run", *argv, "--prompt", "hi"])
     err = capsys.readouterr().err
     assert status != 0

@@ -1,0 +1,394 @@
+"""Training draft heads on the target's own outputs (self-distillation), as Medusa and EAGLE do.
+
+Data, built once per (target, prompt corpus, answer length) and cached under the user cache dir,
+one file per conversation (so an interrupted build resumes, and several processes can share it):
+the target answers each prompt greedily (batched `generate`), and the same pass keeps, in
+float16, the hidden states every head family reads (the final normed state for Medusa and EAGLE,
+three inner layers for EAGLE-3) plus the target's greedy next token at every position. Labels
+are those greedy tokens, so every position teaches what the target would decode there. (The
+batch is left-padded: its states equal an unpadded forward's up to float32 rounding.)
+
+Training runs in float32 (on CPU bf16 matmuls are far slower), checkpoints every few minutes and
+resumes from the last checkpoint, and stops at `budget_minutes`. Held-out conversations give the
+acceptance numbers in each model card: how often a top-1 draft chain matches the target's greedy
+tokens at each draft position, given the earlier ones matched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from specatlas.impls.heads import eagle3_layers
+from specatlas.impls.models import cache_root, encode_chat, eos_ids
+
+
+def data_dir(model_name: str, prompts: list[str], max_new_tokens: int) -> Path:
+    key = hashlib.sha256(json.dumps([prompts, max_new_tokens]).encode()).hexdigest()[:12]
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name)
+    return cache_root() / "train" / safe / key
+
+
+def stored_layers(model) -> tuple[int, ...]:
+    """Hidden states kept for every family: EAGLE-3's three and the final normed state."""
+    layers = model.config.num_hidden_layers
+    return tuple(sorted({*eagle3_layers(layers), layers}))
+
+
+@torch.inference_mode()
+def generate(loaded, prompts: list[str], folder: Path, max_new_tokens: int, batch_size: int, progress=None,
+             worker: tuple[int, int] = (0, 1), ids: list[int] | None = None) -> None:
+    """Answer the prompts `ids` (default all; of those, the ones with id % workers == index for
+    `worker`) and store, per conversation, {prompt, response, hidden: {layer: [T, H] float16},
+    greedy: [T]} as <id>.pt. The last answer token is dropped from `response`: no forward ever
+    reads it, so it has no state."""
+    model, tokenizer = loaded.model, loaded.tokenizer
+    folder.mkdir(parents=True, exist_ok=True)
+    index, workers = worker
+    mine = [i for i in (range(len(prompts)) if ids is None else ids) if i % workers == index]
+    todo = sorted((i for i in mine if not (folder / f"{i:05d}.pt").exists()), key=lambda i: len(prompts[i]))
+    layers, stop = stored_layers(model), eos_ids(model, tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    bar = progress(total=len(mine), initial=len(mine) - len(todo), desc="answers", unit="prompt") if progress else None
+    for first in range(0, len(todo), batch_size):
+        ids = todo[first : first + batch_size]
+        encoded = [encode_chat(tokenizer, prompts[i]) for i in ids]
+        width = max(map(len, encoded))
+        # Left padding, so every answer starts at the same column.
+        batch = torch.tensor([[pad] * (width - len(p)) + p for p in encoded], device=model.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in encoded], device=model.device)
+        out = model.generate(input_ids=batch, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
+                             pad_token_id=pad, output_hidden_states=True, return_dict_in_generate=True)
+        # out.hidden_states[s][layer]: step 0 covers the prompt columns, step s >= 1 the column width + s - 1.
+        states = {layer: torch.cat([step[layer] for step in out.hidden_states], 1) for layer in layers}
+        for row, (i, prompt) in enumerate(zip(ids, encoded)):
+            answer = out.sequences[row, width:].tolist()
+            end = next((j + 1 for j, token in enumerate(answer) if token in stop), len(answer))
+            kept = len(prompt) + end - 1  # positions with a hidden state
+            columns = slice(width - len(prompt), width - len(prompt) + kept)
+            hidden = {layer: states[layer][row, columns].to(torch.float16).cpu() for layer in layers}
+            greedy = torch.tensor(answer[:end])  # after position t >= len(prompt) - 1: the next answer token
+            head = F.linear(states[layers[-1]][row, columns][: len(prompt) - 1], model.lm_head.weight).argmax(-1).cpu()
+            record = {"prompt": prompt, "response": answer[: end - 1], "hidden": hidden,
+                      "greedy": torch.cat([head, greedy]).long()}
+            torch.save(record, folder / f".{i:05d}.tmp")
+            (folder / f".{i:05d}.tmp").rename(folder / f"{i:05d}.pt")  # complete files only
+        if bar:
+            bar.update(len(ids))
+    if bar:
+        bar.close()
+
+
+@dataclass
+class Features:
+    """Every conversation's tokens, hidden states and the target's greedy next tokens."""
+
+    tokens: list[torch.Tensor]  # [T] int64 per conversation
+    prompt_lengths: list[int]
+    hidden: dict[int, list[torch.Tensor]]  # layer -> [T, H] float16 per conversation
+    greedy: list[torch.Tensor]  # [T]: the target's argmax after each position
+
+
+def shortest(prompts: list[str], count: int | None) -> list[int]:
+    """Ids of the `count` shortest prompts (all when None): a smaller corpus for a smaller budget."""
+    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))
+    return sorted(order[:count] if count else order)
+
+
+def read_data(folder: Path, ids: list[int], layers: tuple[int, ...]) -> Features:
+    missing = [i for i in ids if not (folder / f"{i:05d}.pt").exists()]
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} of {len(ids)} conversations are not generated yet in {folder}")
+    features = Features([], [], {layer: [] for layer in layers}, [])
+    for i in ids:
+        record = torch.load(folder / f"{i:05d}.pt", weights_only=True)
+        features.tokens.append(torch.tensor(record["prompt"] + record["response"]))
+        features.prompt_lengths.append(len(record["prompt"]))
+        for layer in layers:
+            features.hidden[layer].append(record["hidden"][layer])
+        features.greedy.append(record["greedy"])
+    return features
+
+
+def split(count: int, held_out: float = 0.1, seed: int = 0) -> tuple[list[int], list[int]]:
+    order = list(range(count))
+    random.Random(seed).shuffle(order)
+    cut = max(1, int(count * held_out))
+    return sorted(order[cut:]), sorted(order[:cut])
+
+
+def common_prefix(sequences: list[list[int]]) -> int:
+    """Length of the prefix every prompt shares (the chat template's system turn): not worth training on."""
+    first, length = sequences[0], len(sequences[0])
+    for other in sequences[1:]:
+        length = next((i for i, (a, b) in enumerate(zip(first[:length], other)) if a != b), min(length, len(other)))
+    return length
+
+
+# --------------------------------------------------------------------------------------------
+# Training loop shared by the head families
+
+
+@dataclass
+class Progress:
+    step: int = 0
+    seconds: float = 0.0
+    losses: list[float] = field(default_factory=list)  # mean loss per logged interval
+
+
+def train_loop(module, optimizer, batches, loss_fn, checkpoint: Path, budget_minutes: float, max_steps: int,
+               progress=None, warmup: int = 30, log_every: int = 20) -> Progress:
+    """Minimise `loss_fn(batch)` over `batches(step)` for `max_steps` or `budget_minutes`, whichever
+    ends first, saving (module, optimizer, progress) to `checkpoint` every few minutes and resuming
+    from it. The learning rate warms up, then follows a cosine to zero over whichever of steps or
+    time is further along, so a budget cut still ends on a decayed rate."""
+    state = Progress()
+    if checkpoint.exists():
+        saved = torch.load(checkpoint, weights_only=False)
+        module.load_state_dict(saved["module"])
+        optimizer.load_state_dict(saved["optimizer"])
+        state = saved["progress"]
+    budget = budget_minutes * 60
+    peak = [group.setdefault("initial_lr", group["lr"]) for group in optimizer.param_groups]
+    bar = progress(total=max_steps, initial=state.step, desc="training", unit="step") if progress else None
+    started, last_save, running = time.monotonic() - state.seconds, time.monotonic(), []
+
+    def save():
+        state.seconds = time.monotonic() - started
+        torch.save({"module": module.state_dict(), "optimizer": optimizer.state_dict(), "progress": state}, checkpoint)
+
+    module.train()
+    while state.step < max_steps and time.monotonic() - started < budget:
+        done = max(state.step / max_steps, (time.monotonic() - started) / budget)
+        factor = min(1.0, (state.step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, done)))
+        for group, lr in zip(optimizer.param_groups, peak):
+            group["lr"] = lr * factor
+        loss = loss_fn(batches(state.step))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 0.5)
+        optimizer.step()
+        state.step += 1
+        running.append(loss.item())
+        if len(running) == log_every:
+            state.losses.append(sum(running) / len(running))
+            running = []
+            if bar:
+                bar.set_postfix(loss=f"{state.losses[-1]:.3f}")
+        if bar:
+            bar.update(1)
+        if time.monotonic() - last_save > 180:
+            save()
+            last_save = time.monotonic()
+    if running:
+        state.losses.append(sum(running) / len(running))
+    if bar:
+        bar.close()
+    module.eval()
+    save()
+    return state
+
+
+# --------------------------------------------------------------------------------------------
+# Head families
+
+
+class Family:
+    name = ""
+    default_steps = 0
+
+    def layers(self, model) -> tuple[int, ...]:
+        """Indices into the target's `hidden_states` the head reads (N: the final normed state)."""
+        return (model.config.num_hidden_layers,)
+
+    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+        raise NotImplementedError
+
+
+class MedusaFamily(Family):
+    """Medusa-2-style heads (ResBlocks reusing the target's LM head; the backbone stays frozen, so
+    this is the paper's Medusa-1 training of Medusa v2-layout heads). Loss: sum over heads of
+    0.8^k x cross-entropy against the target's greedy token k+2 positions ahead (the paper's
+    decaying weights), AdamW at 1e-3 with a cosine schedule."""
+
+    name, num_heads, batch, lr, default_steps = "medusa", 4, 256, 1e-3, 2000
+
+    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+        from specatlas.impls.heads import MedusaHeads
+
+        model = loaded.model
+        final = model.config.num_hidden_layers
+        hidden, lm_weight = model.config.hidden_size, model.lm_head.weight.detach()
+        heads = MedusaHeads(hidden, self.num_heads)
+        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
+        rows, labels = self._table(features, train_ids, start, final)
+        steps = steps or self.default_steps
+        optimizer = torch.optim.AdamW(heads.parameters(), lr=self.lr, weight_decay=0.0)
+        generator = torch.Generator().manual_seed(seed)
+
+        def batches(step):
+            pick = torch.randint(len(rows), (self.batch,), generator=generator)
+            return rows[pick].float(), labels[pick]
+
+        def loss_fn(batch):
+            x, y = batch
+            logits = F.linear(heads.features(x), lm_weight)  # [heads, B, vocab]
+            loss = sum(0.8**k * F.cross_entropy(logits[k], y[:, k], ignore_index=-100) for k in range(self.num_heads))
+            return loss
+
+        state = train_loop(heads, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes, steps,
+                           progress)
+        accuracy = self.evaluate(heads, features, test_ids, lm_weight, final)
+        return finish(self.name, heads, loaded, features, train_ids, test_ids, state, accuracy, output, command,
+                      {"medusa_num_heads": self.num_heads, "medusa_num_layers": 1, "version": "2"})
+
+    def _table(self, features, conversations, start, final):
+        rows, labels = [], []
+        for c in conversations:
+            greedy, length = features.greedy[c], len(features.tokens[c])
+            rows.append(features.hidden[final][c][start:])
+            label = torch.full((length - start, self.num_heads), -100, dtype=torch.long)
+            for k in range(self.num_heads):
+                # Head k at position t drafts the token after t + k + 1: the target's greedy choice there.
+                label[: max(0, length - start - k - 1), k] = greedy[start + k + 1 :]
+            labels.append(label)
+        return torch.cat(rows), torch.cat(labels)
+
+    @torch.no_grad()
+    def evaluate(self, heads, features, conversations, lm_weight, final) -> dict:
+        """Top-1 chain acceptance on held-out answers: at each answer position, how many heads in a
+        row draft the target's greedy tokens."""
+        accepted = []
+        for c in conversations:
+            rows, labels = self._table(features, [c], features.prompt_lengths[c] - 1, final)
+            hits = (F.linear(heads.features(rows.float()), lm_weight).argmax(-1).T == labels)  # [rows, heads]
+            full = (labels != -100).all(1)
+            accepted += hits[full].int().cumprod(1).sum(1).tolist()
+        return acceptance_summary(accepted, self.num_heads)
+
+
+def acceptance_summary(accepted: list[int], depth: int) -> dict:
+    """From the accepted draft length at each position: acceptance by draft position (given the
+    earlier ones were accepted, as the decoding stats report it) and mean accepted tokens per step
+    of a top-1 chain of `depth` drafts (the target's own token included)."""
+    counts = torch.tensor(accepted)
+    by_position = [float((counts > k).sum() / max(1, int((counts >= k).sum()))) for k in range(depth)]
+    return {"acceptance_by_position": [round(x, 4) for x in by_position],
+            "mean_accepted_tokens_chain": round(1 + float(counts.float().mean()), 3), "positions": len(accepted)}
+
+
+def finish(name, module, loaded, features, train_ids, test_ids, state, accuracy, output, command, extra) -> str:
+    from specatlas.impls.checkpoints import save
+
+    tokens = sum(len(features.tokens[c]) for c in train_ids)
+    answer_tokens = sum(len(features.tokens[c]) - features.prompt_lengths[c] for c in train_ids)
+    card = {"family": name, "base_model": loaded.name, "train_conversations": len(train_ids),
+            "train_tokens": tokens, "train_answer_tokens": answer_tokens, "held_out_conversations": len(test_ids),
+            "steps": state.step, "train_seconds": round(state.seconds), "final_loss": round(state.losses[-1], 4)
+            if state.losses else None, "loss_curve": [round(x, 4) for x in state.losses[:: max(1, len(state.losses) // 20)]],
+            "held_out": accuracy, "command": command, "torch": torch.__version__}
+    save(module, name, output, loaded.model, base_model=loaded.name, extra=extra, card=card)
+    return f"{state.step} steps in {state.seconds / 60:.1f} min, loss {card['final_loss']}, " \
+           f"held-out mean accepted tokens (top-1 chain) {accuracy['mean_accepted_tokens_chain']}"
+
+
+class EagleFamily(Family):
+    """The EAGLE-1/2 head: at position t it reads (embedding of token t+1, target feature t) and
+    regresses feature t+1 (smooth L1) plus 0.1 x cross-entropy of the target's LM head on its
+    prediction against the target's greedy token (EAGLE's loss), with U(-0.1, 0.1) noise on the
+    input features (EAGLE's data augmentation). Features are the final normed states, which is
+    what the target's LM head reads. Random initialisation, as EAGLE's (a copy of the target's
+    last layer is no warm start: it was tuned for the residual stream, whose scale is far larger
+    than the normed features')."""
+
+    name, conversations, lr, default_steps, steps_evaluated = "eagle", 4, 5e-4, 1500, 5
+
+    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+        from specatlas.impls.heads import EagleHead, LayerConfig
+
+        model = loaded.model
+        final = model.config.num_hidden_layers
+        head = EagleHead(LayerConfig.from_dict(model.config.to_dict()))
+        embed, lm_weight = model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
+        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
+        steps = steps or self.default_steps
+        optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr, weight_decay=0.0, betas=(0.9, 0.95))
+        generator = torch.Generator().manual_seed(seed)
+
+        def batches(step):
+            picked = [train_ids[i] for i in torch.randperm(len(train_ids), generator=generator)[: self.conversations]]
+            width = max(len(features.tokens[c]) for c in picked) - 1
+            tokens = torch.zeros(len(picked), width, dtype=torch.long)
+            feats = torch.zeros(len(picked), width + 1, embed.shape[1])
+            labels = torch.full((len(picked), width), -100, dtype=torch.long)
+            for row, c in enumerate(picked):
+                length = len(features.tokens[c]) - 1
+                tokens[row, :length] = features.tokens[c][1:]
+                feats[row, : length + 1] = features.hidden[final][c].float()
+                labels[row, start:length] = features.greedy[c][start + 1 :]
+            noise = (torch.rand(feats[:, :-1].shape, generator=generator) - 0.5) * 0.2
+            return tokens, feats[:, :-1] + noise, feats[:, 1:], labels
+
+        def loss_fn(batch):
+            tokens, inputs, wanted, labels = batch
+            positions = torch.arange(tokens.shape[1])[None].expand_as(tokens)
+            predicted = head(F.embedding(tokens, embed), inputs, positions)
+            valid = labels != -100
+            regression = F.smooth_l1_loss(predicted[valid], wanted[valid])
+            logits = F.linear(predicted[valid], lm_weight)
+            return regression + 0.1 * F.cross_entropy(logits, labels[valid])
+
+        state = train_loop(head, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes, steps,
+                           progress)
+        accuracy = self.evaluate(head, features, test_ids, embed, lm_weight, final)
+        return finish(self.name, head, loaded, features, train_ids, test_ids, state, accuracy, output, command,
+                      {"bias": True})
+
+    @torch.no_grad()
+    def evaluate(self, head, features, conversations, embed, lm_weight, final) -> dict:
+        """Chain drafting simulated at every held-out answer position at once: step 1 reads the
+        target's features, later steps the head's own predictions and drafted tokens, attending
+        to the target-fed rows before them and their own earlier steps (as drafting would)."""
+        from specatlas.impls.heads import HeadCache
+
+        k, accepted = self.steps_evaluated, []
+        for c in conversations:
+            tokens, greedy = features.tokens[c], features.greedy[c]
+            feats, rows = features.hidden[final][c].float(), len(tokens) - 1
+            positions, cache = torch.arange(rows)[None], HeadCache()
+            predicted = head(F.embedding(tokens[1:], embed)[None], feats[None, :-1], positions, cache)
+            hits = torch.zeros(rows, k, dtype=torch.bool)
+            valid = torch.zeros(rows, k, dtype=torch.bool)
+            for step in range(k):
+                drafted = F.linear(predicted[0], lm_weight).argmax(-1)  # row t: the draft for token t + step + 2
+                ahead = torch.arange(rows) + step + 1
+                valid[:, step] = ahead < rows + 1
+                hits[:, step] = drafted == greedy[ahead.clamp(max=rows)]
+                if step + 1 < k:
+                    visible = torch.cat([torch.ones(rows, rows, dtype=torch.bool).tril()] +
+                                        [torch.eye(rows, dtype=torch.bool)] * (step + 1), 1)
+                    predicted = head(F.embedding(drafted, embed)[None], predicted, positions + step + 1, cache, visible)
+            full = (torch.arange(rows) >= features.prompt_lengths[c] - 1) & valid.all(1)
+            accepted += hits[full].int().cumprod(1).sum(1).tolist()
+        return acceptance_summary(accepted, k)
+
+
+FAMILIES: dict[str, Family] = {"medusa": MedusaFamily(), "eagle": EagleFamily()}
+
+
+def default_output(family: str, model_name: str) -> Path:
+    from specatlas.impls.models import EMBEDDED
+
+    if model_name == EMBEDDED:
+        return Path(__file__).resolve().parent / "trained_heads" / f"{EMBEDDED}-{family}"
+    return Path.cwd() / f"{family}-head"

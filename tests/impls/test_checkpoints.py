@@ -1,0 +1,268 @@
+"""Published draft-checkpoint layouts load, bad ones fail in one line, and saving round-trips.
+
+The synthetic checkpoints are written key by key from shared/docs/draft-checkpoint-formats.md,
+not from our modules' state dicts, so a drift of our layout from the published one fails here.
+"""
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from specatlas.impls.checkpoints import CheckpointError, load, save
+from specatlas.impls.heads import Eagle3Head, EagleHead, HeadCache, LayerConfig, MedusaHeads
+from tests.impls.toy import tiny_llama
+
+H, V, HEADS, KV, HD, I = 32, 16, 4, 2, 8, 64  # tiny_llama's sizes
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_llama(0, layers=6).float()
+
+
+def llama_config(**extra):
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H, "intermediate_size": I,
+            "num_attention_heads": HEADS, "num_key_value_heads": KV, "num_hidden_layers": 1, "rms_norm_eps": 1e-6,
+            "rope_theta": 10000.0, "vocab_size": V, "max_position_embeddings": 128, **extra}
+
+
+def attention_and_mlp(prefix, width):
+    g = torch.Generator().manual_seed(len(prefix) + width)
+    r = lambda *shape: torch.randn(*shape, generator=g) * 0.2  # noqa: E731
+    return {f"{prefix}self_attn.q_proj.weight": r(HEADS * HD, width), f"{prefix}self_attn.k_proj.weight": r(KV * HD, width),
+            f"{prefix}self_attn.v_proj.weight": r(KV * HD, width), f"{prefix}self_attn.o_proj.weight": r(H, HEADS * HD),
+            f"{prefix}mlp.gate_proj.weight": r(I, H), f"{prefix}mlp.up_proj.weight": r(I, H),
+            f"{prefix}mlp.down_proj.weight": r(H, I), f"{prefix}post_attention_layernorm.weight": 1 + r(H)}
+
+
+def eagle1_weights():
+    return {"fc.weight": torch.randn(H, 2 * H) * 0.2, "fc.bias": torch.randn(H) * 0.1,
+            **attention_and_mlp("layers.0.", H)}
+
+
+def eagle3_weights(draft_vocab=8):
+    d2t = torch.tensor([0, 1, 1, 2, 3, 5, 6, 8])[:draft_vocab]  # target id = draft id + d2t[draft id]
+    t2d = torch.zeros(V, dtype=torch.bool)
+    t2d[torch.arange(draft_vocab) + d2t] = True
+    return {"fc.weight": torch.randn(H, 3 * H) * 0.2, "midlayer.hidden_norm.weight": 1 + 0.1 * torch.randn(H),
+            "midlayer.input_layernorm.weight": 1 + 0.1 * torch.randn(H), **attention_and_mlp("midlayer.", 2 * H),
+            "norm.weight": torch.ones(H), "lm_head.weight": torch.randn(draft_vocab, H), "d2t": d2t, "t2d": t2d}
+
+
+def medusa_weights(heads=3, own_vocab=True):
+    out = {}
+    for k in range(heads):
+        out[f"{k}.0.linear.weight"], out[f"{k}.0.linear.bias"] = torch.randn(H, H) * 0.2, torch.randn(H) * 0.1
+        if own_vocab:
+            out[f"{k}.1.weight"] = torch.randn(V, H)
+    return out
+
+
+def write(folder, config, weights, name):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    if name.endswith(".safetensors"):
+        from safetensors.torch import save_file
+
+        save_file(weights, str(folder / name))
+    else:
+        torch.save(weights, folder / name)
+    return folder
+
+
+def test_eagle1_published_layout_loads_and_matches_transformers_layer(tmp_path, target):
+    weights = eagle1_weights()
+    ckpt = load(write(tmp_path / "e1", llama_config(bias=True), weights, "pytorch_model.bin"), target)
+    assert (ckpt.family, ckpt.layout, ckpt.hidden_layers) == ("eagle", "eagle", (6,))
+    # The same layer through transformers' LlamaDecoderLayer with its input norm removed.
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+    config = LlamaConfig(**{k: v for k, v in llama_config().items() if k not in ("architectures", "model_type")})
+    config._attn_implementation = "sdpa"
+    reference = LlamaDecoderLayer(config, 0)
+    reference.load_state_dict({k[len("layers.0."):]: v for k, v in weights.items() if k.startswith("layers.0.")},
+                              strict=False)
+    reference.input_layernorm = torch.nn.Identity()
+    embeds, features = torch.randn(1, 5, H), torch.randn(1, 5, H)
+    positions = torch.arange(5)[None]
+    x = torch.nn.functional.linear(torch.cat([embeds, features], -1), weights["fc.weight"], weights["fc.bias"])
+    mask = torch.full((5, 5), float("-inf")).triu(1)[None, None]
+    expected = reference(x, attention_mask=mask, position_ids=positions,
+                         position_embeddings=LlamaRotaryEmbedding(config)(x, positions))
+    expected = expected[0] if isinstance(expected, tuple) else expected
+    torch.testing.assert_close(ckpt.head(embeds, features, positions), expected, atol=1e-5, rtol=1e-4)
+
+
+def test_eagle_head_with_cache_equals_full_sequence(target):
+    head = EagleHead(LayerConfig.from_dict(llama_config())).eval()
+    embeds, features, positions = torch.randn(1, 7, H), torch.randn(1, 7, H), torch.arange(7)[None]
+    full = head(embeds, features, positions)
+    cache = HeadCache()
+    first = head(embeds[:, :4], features[:, :4], positions[:, :4], cache)
+    rest = [head(embeds[:, t : t + 1], features[:, t : t + 1], positions[:, t : t + 1], cache) for t in range(4, 7)]
+    torch.testing.assert_close(torch.cat([first, *rest], 1), full, atol=1e-5, rtol=1e-4)
+
+
+def test_eagle3_published_layout_loads_with_draft_vocabulary(tmp_path, target):
+    weights = eagle3_weights()
+    config = llama_config(draft_vocab_size=8, target_hidden_size=H)
+    ckpt = load(write(tmp_path / "e3", config, weights, "model.safetensors"), target)
+    assert (ckpt.family, ckpt.layout, ckpt.hidden_layers) == ("eagle3", "eagle3", (2, 3, 3))
+    assert ckpt.head.to_target(torch.arange(8)).tolist() == [0, 2, 3, 5, 7, 10, 12, 15]
+    hidden, logits = ckpt.head(torch.randn(1, 3, H), torch.randn(1, 3, 3 * H), torch.arange(3)[None])
+    assert hidden.shape == (1, 3, H) and logits.shape == (1, 3, 8)
+    # A later draft step feeds the head's own H-wide output back: fc is skipped.
+    again, _ = ckpt.head(torch.randn(1, 1, H), hidden[:, -1:], torch.tensor([[3]]))
+    assert again.shape == (1, 1, H)
+
+
+def test_eagle3_vllm_renames_load_the_same_head(tmp_path, target):
+    weights = eagle3_weights()
+    config = llama_config(draft_vocab_size=8, eagle_aux_hidden_state_layer_ids=[1, 3, 4])
+    reference = load(write(tmp_path / "ref", config, weights, "model.safetensors"), target)
+    vllm = {("layers.0." + k[len("midlayer."):] if k.startswith("midlayer.") else k): v
+            for k, v in weights.items() if k != "t2d"}
+    vllm["draft_id_to_target_id"] = vllm.pop("d2t")
+    loaded = load(write(tmp_path / "vllm", config, {"model." + k: v for k, v in vllm.items()}, "model.safetensors"), target)
+    assert loaded.layout == "vllm-eagle3" and loaded.hidden_layers == (1, 3, 4)
+    for key, value in reference.head.state_dict().items():
+        assert torch.equal(loaded.head.state_dict()[key], value), key
+
+
+@pytest.mark.parametrize("name", ["medusa_lm_head.pt", "medusa_lm_head.safetensors"])
+def test_medusa_v1_and_v2_published_layouts(tmp_path, target, name):
+    v1 = load(write(tmp_path / "v1", {"medusa_num_heads": 3, "medusa_num_layers": 1,
+                                      "base_model_name_or_path": "org/tiny"}, medusa_weights(), name), target, "tiny")
+    assert (v1.layout, len(v1.head), v1.head.own_vocab) == ("medusa-v1", 3, True)
+    assert v1.head(torch.randn(2, H)).shape == (3, 2, V)
+    weights = medusa_weights(own_vocab=False)
+    v2 = load(write(tmp_path / "v2", {"medusa_num_heads": 3, "medusa_num_layers": 1, "version": "2"}, weights, name),
+              target)
+    assert v2.layout == "medusa-v2" and not v2.head.own_vocab
+    x = torch.randn(2, H)
+    block = x + torch.nn.functional.silu(torch.nn.functional.linear(x, weights["1.0.linear.weight"], weights["1.0.linear.bias"]))
+    torch.testing.assert_close(v2.head(x, target.lm_head.weight)[1], target.lm_head(block))
+
+
+def test_medusa_vllm_layout(tmp_path, target):
+    weights = {}
+    for k, (key, value) in enumerate(sorted(medusa_weights().items())):
+        head, j, rest = key.split(".", 2)
+        weights[f"lm_heads.{head}.weight" if rest == "weight" else f"blocks.{head}.layers.{j}.{rest.split('.')[-1]}"] = value
+    ckpt = load(write(tmp_path / "vm", {"num_heads": 3, "num_hidden_layers": 1, "medusa_fc_bias": True}, weights,
+                      "model.safetensors"), target)
+    assert ckpt.layout == "vllm-medusa" and len(ckpt.head) == 3 and ckpt.head.own_vocab
+
+
+def test_speculators_fusion_fc_is_eagle_fc(tmp_path, target):
+    weights = eagle1_weights()
+    weights["fusion_fc.weight"], weights["fusion_fc.bias"] = weights.pop("fc.weight"), weights.pop("fc.bias")
+    assert load(write(tmp_path / "sp", llama_config(), weights, "model.safetensors"), target).layout == "speculators-eagle"
+
+
+def test_missing_key_fails_in_one_line_naming_it(tmp_path, target):
+    weights = eagle1_weights()
+    del weights["layers.0.mlp.down_proj.weight"]
+    with pytest.raises(CheckpointError) as error:
+        load(write(tmp_path / "broken", llama_config(), weights, "pytorch_model.bin"), target)
+    message = str(error.value)
+    assert "missing keys: layers.0.mlp.down_proj.weight" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("problem, match", [
+    (lambda w, c: w.update({"layers.0.input_layernorm.weight": torch.ones(H)}), "unexpected keys: layers.0.input_layernorm.weight"),
+    (lambda w, c: w.update({"fc.weight": torch.randn(H, 3 * H)}), r"fc.weight has shape \(32, 96\), expected \(32, 64\)"),
+    (lambda w, c: c.update(hidden_size=64), "hidden size 64, the target 32"),
+    (lambda w, c: c.update(vocab_size=32000), "vocabulary of 32000"),
+    (lambda w, c: c.update(base_model_name_or_path="lmsys/vicuna-7b-v1.3"), "trained for lmsys/vicuna-7b-v1.3"),
+])
+def test_mismatches_fail_clearly(tmp_path, target, problem, match):
+    weights, config = eagle1_weights(), llama_config()
+    problem(weights, config)
+    with pytest.raises(CheckpointError, match=match):
+        load(write(tmp_path / "bad", config, weights, "model.safetensors"), target, "tiny")
+
+
+def test_unreadable_sources_fail_clearly(tmp_path, target):
+    with pytest.raises(CheckpointError, match="no such checkpoint folder"):
+        load(tmp_path / "nowhere", target)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "config.json").write_text("{}")
+    with pytest.raises(CheckpointError, match="no weights"):
+        load(tmp_path / "empty", target)
+    write(tmp_path / "other", {}, {"encoder.weight": torch.ones(2)}, "model.safetensors")
+    with pytest.raises(CheckpointError, match="not a Medusa, EAGLE or EAGLE-3 checkpoint"):
+        load(tmp_path / "other", target)
+
+
+@pytest.mark.parametrize("family", ["medusa", "eagle", "eagle3"])
+def test_save_in_published_layout_then_load_gives_the_same_outputs(tmp_path, target, family):
+    torch.manual_seed(0)
+    layer = LayerConfig.from_dict(llama_config())
+    head = {"medusa": lambda: MedusaHeads(H, 3), "eagle": lambda: EagleHead(layer),
+            "eagle3": lambda: Eagle3Head(layer, H, V, 8)}[family]()
+    for parameter in head.parameters():  # away from the zero init, and exactly representable in float16
+        parameter.data = (torch.randn_like(parameter) * 0.3).half().float()
+    save(head, family, tmp_path / family, target, base_model="tiny")
+    loaded = load(tmp_path / family, target, "tiny")
+    assert loaded.family == family
+    x = torch.randn(1, 4, H)
+    if family == "medusa":
+        torch.testing.assert_close(loaded.head(x, target.lm_head.weight), head(x, target.lm_head.weight))
+    else:
+        features = torch.randn(1, 4, 3 * H if family == "eagle3" else H)
+        torch.testing.assert_close(loaded.head(x, features, torch.arange(4)[None]), head(x, features, torch.arange(4)[None]))
+
+
+@pytest.mark.model
+def test_run_with_a_broken_checkpoint_fails_in_one_line(tmp_path, capsys, embedded):
+    from specatlas.cli import main
+
+    weights = {f"{k}.0.linear.{name}": torch.zeros(576, 576) if name == "weight" else torch.zeros(576)
+               for k in range(4) for name in ("weight", "bias")}
+    del weights["2.0.linear.bias"]
+    write(tmp_path / "broken", {"medusa_num_heads": 4, "medusa_num_layers": 1}, weights, "medusa_lm_head.pt")
+    status = main(["run", "medusa", "--prompt", "hi", "--device", "cpu", "--drafter-checkpoint", str(tmp_path / "broken")])
+    err = capsys.readouterr().err.strip()
+    assert status == 1 and "missing keys: 2.0.linear.bias" in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+SHIPPED = sorted(path for path in (Path(__file__).resolve().parents[2] / "reference_impls" / "trained_heads").glob("*")
+                 if (path / "config.json").is_file())
+
+
+class ShapeOnlyTarget(torch.nn.Module):
+    """What the loader reads of a target: its config and parameters' device and dtype."""
+
+    def __init__(self, config: dict):
+        super().__init__()
+        self.config = SimpleNamespace(_name_or_path=config["base_model_name_or_path"], **{
+            key: config[key] for key in ("hidden_size", "vocab_size")}, num_hidden_layers=30)
+        self.lm_head = torch.nn.Linear(config["hidden_size"], config["vocab_size"], bias=False)
+
+
+@pytest.mark.parametrize("folder", SHIPPED, ids=lambda path: path.name)
+def test_shipped_heads_load_and_round_trip_through_the_published_layout(tmp_path, folder):
+    config = json.loads((folder / "config.json").read_text())
+    target = ShapeOnlyTarget(config)
+    shipped = load(folder, target, config["base_model_name_or_path"])
+    from safetensors.torch import load_file
+
+    stored = load_file(str(next(folder.glob("*.safetensors"))))
+    assert all(value.dtype in (torch.float16, torch.int64, torch.bool) for value in stored.values())
+    for key, value in shipped.head.state_dict().items():
+        assert torch.equal(value.to(stored[key].dtype), stored[key]), key
+    save(shipped.head, shipped.family, tmp_path / "again", target, config["base_model_name_or_path"])
+    again = load(tmp_path / "again", target, config["base_model_name_or_path"])
+    x = torch.randn(1, 3, config["hidden_size"])
+    if shipped.family == "medusa":
+        torch.testing.assert_close(again.head(x, target.lm_head.weight), shipped.head(x, target.lm_head.weight))
+    else:
+        args = (x, torch.randn(1, 3, config["hidden_size"]), torch.arange(3)[None])
+        torch.testing.assert_close(again.head(*args), shipped.head(*args))
+    card = (folder / "README.md").read_text()
+    assert "specatlas train" in card and "Held-out mean accepted tokens" in card

@@ -1,0 +1,172 @@
+"""Medusa, EAGLE and EAGLE-2 drafters: exact output distribution on the toy model with tiny heads,
+typical acceptance held to its own rule, greedy identity on the embedded model."""
+
+import pytest
+import torch
+
+from specatlas.impls.decoding import SpeculativeDecoder
+from specatlas.impls.draft_length import FixedLength
+from specatlas.impls.drafting import Draft
+from specatlas.impls.heads import EagleHead, LayerConfig, MedusaHeads
+from specatlas.impls.methods_heads import BLOCKWISE_CHAIN, EagleDrafter, MedusaDrafter, TopKAcceptance, TypicalAcceptance
+from specatlas.impls.sampling import Randomness, Sampling
+from specatlas.impls.verification import RejectionSampling
+
+from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution
+
+PROMPT = [1, 2, 1]
+
+
+def random_(module, seed):
+    generator = torch.Generator().manual_seed(seed)
+    for parameter in module.parameters():
+        parameter.data = torch.randn(parameter.shape, generator=generator, dtype=torch.float64) * 0.5
+    return module.double().eval()
+
+
+def toy_drafter(kind):
+    generator = torch.Generator().manual_seed(7)
+    lm_head = torch.randn(VOCAB, VOCAB, generator=generator, dtype=torch.float64)
+    if kind == "medusa":
+        return MedusaDrafter(random_(MedusaHeads(VOCAB, 2), 1), lm_head, ToyLM.LAYERS, tree=((0,), (1,), (0, 0), (0, 1)))
+    if kind == "blockwise":
+        return MedusaDrafter(random_(MedusaHeads(VOCAB, 4), 1), lm_head, ToyLM.LAYERS, tree=BLOCKWISE_CHAIN)
+    config = LayerConfig(hidden_size=VOCAB, intermediate_size=8, num_attention_heads=2, num_key_value_heads=1,
+                         head_dim=2, rms_norm_eps=1e-6, rope_theta=10000.0)
+    embed = torch.randn(VOCAB, VOCAB, generator=generator, dtype=torch.float64)
+    head = random_(EagleHead(config), 2)
+    if kind == "eagle":
+        return EagleDrafter(head, embed, lm_head, ToyLM.LAYERS, tree=((0,), (1,), (0, 0), (1, 0), (0, 0, 0)))
+    return EagleDrafter(head, embed, lm_head, ToyLM.LAYERS, tree=None, dynamic=(4, 3, 2))
+
+
+@pytest.mark.parametrize("kind", ["medusa", "blockwise", "eagle", "eagle2"])
+@pytest.mark.parametrize("sampling", [Sampling(1.0), Sampling(0.7, top_p=0.9)], ids=str)
+def test_head_drafters_with_rejection_sampling_keep_the_targets_distribution(kind, sampling):
+    target, length = ToyLM(seed=5), 3
+    drafted = []
+
+    def run(rng):
+        decoder = SpeculativeDecoder(target, toy_drafter(kind), sampling_verifier=RejectionSampling(),
+                                     draft_length=FixedLength(3))
+        output = decoder.generate(PROMPT, length, sampling, rng)
+        drafted.append(sum(output.stats.drafted_at))
+        return tuple(output.tokens)
+
+    got = enumerate_outputs(run)
+    want = sequence_distribution(target, PROMPT, length, sampling)
+    worst = max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
+    assert abs(sum(got.values()) - 1) < 1e-9 and worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"
+    assert all(drafted), "every run drafted"
+
+
+@pytest.mark.parametrize("kind", ["medusa", "blockwise", "eagle", "eagle2"])
+def test_head_drafters_greedy_equals_target_greedy_on_toy(kind):
+    target = ToyLM(seed=6)
+    want = SpeculativeDecoder(target).generate(PROMPT, 8).tokens
+    output = SpeculativeDecoder(target, toy_drafter(kind), draft_length=FixedLength(3)).generate(PROMPT, 8)
+    assert output.tokens == want and sum(output.stats.drafted_at) > 0
+
+
+def test_eagle2_tree_is_a_tree_of_the_best_nodes():
+    drafter = toy_drafter("eagle2")
+    target = ToyLM(seed=5)
+    seen = []
+    decoder = SpeculativeDecoder(target, drafter, draft_length=FixedLength(3))
+    original = drafter.propose
+
+    def propose(*args):
+        draft = original(*args)
+        seen.append(draft)
+        return draft
+
+    drafter.propose = propose
+    decoder.generate(PROMPT, 4)
+    for draft in seen:
+        assert 0 < len(draft.tokens) <= 4 and all(parent < node for node, parent in enumerate(draft.parents))
+        siblings = {}
+        for token, parent in zip(draft.tokens, draft.parents):
+            assert token not in siblings.setdefault(parent, set())  # distinct candidates per parent
+            siblings[parent].add(token)
+
+
+def test_typical_acceptance_keeps_exactly_the_plausible_longest_path():
+    verifier = TypicalAcceptance(epsilon=0.09, delta=0.3)
+    logits = torch.tensor([[4.0, 3.9, -5.0, -5.0],   # row 0: tokens 0, 1 plausible
+                           [-5.0, -5.0, 5.0, -5.0],  # after node 0 (token 0): token 2
+                           [-5.0, 4.0, 4.0, 4.0],    # after node 1 (token 1): 1, 2, 3 plausible
+                           [0.0, 0.0, 0.0, 0.0],     # after node 2
+                           [0.0, 0.0, 0.0, 0.0],     # after node 3
+                           [5.0, -5.0, -5.0, -5.0]])  # after node 4
+    # Nodes: 0 = token 0, 1 = token 1 (root children); 2 = token 3 after 0 (implausible there);
+    # 3 = token 2 after 1; 4 = token 3 after 3... (parent 3)
+    draft = Draft(tokens=[0, 1, 3, 2, 3], parents=[-1, -1, 0, 1, 3])
+    sampling = Sampling(1.0)
+    p = sampling.probs(logits)
+    accepted, token = verifier.verify(draft, logits, sampling, Randomness(0), 10)
+    assert accepted == [1, 3, 4]  # the longest path whose every token clears min(eps, delta * exp(-H))
+    thresholds = verifier.thresholds(p)
+    assert all(p[draft.parents[n] + 1, draft.tokens[n]] > thresholds[draft.parents[n] + 1] for n in accepted)
+    assert p[5, token] > thresholds[5]  # the next token is never an implausible one
+    assert verifier.relaxed
+
+
+def test_typical_acceptance_is_greedy_match_when_greedy():
+    logits = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    accepted, token = TypicalAcceptance().verify(Draft.chain([1, 0]), logits, Sampling(), Randomness(0), 0)
+    assert accepted == [0, 1] and token == 2
+
+
+def test_top_k_acceptance_keeps_drafts_in_the_targets_top_k():
+    logits = torch.tensor([[3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 3.0, 2.0], [0.0, 0.0, 0.0, 5.0], [1.0, 0.0, 0.0, 0.0]])
+    draft = Draft.chain([1, 3, 0])  # 1: 2nd best at row 0; 3: 2nd best at row 1; 0: not in row 2's top 2
+    assert TopKAcceptance(2).verify(draft, logits, Sampling(), Randomness(0), 0) == ([0, 1], 3)
+    assert TopKAcceptance(1).verify(draft, logits, Sampling(), Randomness(0), 0) == ([], 0)
+
+
+# --------------------------------------------------------------------------------------------
+# The embedded model
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("method", ["medusa", "eagle", "eagle2"])
+def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path, method):
+    """Lossless whatever the head's quality: random heads saved in the published layout."""
+    from specatlas.impls import methods_heads
+    from specatlas.impls.checkpoints import save
+    from specatlas.impls.models import encode_chat, eos_ids
+
+    model = embedded.model
+    family = "medusa" if method == "medusa" else "eagle"
+    config = LayerConfig.from_dict(model.config.to_dict())
+    head = MedusaHeads(config.hidden_size, 4) if family == "medusa" else EagleHead(config)
+    generator = torch.Generator().manual_seed(0)
+    for parameter in head.parameters():
+        parameter.data = torch.randn(parameter.shape, generator=generator) * 0.02
+    save(head, family, tmp_path, model, base_model="smollm2-135m-instruct")
+    decoder = getattr(methods_heads, method)(model, draft_length=3, drafter_checkpoint=tmp_path)
+    baseline = SpeculativeDecoder(model)
+    stop = eos_ids(model, embedded.tokenizer)
+    for prompt in ["List three colours.", "Write a haiku about rain."]:
+        ids = encode_chat(embedded.tokenizer, prompt)
+        output = decoder.generate(ids, 32, stop=stop)
+        assert output.tokens == baseline.generate(ids, 32, stop=stop).tokens, f"{method} diverged on {prompt!r}"
+        assert sum(output.stats.drafted_at) > 0
+
+
+@pytest.mark.model
+def test_medusa_with_its_shipped_heads_is_greedy_identical(embedded):
+    """Medusa is registered as not lossless (typical acceptance when sampling); greedy it is exact.
+    The lossless head methods are covered by test_embedded_model.py with their shipped heads."""
+    from specatlas.impls.registry import METHODS
+    from specatlas.impls.models import encode_chat, eos_ids
+
+    from .test_embedded_model import NEW_TOKENS, PROMPTS
+
+    model, stop = embedded.model, eos_ids(embedded.model, embedded.tokenizer)
+    decoder, baseline = METHODS["cai2024medusa"].build(model), SpeculativeDecoder(model)
+    for prompt in PROMPTS:
+        ids = encode_chat(embedded.tokenizer, prompt)
+        output = decoder.generate(ids, NEW_TOKENS, stop=stop)
+        assert output.tokens == baseline.generate(ids, NEW_TOKENS, stop=stop).tokens, prompt
+        assert output.stats.mean_accepted > 1

@@ -1,0 +1,82 @@
+"""The training pipeline end to end on a tiny random Llama: data, features, training, resume, checkpoint."""
+
+import json
+
+import pytest
+import torch
+
+from specatlas.impls import training
+from specatlas.impls.checkpoints import load
+from specatlas.impls.models import LoadedModel
+from tests.impls.toy import tiny_llama
+
+
+class Tokenizer:
+    """Enough of a tokenizer for `generate`: no chat template, ids from characters."""
+
+    chat_template = None
+    pad_token_id, eos_token_id = 0, 15
+
+    def __call__(self, text):
+        return type("Encoded", (), {"input_ids": [1 + ord(ch) % 13 for ch in text]})()
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    model = tiny_llama(3, layers=6).float()
+    model.generation_config.eos_token_id = 15
+    return LoadedModel(model, Tokenizer(), "tiny")
+
+
+PROMPTS = ["abc", "hello there", "what is up", "a longer prompt here", "xyz", "more text to answer", "q", "zz top"]
+
+
+def test_data_is_the_targets_greedy_answers_with_its_states_and_is_cached(tmp_path, loaded):
+    training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=3)
+    layers = training.stored_layers(loaded.model)
+    assert layers == (2, 3, 6)
+    features = training.read_data(tmp_path, list(range(len(PROMPTS))), layers)
+    for i in range(3):  # each answer is plain greedy decoding of its prompt, states as an unpadded forward
+        prompt = features.tokens[i][: features.prompt_lengths[i]]
+        out = loaded.model.generate(input_ids=prompt[None], max_new_tokens=12, do_sample=False, pad_token_id=0)
+        answer = out[0, len(prompt):].tolist()
+        end = next((j + 1 for j, t in enumerate(answer) if t == 15), len(answer))
+        assert features.tokens[i].tolist() == prompt.tolist() + answer[: end - 1]
+        forward = loaded.model(input_ids=features.tokens[i][None], output_hidden_states=True)
+        for layer in layers:
+            torch.testing.assert_close(features.hidden[layer][i].float(), forward.hidden_states[layer][0],
+                                       atol=2e-3, rtol=1e-2)
+        assert features.greedy[i].tolist() == forward.logits[0].argmax(-1).tolist()
+    stamps = {path: path.stat().st_mtime for path in tmp_path.glob("*.pt")}
+    training.generate(loaded, PROMPTS, tmp_path, 12, 3)  # nothing regenerated
+    assert stamps == {path: path.stat().st_mtime for path in tmp_path.glob("*.pt")}
+
+
+def test_shortest_prompts_subset():
+    assert training.shortest(["ccc", "a", "bb", "d"], 2) == [1, 3]
+    assert training.shortest(["ccc", "a"], None) == [0, 1]
+
+
+def test_workers_split_the_prompts(tmp_path, loaded):
+    training.generate(loaded, PROMPTS, tmp_path, 6, 4, worker=(1, 3))
+    assert sorted(int(path.stem) for path in tmp_path.glob("*.pt")) == [1, 4, 7]
+    with pytest.raises(FileNotFoundError, match="5 of 8 conversations are not generated yet"):
+        training.read_data(tmp_path, list(range(len(PROMPTS))), (6,))
+
+
+@pytest.mark.parametrize("family", ["medusa", "eagle"])
+def test_training_resumes_and_writes_a_loadable_published_checkpoint(tmp_path, loaded, family):
+    training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=4)
+    trainer = training.FAMILIES[family]
+    features = training.read_data(tmp_path, list(range(len(PROMPTS))), trainer.layers(loaded.model))
+    output = tmp_path / "out"
+    summary = trainer.train(loaded, features, tmp_path, output, 5.0, 6, 0, "specatlas train x", None)
+    assert "6 steps" in summary
+    card = json.loads((output / "training.json").read_text())
+    assert card["steps"] == 6 and card["held_out"]["positions"] > 0
+    assert (output / "README.md").read_text().count("specatlas train x") == 1
+    # Resuming with a larger step budget continues from step 6, not from scratch.
+    trainer.train(loaded, features, tmp_path, output, 5.0, 9, 0, "specatlas train x", None)
+    assert json.loads((output / "training.json").read_text())["steps"] == 9
+    ckpt = load(output, loaded.model, "tiny")
+    assert ckpt.family == family

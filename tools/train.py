@@ -1,0 +1,97 @@
+"""`specatlas train PAPER-ID`: train a draft head for a target model on the target's own answers.
+
+    specatlas train medusa                      # Medusa-2-style heads for the embedded model
+    specatlas train eagle --budget-minutes 40   # the EAGLE-1/2 head
+    specatlas train medusa --data-only          # only build (or finish building) the cached data
+
+Data (the target's greedy answers to this project's prompt corpus, specatlas/train_prompts.py, and
+its hidden states) is built once and cached under the user cache dir; training checkpoints there
+too, so an interrupted run resumes where it stopped. The result is a float16 checkpoint in the
+published layout of the head's family (loadable with `specatlas.impls.checkpoints.load`) plus a
+model card (README.md) with the data, steps, time, loss and held-out acceptance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+
+# paper id -> (head family, aliases)
+TRAINABLE: dict[str, tuple[str, tuple[str, ...]]] = {
+    "cai2024medusa": ("medusa", ("medusa", "medusa-2")),
+    "li2024eagle": ("eagle", ("eagle", "eagle-1", "eagle2", "eagle-2", "li2024eagle2")),
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("method", metavar="PAPER_ID", help=f"paper id or alias: {', '.join(TRAINABLE)}")
+    parser.add_argument("--model", help="local HF folder or hub id (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
+    parser.add_argument("--output", type=Path, help="folder for the trained checkpoint (default: the shipped "
+                                                     "heads folder for the embedded model, else ./<family>-head)")
+    parser.add_argument("--budget-minutes", type=float, default=45.0, help="stop training after this long")
+    parser.add_argument("--steps", type=int, help="training steps (default: the family's; the budget may stop earlier)")
+    parser.add_argument("--max-new-tokens", type=int, default=320, help="answer length cap when generating data")
+    parser.add_argument("--batch-size", type=int, default=16, help="prompts answered together when generating data")
+    parser.add_argument("--prompts", type=int, help="use only the N shortest prompts of the corpus (default: all)")
+    parser.add_argument("--data-only", action="store_true", help="build the cached data, do not train")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--worker", default="0/1", help="I/N: build only the data of prompts with id %% N == I "
+                                                     "(run N processes to build it in parallel; implies --data-only)")
+
+
+def resolve(name: str) -> str | None:
+    key = name.strip().lower()
+    return next((paper for paper, (_, aliases) in TRAINABLE.items() if key == paper or key in aliases), None)
+
+
+def execute(args: argparse.Namespace) -> int:
+    paper = resolve(args.method)
+    if paper is None:
+        names = [n for paper_id, (_, aliases) in TRAINABLE.items() for n in (paper_id, *aliases)]
+        close = difflib.get_close_matches(args.method.lower(), names, n=3, cutoff=0.5)
+        hint = f"; closest: {', '.join(close)}" if close else ""
+        return _fail(f"no trainable head for {args.method!r}{hint}; trainable: {', '.join(TRAINABLE)}")
+    if args.budget_minutes <= 0 or args.max_new_tokens < 1 or args.batch_size < 1 or (args.prompts or 1) < 1:
+        return _fail("--budget-minutes, --max-new-tokens, --batch-size and --prompts must be positive")
+    worker = args.worker.split("/")
+    if len(worker) != 2 or not all(part.isdigit() for part in worker) or not int(worker[0]) < int(worker[1]):
+        return _fail(f"--worker must be I/N with 0 <= I < N, got {args.worker!r}")
+
+    import torch
+    from tqdm import tqdm
+
+    from specatlas.impls import training
+    from specatlas.impls.models import ModelLoadError, load_model, pick_device
+    from specatlas.train_prompts import PROMPTS
+
+    torch.manual_seed(args.seed)
+    family = TRAINABLE[paper][0]
+    try:
+        loaded = load_model(args.model, pick_device(args.device), torch.float32)
+    except ModelLoadError as exc:
+        return _fail(str(exc), status=1)
+    folder = training.data_dir(loaded.name, PROMPTS, args.max_new_tokens)
+    print(f"specatlas train: {paper} ({family}) for {loaded.name}; data in {folder}", file=sys.stderr)
+    index, workers = map(int, args.worker.split("/"))
+    ids = training.shortest(PROMPTS, args.prompts)
+    training.generate(loaded, PROMPTS, folder, args.max_new_tokens, args.batch_size, tqdm, (index, workers), ids)
+    if args.data_only or workers > 1:
+        return 0
+    features = training.read_data(folder, ids, training.FAMILIES[family].layers(loaded.model))
+    print(f"specatlas train: data: {len(ids)} conversations, {sum(map(len, features.tokens))} tokens",
+          file=sys.stderr)
+    output = args.output or training.default_output(family, loaded.name)
+    command = " ".join(["specatlas", "train", args.method] + sys.argv[sys.argv.index(args.method) + 1 :]
+                       if args.method in sys.argv else ["specatlas", "train", args.method])
+    result = training.FAMILIES[family].train(loaded, features, folder, output, args.budget_minutes, args.steps,
+                                             args.seed, command, tqdm)
+    print(f"specatlas train: wrote {output} ({result})", file=sys.stderr)
+    return 0
+
+
+def _fail(message: str, status: int = 2) -> int:
+    print(f"specatlas train: {message}", file=sys.stderr)
+    return status
