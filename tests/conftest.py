@@ -1,7 +1,14 @@
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+
+# Under pytest-xdist each worker gets one math thread: two workers with two OpenMP threads each on
+# a 2-core machine spin against each other and run the model tests several times slower. Set
+# before any test imports torch, which reads it once.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
