@@ -65,14 +65,17 @@ def test_prompt_file_gives_the_same_tokens_as_prompt(tmp_path, capsys):
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("words, max_new_tokens", [(9000, 8), (3, 8190)])
-def test_a_prompt_beyond_the_context_is_refused_before_any_compute(tmp_path, capsys, words, max_new_tokens):
+@pytest.mark.parametrize("words, max_new_tokens, message", [
+    (9000, 8, "the model's context holds 8192"),  # the prompt alone does not fit
+    (3, 8190, "more than the 8192-token context of smollm2-135m-instruct"),  # prompt + new tokens do not
+])
+def test_a_prompt_beyond_the_context_is_refused_before_any_compute(tmp_path, capsys, words, max_new_tokens, message):
     import time
 
     (tmp_path / "long.txt").write_text("word " * words, encoding="utf-8")
     start = time.monotonic()
     status = main(["run", "baseline", "--prompt-file", str(tmp_path / "long.txt"), "--max-new-tokens", str(max_new_tokens)])
     err = capsys.readouterr().err
-    assert status == 2 and "more than the 8192-token context of smollm2-135m-instruct" in err
+    assert status == 2 and message in err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert time.monotonic() - start < 60  # a load, never a minute-long prefill of a truncated prompt
