@@ -80,3 +80,27 @@ def test_training_resumes_and_writes_a_loadable_published_checkpoint(tmp_path, l
     assert json.loads((output / "training.json").read_text())["steps"] == 9
     ckpt = load(output, loaded.model, "tiny")
     assert ckpt.family == family
+
+
+def test_loss_vocabulary_scores_the_frequent_tokens_and_every_label():
+    torch.manual_seed(0)
+    weight, features = torch.randn(50, 8), torch.randn(6, 8)
+    labels = torch.tensor([3, 7, 7, 41, -100, 3])  # 41 is not among the frequent tokens
+    everything = training.LossVocabulary(torch.arange(50), weight)
+    assert torch.allclose(everything.cross_entropy(features, labels),
+                          torch.nn.functional.cross_entropy(features @ weight.T, labels, ignore_index=-100))
+    frequent = torch.tensor([7, 3, 0, 1])
+    subset = training.LossVocabulary(frequent, weight).cross_entropy(features, labels)
+    ids = torch.tensor([7, 3, 0, 1, 41])
+    local = {7: 0, 3: 1, 41: 4}
+    kept = labels != -100
+    expected = torch.nn.functional.cross_entropy(features[kept] @ weight[ids].T,
+                                                 torch.tensor([local[int(x)] for x in labels[kept]]))
+    assert torch.allclose(subset, expected)
+
+
+def test_frequency_ranking_counts_the_targets_answer_choices():
+    features = training.Features([torch.zeros(5), torch.zeros(4)], [2, 1], {}, [torch.tensor([9, 4, 4, 2, 2]),
+                                                                               torch.tensor([2, 2, 1, 4])])
+    # Answers start at position prompt_length - 1: [4, 4, 2, 2] and [2, 2, 1, 4].
+    assert training.frequency_ranked(features, [0, 1], 10).tolist() == [2, 4, 1]
