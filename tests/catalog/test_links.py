@@ -140,10 +140,9 @@ def test_concurrency_is_bounded_per_host():
     assert len(links.check_all(urls, http, timeout=1, jobs=4, per_host=2)) == 24 and 2 < http.peak <= 4
 
 
-def test_the_real_http_function_against_a_loopback_server():
+def test_the_real_http_function_against_a_loopback_server(serve, refused_url):
     """http_status itself (urllib: HEAD, redirects, HTTP errors, refused connections) on 127.0.0.1."""
     import http.server
-    import socket
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def _answer(self, head: bool):
@@ -163,24 +162,12 @@ def test_the_real_http_function_against_a_loopback_server():
         def do_GET(self):
             self._answer(head=False)
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        assert links.check_url(f"{base}/here", links.http_status, 5) == links.Outcome(200, f"{base}/here")
-        assert links.check_url(f"{base}/moved", links.http_status, 5) == links.Outcome(200, f"{base}/here")
-        assert links.check_url(f"{base}/no-head", links.http_status, 5).kind == "ok"
-        assert links.check_url(f"{base}/gone", links.http_status, 5).describe() == "404 Not Found"
-    finally:
-        server.shutdown()
-        server.server_close()
-    with socket.socket() as sock:  # a port nobody listens on: refused, no HTTP answer
-        sock.bind(("127.0.0.1", 0))
-        free = sock.getsockname()[1]
-    assert links.check_url(f"http://127.0.0.1:{free}/", links.http_status, 5).kind == "unreachable"
+    base = serve(Handler)
+    assert links.check_url(f"{base}/here", links.http_status, 5) == links.Outcome(200, f"{base}/here")
+    assert links.check_url(f"{base}/moved", links.http_status, 5) == links.Outcome(200, f"{base}/here")
+    assert links.check_url(f"{base}/no-head", links.http_status, 5).kind == "ok"
+    assert links.check_url(f"{base}/gone", links.http_status, 5).describe() == "404 Not Found"
+    assert links.check_url(refused_url, links.http_status, 5).kind == "unreachable"
 
 
 def test_bad_arguments_are_one_line_errors(catalog, capsys):

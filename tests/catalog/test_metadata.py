@@ -242,11 +242,9 @@ def test_offline_flag_never_asks_the_network(tmp_path, monkeypatch, capsys):
     assert status == 2 and "missing --title, --authors, --year, --venue" in capsys.readouterr().err
 
 
-def test_http_get_turns_failures_into_one_line_errors():
+def test_http_get_turns_failures_into_one_line_errors(serve, refused_url):
     """The real fetcher on 127.0.0.1: a body, an HTTP error, and a refused connection."""
     import http.server
-    import socket
-    import threading
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -256,22 +254,10 @@ def test_http_get_turns_failures_into_one_line_errors():
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        assert metadata.http_get(f"{base}/ok", timeout=5) == b"<feed/>"
-        with pytest.raises(MetadataError, match="127.0.0.1 answered HTTP 503") as raised:
-            metadata.http_get(f"{base}/busy", timeout=5)
-        assert not isinstance(raised.value, Offline)
-    finally:
-        server.shutdown()
-        server.server_close()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        free = sock.getsockname()[1]
+    base = serve(Handler)
+    assert metadata.http_get(f"{base}/ok", timeout=5) == b"<feed/>"
+    with pytest.raises(MetadataError, match="127.0.0.1 answered HTTP 503") as raised:
+        metadata.http_get(f"{base}/busy", timeout=5)
+    assert not isinstance(raised.value, Offline)
     with pytest.raises(Offline, match="cannot reach 127.0.0.1"):
-        metadata.http_get(f"http://127.0.0.1:{free}/", timeout=5)
+        metadata.http_get(refused_url, timeout=5)
