@@ -83,15 +83,19 @@ class ContextError(kv.Unsupported):
     """The prompt does not fit the model's context; the message is one line for the user."""
 
 
-def room_after(model, prompt: list[int]) -> int | None:
+def room_after(model, prompt: list[int], max_new_tokens: int = 1) -> int | None:
     """How many tokens fit after `prompt` in the model's context (None: its config sets no limit);
-    a `ContextError` when the prompt alone fills it."""
+    a `ContextError` when the prompt and `max_new_tokens` new tokens do not fit."""
     limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
     if not prompt:
         raise ContextError("the prompt is empty")
     if limit is not None and len(prompt) >= limit:
         raise ContextError(f"the prompt has {len(prompt)} tokens; the model's context holds {limit} "
                            "(prompt and output together)")
+    if limit is not None and len(prompt) + max_new_tokens > limit:
+        raise ContextError(f"the prompt is {len(prompt)} tokens and {max_new_tokens} new tokens are asked for: "
+                           f"together more than the model's {limit}-token context; shorten the prompt or ask "
+                           "for fewer tokens")
     return None if limit is None else limit - len(prompt)
 
 
