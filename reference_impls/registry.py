@@ -94,7 +94,7 @@ METHODS: dict[str, MethodSpec] = {
                    ("draft-and-verify", "self-speculative"), ("early-exit-layer-skip", "adaptive-draft-length"),
                    ("greedy-verification", "speculative-sampling"), True, f"{_M}_self:draft_and_verify",
                    paper_settings="skipped layers by Bayesian optimisation, 1000 iterations on 8 prompts x 32 tokens "
-                                  "(search.ipynb; on a CPU 96 iterations on 4 prompts), whole layers; at most 12 draft "
+                                  "(search.ipynb; on a CPU 48 iterations on 2 prompts), whole layers; at most 12 draft "
                                   "tokens, adaptive exit threshold from 0.6 (evaluate_sum.ipynb)"),
         MethodSpec("xia2025swift", "SWIFT: on-the-fly self-speculative decoding", ("swift",),
                    ("early-exit-layer-skip", "adaptive-draft-length"),
