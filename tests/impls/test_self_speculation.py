@@ -68,6 +68,7 @@ def test_adaptive_exit_threshold_follows_the_acceptance_rate():
 
 
 @pytest.mark.parametrize("exit_below, drafted", [(1.01, 1), (0.0, 4)])
+@torch.no_grad()
 def test_drafting_stops_after_a_token_below_the_threshold(model, exit_below, drafted):
     prompt = [1, 2, 3]
     session = Session(model, prompt)
@@ -77,6 +78,7 @@ def test_drafting_stops_after_a_token_below_the_threshold(model, exit_below, dra
     assert draft.depth == drafted and kv.cache_length(session.cache) == len(prompt) - 1
 
 
+@torch.no_grad()
 def test_swift_trees_hold_the_drafts_top_candidates_under_each_chain_token(model):
     prompt = [1, 2, 3]
     session = Session(model, prompt)
