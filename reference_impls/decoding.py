@@ -207,10 +207,14 @@ class InnerDecoder(Drafter):
     speculation): it drafts `depth` tokens by greedy speculative decoding on its own model, its
     own drafter included. Its session keeps that model's cache for the whole generation: each
     call rewinds what the outer target rejected and commits what it decided instead, so nothing
-    is prefilled twice. Its drafts are greedy (point masses): lossless under any outer verifier."""
+    is prefilled twice. Its drafts are greedy (point masses): lossless under any outer verifier.
 
-    def __init__(self, decoder: SpeculativeDecoder):
-        self.decoder, self.session, self.agreed = decoder, None, 0
+    `tree_nodes` > 0 (staged speculation's tree-structured batch): the draft is the `tree_nodes`
+    most probable nodes, by the draft model's cumulative probability, of its greedy chain and the
+    alternatives to each chain token (read from the inner verifications' logits: no extra forward)."""
+
+    def __init__(self, decoder: SpeculativeDecoder, tree_nodes: int = 0, label: str = "a draft model"):
+        self.decoder, self.tree_nodes, self.label, self.session, self.agreed = decoder, tree_nodes, label, None, 0
 
     def start(self, prompt, prefill):
         inner = self.decoder
@@ -228,15 +232,38 @@ class InnerDecoder(Drafter):
         session.rewind(common)
         session.commit(list(context[common:]))
         self.agreed = start = len(context)
+        rows = []  # the draft model's logits that chose each token drafted now
         while len(session.tokens) - start < depth:
             room = depth - (len(session.tokens) - start) - 1
             inner_depth = min(inner.draft_length.choose(), room) if inner.drafter else 0
             draft = inner.drafter.propose(session.tokens, inner_depth, session.sampling, session.rng) if inner_depth > 0 else Draft()
             step = session.step(inner.draft_length.trim(draft))
+            rows += [step.logits[row] for row in [0] + [node + 1 for node in step.accepted]]
             if inner.drafter:
                 inner.drafter.observe(step)
-        return Draft.chain(session.tokens[start : start + depth])
+        chain = session.tokens[start : start + depth]
+        return self._tree(chain, torch.stack(rows).softmax(-1)) if self.tree_nodes and chain else Draft.chain(chain)
+
+    def _tree(self, chain: list[int], probs: torch.Tensor) -> Draft:
+        """The `tree_nodes` best of: the chain's tokens and the alternatives to each (parent: the
+        chain token before), scored by cumulative draft probability; a parent never scores below
+        its child, so the best nodes form a tree."""
+        prefix, nodes = 1.0, []  # (score, depth, is an alternative, token)
+        for depth, (token, p) in enumerate(zip(chain, probs)):
+            top = p.topk(min(self.tree_nodes + 1, p.numel()))
+            nodes += [(prefix * float(q), depth, 1, int(t)) for q, t in zip(top.values, top.indices) if int(t) != token]
+            prefix *= float(p[token])
+            nodes.append((prefix, depth, 0, token))
+        best = sorted(sorted(nodes, key=lambda n: (-n[0], n[1], n[2]))[: self.tree_nodes], key=lambda n: (n[1], n[2], -n[0]))
+        draft, chain_node = Draft(), {}
+        for _, depth, alternative, token in best:
+            draft.tokens.append(token)
+            draft.parents.append(chain_node.get(depth - 1, -1))
+            if not alternative:
+                chain_node[depth] = len(draft.tokens) - 1
+        return draft
 
     def describe(self):
         inner = self.decoder
-        return f"inner speculative decoder ({inner.drafter.describe() if inner.drafter else 'plain decoding'} on a draft model)"
+        tree = f", a {self.tree_nodes}-node tree" if self.tree_nodes else ""
+        return f"inner speculative decoder ({inner.drafter.describe() if inner.drafter else 'plain decoding'} on {self.label}{tree})"

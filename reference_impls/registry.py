@@ -90,6 +90,24 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec("luo2025turning", "Token Recycling", ("token-recycling",),
                    ("ngram-pool", "token-tree"), ("token-tree-verification",), True, f"{_M}_parallel:token_recycling",
                    paper_settings="top-8 adjacency table, static 80-node tree of depth 6"),
+        MethodSpec("zhang2024draft", "Draft & Verify: self-speculative decoding by layer skipping",
+                   ("draft-and-verify", "self-speculative"), ("early-exit-layer-skip", "adaptive-draft-length"),
+                   ("greedy-verification", "speculative-sampling"), True, f"{_M}_self:draft_and_verify",
+                   paper_settings="skipped layers by Bayesian optimisation, 1000 iterations on 8 prompts x 32 tokens "
+                                  "(search.ipynb; on a CPU 48 iterations on 2 prompts), whole layers; at most 12 draft "
+                                  "tokens, adaptive exit threshold from 0.6 (evaluate_sum.ipynb)"),
+        MethodSpec("xia2025swift", "SWIFT: on-the-fly self-speculative decoding", ("swift",),
+                   ("early-exit-layer-skip", "adaptive-draft-length"),
+                   ("greedy-verification", "speculative-sampling", "token-tree-verification"), True, f"{_M}_self:swift",
+                   paper_settings="context window 50, skip ratio 0.45, Bayesian step every 25, stop at matchness 0.93 "
+                                  "/ 300 idle / 1000 steps; exit below confidence 0.8, at most 25 draft tokens, "
+                                  "3/5/8/10 candidates per depth (eval_llama.sh and its code)"),
+        MethodSpec("spector2023accelerating", "Staged speculative decoding", ("staged-speculative-decoding",),
+                   ("cascaded-drafting", "token-tree"), ("token-tree-verification", "greedy-verification"),
+                   True, f"{_M}_self:staged", uses_draft_model=True,
+                   paper_settings="ours (the paper sizes neither for this model): the draft model's 8-token greedy chain "
+                                  "by speculative decoding with prompt lookup (for its n-gram model), 16 most probable "
+                                  "tree nodes"),
     ]
 }
 

@@ -102,3 +102,10 @@ def test_cli_runs_a_method_as_json(embedded, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["method"] == "saxena2023prompt" and result["new_tokens"] == 8 and result["text"]
     assert result["target_forwards"] >= 2 and result["peak_rss_mb"] > 0
+
+
+@pytest.mark.parametrize("method", ["draft-and-verify", "swift"])
+def test_self_speculative_runs_name_the_skipped_layers(embedded, capsys, method):
+    assert main(["run", method, "--prompt", PROMPTS[2], "--max-new-tokens", "8", "--json", "--device", "cpu"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert "the target skipping layers [" in result["drafter"] and result["paper_settings"]

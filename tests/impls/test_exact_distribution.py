@@ -2,9 +2,10 @@
 enumerating every draft sample and accept/reject branch, equals the target's to 1e-6."""
 
 import pytest
+import torch
 
-from specatlas.impls import methods
-from specatlas.impls.decoding import SpeculativeDecoder
+from specatlas.impls import kv, methods, methods_self
+from specatlas.impls.decoding import InnerDecoder, SpeculativeDecoder
 from specatlas.impls.draft_length import FixedLength
 from specatlas.impls.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.sampling import Sampling
@@ -67,3 +68,42 @@ def test_greedy_output_equals_baseline(name):
     for prompt in ([1], [3, 3, 0], [2, 1, 2, 1, 2], [0, 1, 2, 3, 0, 1]):
         want = found["baseline"].generate(prompt, 12).tokens
         assert found[name].generate(prompt, 12).tokens == want
+
+
+class FullPrefix:
+    """A real (tiny) transformer's next-token logits after a whole prefix, as `sequence_distribution` reads them."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def next_logits(self, prefix):
+        return kv.forward(self.model, kv.new_cache(self.model), list(prefix)).logits[-1]
+
+
+def self_speculative(name, target):
+    """Draft & Verify (a chain, adaptive exit), SWIFT (trees of drawn siblings, its window shrunk so it
+    optimises within the run), staged speculation (an inner decoder's greedy tree)."""
+    if name == "draft & verify":
+        return methods_self.draft_and_verify(target, draft_length=2, skipped=[1])
+    if name == "swift":
+        return methods_self.swift(target, draft_length=2, window=0)
+    inner = SpeculativeDecoder(ToyLM(seed=2, sharpness=1.5), PromptLookup(), draft_length=FixedLength(1))
+    return SpeculativeDecoder(target, InnerDecoder(inner, tree_nodes=3), draft_length=FixedLength(2))
+
+
+# Layer skipping needs a real transformer, slower to enumerate than the toy: two settings each.
+SELF_SPECULATIVE = [(name, sampling) for name in ("draft & verify", "swift") for sampling in (SAMPLINGS[0], SAMPLINGS[3])]
+
+
+@pytest.mark.parametrize("name, sampling", SELF_SPECULATIVE + [("staged (tree)", sampling) for sampling in SAMPLINGS],
+                         ids=lambda x: x if isinstance(x, str) else f"T{x.temperature}-p{x.top_p}")
+@torch.no_grad()
+def test_self_speculation_and_cascades_keep_the_target_distribution(target, name, sampling):
+    """Layer skipping runs on a 3-layer transformer with a 3-token vocabulary, in float64."""
+    model = target if name == "staged (tree)" else tiny_llama(seed=3, layers=3, vocab=VOCAB)
+    length = 3
+    got = enumerate_outputs(lambda rng: tuple(self_speculative(name, model).generate(PROMPT, length, sampling, rng).tokens))
+    want = sequence_distribution(model if name == "staged (tree)" else FullPrefix(model), PROMPT, length, sampling)
+    assert abs(sum(got.values()) - 1) < 1e-9
+    worst = max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
+    assert worst < 1e-6, f"{name}: max |P_decoder - P_target| = {worst:.2e}"

@@ -1,0 +1,155 @@
+"""Layer-skipping self-speculation (Draft & Verify, SWIFT) and the staged cascade's tree, on tiny
+transformers: the replayed drafts equal real draft forwards to 1e-9, the exit and search rules do
+what the papers' code does, and every method reproduces greedy decoding."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from specatlas.impls import kv, methods_self
+from specatlas.impls import self_speculative as ss
+from specatlas.impls.bayes import GaussianProcess
+from specatlas.impls.decoding import InnerDecoder, Session, SpeculativeDecoder
+from specatlas.impls.layer_view import LayerView
+from specatlas.impls.sampling import Randomness, Sampling
+
+from .toy import tiny_llama
+
+TEXT = [1, 2, 3, 4, 5, 1, 2, 6, 7, 8, 9]
+START = 5
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_llama(seed=7, layers=6)
+
+
+def full_cache(model, tokens):
+    cache = kv.new_cache(model)
+    kv.forward(model, cache, tokens)
+    return cache
+
+
+@torch.no_grad()
+def test_replayed_rows_equal_real_draft_forwards(model):
+    view = LayerView(model, [0, 2, 5])
+    cache = full_cache(model, TEXT)
+    first_drafts = ss.replay(view, cache, START, TEXT[START:], own_rows=False)
+    spans = ss.replay(view, cache, START, TEXT[START:], own_rows=True)
+    for i in range(len(TEXT) - START):
+        # After position START + i: the target's rows before it, the view's row of it (a first draft)...
+        first = view(model, full_cache(model, TEXT[: START + i]), [TEXT[START + i]]).logits[-1]
+        torch.testing.assert_close(first_drafts[i], first, rtol=0, atol=1e-9)
+        # ... or the view's rows of everything from START on (a draft of the whole span).
+        span = view(model, full_cache(model, TEXT[:START]), TEXT[START : START + i + 1]).logits[-1]
+        torch.testing.assert_close(spans[i], span, rtol=0, atol=1e-9)
+    assert kv.cache_length(cache) == len(TEXT)
+    torch.testing.assert_close(kv.forward(model, cache, [3]).logits[-1],
+                               kv.forward(model, kv.new_cache(model), TEXT + [3]).logits[-1], rtol=0, atol=1e-9)
+
+
+def test_adaptive_exit_threshold_follows_the_acceptance_rate():
+    threshold = ss.ExitThreshold(0.6, adaptive=True)
+    for _ in range(20):
+        threshold.update(drafted=4, accepted=1, reached_max=False)
+    assert threshold.value > 0.6 + 0.01  # drafts rejected: stop earlier
+    high = threshold.value
+    for _ in range(40):
+        threshold.update(drafted=4, accepted=4, reached_max=False)
+    assert threshold.value < high - 0.01  # drafts accepted: draft deeper
+    low = threshold.value
+    threshold.update(drafted=12, accepted=12, reached_max=True)
+    assert threshold.value == pytest.approx(low)  # already at the maximum length: hold
+    fixed = ss.ExitThreshold(0.8)
+    fixed.update(drafted=4, accepted=0, reached_max=False)
+    assert fixed.value == 0.8
+
+
+@pytest.mark.parametrize("exit_below, drafted", [(1.01, 1), (0.0, 4)])
+@torch.no_grad()
+def test_drafting_stops_after_a_token_below_the_threshold(model, exit_below, drafted):
+    prompt = [1, 2, 3]
+    session = Session(model, prompt)
+    drafter = ss.LayerSkip(model, [1, 3], ss.ExitThreshold(exit_below))
+    drafter.start(prompt, session.prefill)
+    draft = drafter.propose(prompt, 4, Sampling(), Randomness(0))
+    assert draft.depth == drafted and kv.cache_length(session.cache) == len(prompt) - 1
+
+
+@torch.no_grad()
+def test_swift_trees_hold_the_drafts_top_candidates_under_each_chain_token(model):
+    prompt = [1, 2, 3]
+    session = Session(model, prompt)
+    drafter = ss.LayerSkip(model, [2], ss.ExitThreshold(0.0), candidates=lambda confidence, greedy: 3)
+    drafter.start(prompt, session.prefill)
+    draft = drafter.propose(prompt, 3, Sampling(), Randomness(0))
+    assert draft.parents == [-1, -1, -1, 0, 0, 0, 3, 3, 3] and draft.depth == 3
+    assert [ss.swift_candidates(c, True) for c in (0.99, 0.9, 0.6, 0.1)] == [3, 5, 8, 10]
+    assert [ss.swift_candidates(c, False) for c in (0.99, 0.9, 0.6, 0.1)] == [1, 3, 5, 10]
+
+
+def test_every_method_reproduces_greedy_decoding(model):
+    baseline = SpeculativeDecoder(model)
+    decoders = [methods_self.draft_and_verify(model, skipped=[1, 3]), methods_self.swift(model, window=4),
+                methods_self.staged(model, tiny_llama(seed=7, layers=1)),
+                methods_self.staged(model, tiny_llama(seed=7, layers=1), draft_length="auto")]
+    for decoder in decoders:
+        drafted = 0
+        for prompt in ([1], [3, 3, 0], [2, 1, 2, 1, 2, 1, 2], [0, 1, 2, 3, 0, 1]):
+            output = decoder.generate(prompt, 20)
+            assert output.tokens == baseline.generate(prompt, 20).tokens, decoder.drafter.describe()
+            drafted += sum(output.stats.drafted_at)
+        assert drafted > 0
+
+
+def test_swift_optimises_its_layer_set_on_the_fly(model):
+    decoder = methods_self.swift(model, window=4)
+    drafter = decoder.drafter
+    assert drafter.skipped == [1, 3]  # every other layer between the first and the last
+    decoder.generate([1, 2, 3], 24)
+    assert drafter.iterations > 0 and len(drafter.gp.y) == drafter.iterations
+    assert drafter.best_score == max(drafter.gp.y)
+    assert drafter.skipped == [1, 3] or len(drafter.skipped) == drafter.count
+    assert 0 not in drafter.skipped and model.config.num_hidden_layers - 1 not in drafter.skipped
+
+
+def test_simulated_speed_counts_verifications_and_draft_forwards():
+    # Every draft right and confident: one step drafts 9 (all the text allows) and commits 10.
+    assert ss.simulated_speed([True] * 10, [1.0] * 10, 0.5, ss.ExitThreshold(0.6)) == (10, 1 + 9 * 0.5)
+    # Never confident: one draft per step, right at every step here, so each step commits 2.
+    assert ss.simulated_speed([True, False] * 3, [0.1] * 6, 0.5, ss.ExitThreshold(0.6)) == (6, 3 * 1.5)
+
+
+def test_the_bayesian_search_finds_a_faster_set_than_a_random_one(model):
+    skipped, score = ss.search_skipped(model, [[1, 2, 3], [3, 3, 0, 1]], iterations=10)
+    assert len(skipped) < model.config.num_hidden_layers and score > 0
+
+
+def test_gp_prefers_unexplored_points_and_fits_what_it_saw():
+    gp = GaussianProcess()
+    points = np.eye(4)
+    for point, value in zip(points, [1.0, 2.0, 3.0, 4.0]):
+        gp.register(point, value)
+    assert gp.best()[1] == 4.0
+    assert gp.ucb(points[3:], kappa=0.0)[0] == pytest.approx(4.0, abs=0.2)
+
+
+def test_the_skipped_set_is_searched_once_per_model_and_cached(model, monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(ss, "calibration_prompts", lambda model, count: [[1, 2, 3]])
+    monkeypatch.setattr(ss, "search_skipped", lambda model, prompts, iterations: calls.append(iterations) or ([2, 4], 1.5))
+    assert ss.skipped_layers(model) == [2, 4] and ss.skipped_layers(model) == [2, 4]
+    assert calls == [ss.DV_ITERATIONS_CPU]
+    (saved,) = (tmp_path / "draft-and-verify").iterdir()
+    assert json.loads(saved.read_text())["skipped"] == [2, 4]
+
+
+def test_the_staged_tree_keeps_the_most_probable_nodes():
+    inner = InnerDecoder(SpeculativeDecoder(tiny_llama(seed=7, layers=1)), tree_nodes=5)
+    probs = torch.tensor([[0.6, 0.3, 0.1, 0.0], [0.1, 0.2, 0.7, 0.0], [0.05, 0.05, 0.1, 0.8]])
+    draft = inner._tree([0, 2, 3], probs)
+    # Scores: chain 0.6, 0.42, 0.336; alternatives 0.3 (depth 1), 0.12 (depth 2), 0.06 ...
+    assert draft.tokens == [0, 1, 2, 1, 3] and draft.parents == [-1, -1, 0, 0, 2]
