@@ -25,6 +25,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -321,6 +322,11 @@ def calibration_prompts(model, count: int) -> list[list[int]]:
     return [encode_chat(tokenizer, PROMPTS[i * stride]) for i in range(count)]
 
 
+# Search results shipped with the package (the embedded model's), looked up before the user cache;
+# `specatlas run draft-and-verify` on a fresh cache writes the file to copy here.
+SHIPPED_SEARCHES = Path(__file__).resolve().parent / "trained_heads" / "draft-and-verify"
+
+
 def skipped_layers(model) -> list[int]:
     """The skipped set for `model`, searched once per model identity and cached in the user cache."""
     from specatlas.impls.models import cache_root
@@ -328,11 +334,15 @@ def skipped_layers(model) -> list[int]:
     config = model.config
     on_cpu = model.device.type == "cpu"
     iterations, prompts = (DV_ITERATIONS_CPU, DV_PROMPTS_CPU) if on_cpu else (DV_ITERATIONS, DV_PROMPTS)
-    identity = json.dumps([config._name_or_path, config.num_hidden_layers, config.hidden_size, config.vocab_size,
+    # The model's folder name, not its path, so that a search shipped for the embedded model matches.
+    name = str(config._name_or_path).rstrip("/").rsplit("/", 1)[-1].lower()
+    identity = json.dumps([name, config.num_hidden_layers, config.hidden_size, config.vocab_size,
                            str(model.dtype), iterations, prompts, DV_TOKENS])
-    path = cache_root() / "draft-and-verify" / f"{hashlib.sha256(identity.encode()).hexdigest()[:16]}.json"
-    if path.is_file():
-        return json.loads(path.read_text())["skipped"]
+    file = f"{hashlib.sha256(identity.encode()).hexdigest()[:16]}.json"
+    for folder in (SHIPPED_SEARCHES, cache_root() / "draft-and-verify"):
+        if (folder / file).is_file():
+            return json.loads((folder / file).read_text())["skipped"]
+    path = cache_root() / "draft-and-verify" / file
     print(f"Draft & Verify: searching which layers to skip ({iterations} iterations, once for this model; "
           f"cached in {path.parent})", file=sys.stderr)
     skipped, score = search_skipped(model, calibration_prompts(model, prompts), iterations)

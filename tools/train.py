@@ -84,12 +84,23 @@ def execute(args: argparse.Namespace) -> int:
     print(f"specatlas train: data: {len(ids)} conversations, {sum(map(len, features.tokens))} tokens",
           file=sys.stderr)
     output = args.output or training.default_output(family, loaded.name)
-    command = " ".join(["specatlas", "train", args.method] + sys.argv[sys.argv.index(args.method) + 1 :]
+    command = " ".join(["specatlas", "train", args.method] + _without_output(sys.argv[sys.argv.index(args.method) + 1 :])
                        if args.method in sys.argv else ["specatlas", "train", args.method])
     result = training.FAMILIES[family].train(loaded, features, folder, output, args.budget_minutes, args.steps,
                                              args.seed, command, tqdm)
     print(f"specatlas train: wrote {output} ({result})", file=sys.stderr)
     return 0
+
+
+def _without_output(argv: list[str]) -> list[str]:
+    """The command line without --output: the model card's command writes the folder it sits in."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip or arg == "--output" or arg.startswith("--output="):
+            skip = arg == "--output"
+            continue
+        kept.append(arg)
+    return kept
 
 
 def _fail(message: str, status: int = 2) -> int:
