@@ -492,8 +492,8 @@ class KangarooFamily(Family):
             positions = torch.arange(exits.shape[1])[None].expand(exits.shape[0], -1)
             return vocabulary.soft_cross_entropy(adapter(exits, positions)[mask], finals[mask], greedy[mask])
 
-        state = train_loop(adapter, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes, steps,
-                           progress)
+        state = train_loop(adapter, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes,
+                           steps or self.default_steps, progress)
         accuracy = self.evaluate(adapter, features, test_ids, lm_weight) | {"untrained": untrained}
         return finish(self.name, adapter, loaded, features, train_ids, test_ids, state, accuracy, output, command,
                       {"exit_layer": self.exit_layer},
@@ -584,8 +584,8 @@ class DistillFamily(Family):
             q = F.linear(hidden[scored], head).softmax(-1)
             return 0.5 * ((p - q).abs().sum(-1) + 1 - p.sum(-1)).mean()
 
-        state = train_loop(student, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes, steps,
-                           progress)
+        state = train_loop(student, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes,
+                           steps or self.default_steps, progress)
         accuracy = self.evaluate(drafter, features, test_ids) | {"untrained": untrained}
         return finish(self.name, student, loaded, features, train_ids, test_ids, state, accuracy, output, command,
                       {"num_hidden_layers": self.num_layers, "draft_vocab_size": len(vocabulary)},
