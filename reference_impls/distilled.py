@@ -50,7 +50,7 @@ class DraftLayers(nn.Module):
         module = cls(target, num_layers, len(draft_vocab))
         module.layers.load_state_dict(target.model.layers[:num_layers].state_dict())
         module.draft_vocab.copy_(draft_vocab)
-        return module.to(target.device)
+        return module.to(target.device, target.dtype)
 
     def drafter(self, target) -> nn.Module:
         """A causal LM: these layers between the target's embeddings and its norm and restricted head."""

@@ -461,7 +461,7 @@ class KangarooFamily(Family):
     -sum_x p(x) log q(x), here over the loss vocabulary. AdamW, betas (0.9, 0.95) and gradient
     clipping as its code; the learning rate is higher than its 3e-5 for a budget of minutes."""
 
-    name, exit_layer, conversations, lr, default_steps, steps_evaluated = "kangaroo", 2, 4, 5e-4, 1500, 6
+    name, exit_layer, conversations, lr, default_steps, steps_evaluated = "kangaroo", 2, 2, 2e-3, 3000, 6
 
     def layers(self, model):
         assert self.exit_layer in stored_layers(model), "the exit layer's states must be in the training data"
@@ -525,7 +525,9 @@ class DistillFamily(Family):
     outside the draft vocabulary S, TVD = (sum_S |p - q| + p(not S)) / 2 is exact on S."""
 
     name, num_layers, lr, default_steps, steps_evaluated = "distillspec", 2, 2e-4, 1500, 5
-    conversations, on_policy_prompts, on_policy_tokens, off_policy_warmup = 4, 4, 48, 100
+    # Per step: 2 conversations (the student runs over all their tokens for context; the loss scores at most
+    # `scored_rows` positions, whose target distributions need the full 49k-row head) or 2 samples of 48 tokens.
+    conversations, scored_rows, on_policy_prompts, on_policy_tokens, off_policy_warmup = 2, 256, 2, 48, 50
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
         from specatlas.impls.distilled import DraftLayers
@@ -551,6 +553,9 @@ class DistillFamily(Family):
             tokens = padded([features.tokens[c] for c in picked], pad)
             mask = padded([torch.ones(len(features.tokens[c]), dtype=torch.bool) for c in picked], False)
             scored = padded([torch.arange(len(features.tokens[c])) >= start for c in picked], False)
+            rows = scored.nonzero()
+            rows = rows[torch.randperm(len(rows), generator=generator)[self.scored_rows :]]
+            scored[rows[:, 0], rows[:, 1]] = False
             with torch.no_grad():
                 p = F.linear(padded([features.hidden[final][c].float() for c in picked])[scored], lm_weight)
             return tokens, mask, scored, p.softmax(-1)[:, vocabulary]
