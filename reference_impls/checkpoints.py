@@ -246,7 +246,7 @@ def _kangaroo(weights: dict, config: dict, target) -> tuple[nn.Module, tuple[int
     exit_layer = config.get("exit_layer", KANGAROO_EXIT_LAYER)
     if not 1 <= exit_layer < layers:
         raise CheckpointError(f"Kangaroo adapter exits after layer {exit_layer}; the target has {layers} layers")
-    return KangarooAdapter(layer), (exit_layer,)
+    return KangarooAdapter(layer, draft_vocab_size=len(weights.get("draft_vocab", ()))), (exit_layer,)
 
 
 def _distillspec(weights: dict, config: dict, target) -> tuple[nn.Module, tuple[int, ...]]:

@@ -15,23 +15,9 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
+from specatlas.impls.heads import VocabularyHead
 from specatlas.impls.models import EMBEDDED, is_embedded, shallow_slice
-
-
-class VocabularyHead(nn.Module):
-    """The target's LM head over the token ids `ids` only; every other token gets -inf."""
-
-    def __init__(self, lm_weight: torch.Tensor, ids: torch.Tensor):
-        super().__init__()
-        self.ids, self.vocab = ids, lm_weight.shape[0]
-        self.weight = lm_weight.detach()[ids]  # a copy of 8k rows: contiguous for the product
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = x.new_full((*x.shape[:-1], self.vocab), -torch.inf)
-        out[..., self.ids] = F.linear(x, self.weight)
-        return out
 
 
 class DraftLayers(nn.Module):

@@ -288,13 +288,17 @@ class KangarooAdapter(nn.Module):
     """Kangaroo's adapter: maps the shallow exit's states [B, T, H] to states the target's LM head
     reads. `final_norm` (the target's) initialises `norm` and the attention output starts at
     zero, so an untrained adapter is exactly the plain early exit (norm + LM head after layer l):
-    training starts from that drafter rather than from noise."""
+    training starts from that drafter rather than from noise. `draft_vocab` (ours, not in its
+    released layout): the target token ids the adapter was trained to rank, which it drafts from
+    (trained over the most frequent tokens only, its logits for the others mean nothing)."""
 
-    def __init__(self, config: LayerConfig, final_norm: torch.Tensor | None = None):
+    def __init__(self, config: LayerConfig, final_norm: torch.Tensor | None = None, draft_vocab_size: int = 0):
         super().__init__()
         self.config = config
         self.layers = nn.ModuleList([KangarooAttentionBlock(config)])
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        if draft_vocab_size:
+            self.register_buffer("draft_vocab", torch.zeros(draft_vocab_size, dtype=torch.long))
         if final_norm is not None:
             with torch.no_grad():
                 self.norm.weight.copy_(final_norm)
@@ -302,6 +306,21 @@ class KangarooAdapter(nn.Module):
 
     def forward(self, x, positions, cache: HeadCache | None = None, mask=None):
         return self.norm(self.layers[0](x, positions, cache, mask))
+
+
+class VocabularyHead(nn.Module):
+    """The target's LM head over the token ids `ids` only; every other token gets -inf
+    (probability 0), so a drafter using it never proposes them and its q is exact."""
+
+    def __init__(self, lm_weight: torch.Tensor, ids: torch.Tensor):
+        super().__init__()
+        self.ids, self.vocab = ids, lm_weight.shape[0]
+        self.weight = lm_weight.detach()[ids]  # a copy of the rows: contiguous for the product
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = x.new_full((*x.shape[:-1], self.vocab), -torch.inf)
+        out[..., self.ids] = F.linear(x, self.weight)
+        return out
 
 
 def eagle3_layers(num_layers: int) -> tuple[int, int, int]:

@@ -20,7 +20,7 @@ import torch
 
 from specatlas.impls import kv
 from specatlas.impls.drafting import Draft, Drafter
-from specatlas.impls.heads import HeadCache
+from specatlas.impls.heads import HeadCache, VocabularyHead
 
 
 def _parts(model):
@@ -133,7 +133,7 @@ class Kangaroo(Drafter):
     1. the target's first l layers (on the target's own cache) turn the last token into its exit
        state, the input of layer l;
     2. the adapter (its own small cache over the committed tokens' exit states) and the target's
-       LM head give the next draft token;
+       LM head (over the adapter's draft vocabulary when it has one) give the next draft token;
     3. repeat from the drafted token, for at most `depth` tokens, stopping after a token whose
        top-1 probability is below `threshold` (the second early exit: a doubtful draft is the last
        one, as in its reference code);
@@ -148,6 +148,8 @@ class Kangaroo(Drafter):
     def __init__(self, model, adapter, exit_layer: int, threshold: float, label: str = ""):
         _parts(model)
         self.model, self.adapter, self.exit_layer, self.threshold, self.label = model, adapter, exit_layer, threshold, label
+        vocab = getattr(adapter, "draft_vocab", None)
+        self.head = model.lm_head if vocab is None else VocabularyHead(model.lm_head.weight, vocab)
         self.hidden_layers = (exit_layer,)
         self.stash = None
 
@@ -166,7 +168,7 @@ class Kangaroo(Drafter):
 
     def _logits(self, states: torch.Tensor, first: int) -> torch.Tensor:
         positions = torch.arange(first, first + len(states), device=states.device)[None]
-        return self.model.lm_head(self.adapter(states[None], positions, self.adapter_cache)[0])
+        return self.head(self.adapter(states[None], positions, self.adapter_cache)[0])
 
     def propose(self, context, depth, sampling, rng):
         if len(self.pending):

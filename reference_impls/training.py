@@ -142,25 +142,15 @@ class LossVocabulary:
         self.member = torch.zeros(lm_weight.shape[0], dtype=torch.bool)
         self.member[frequent] = True
 
-    def ids(self, labels: torch.Tensor) -> torch.Tensor:
-        """The scored token ids: the frequent ones, then the labels that are not among them."""
-        return torch.cat([self.frequent, labels[~self.member[labels]].unique()])
-
     def cross_entropy(self, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy of features [N, H] against labels [N] (-100: ignored)."""
         valid = labels != -100
         features, labels = features[valid], labels[valid]
-        ids = self.ids(labels)
+        extra = labels[~self.member[labels]].unique()
+        ids = torch.cat([self.frequent, extra])
         local = torch.empty(self.lm_weight.shape[0], dtype=torch.long)
         local[ids] = torch.arange(len(ids))
         return F.cross_entropy(F.linear(features, self.lm_weight[ids]), local[labels])
-
-    def soft_cross_entropy(self, features: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Mean -sum_x p(x) log q(x), q from `features` [N, H] and p from the target's `teacher`
-        states [N, H] through the same head, both over the scored ids (`labels`: the target's argmax)."""
-        weight = self.lm_weight[self.ids(labels)]
-        p = F.linear(teacher, weight).softmax(-1)
-        return -(p * F.linear(features, weight).log_softmax(-1)).sum(-1).mean()
 
 
 def loss_vocabulary(features: Features, conversations: list[int], lm_weight: torch.Tensor) -> LossVocabulary:
@@ -457,9 +447,12 @@ class KangarooFamily(Family):
     """Kangaroo's adapter (one attention layer, two norms) on the target's exit after layer l = 2
     (the paper's for Vicuna-7B; the exit states are stored with the data, as the input of EAGLE-3's
     first fused layer). Loss as its train.py: the cross-entropy of the adapter's distribution
-    (through the target's LM head) against the target's full distribution at the same position,
-    -sum_x p(x) log q(x), here over the loss vocabulary. AdamW, betas (0.9, 0.95) and gradient
-    clipping as its code; the learning rate is higher than its 3e-5 for a budget of minutes."""
+    (through the target's LM head) against the target's distribution at the same position,
+    -sum_x p(x) log q(x), here both over the draft vocabulary (the `LOSS_VOCAB` most frequent
+    tokens), which the adapter then drafts from: trained on those rows only, its logits for the
+    others are meaningless (decoding over all 49k tokens drafted rare tokens and lost to the
+    untrained exit). AdamW, betas (0.9, 0.95) and gradient clipping as its code; the learning rate
+    is higher than its 3e-5 for a budget of minutes."""
 
     name, exit_layer, conversations, lr, default_steps, steps_evaluated = "kangaroo", 2, 2, 2e-3, 3000, 6
 
@@ -472,10 +465,13 @@ class KangarooFamily(Family):
 
         model = loaded.model
         final, lm_weight = model.config.num_hidden_layers, model.lm_head.weight.detach()
-        adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight.detach())
         train_ids, test_ids = split(len(features.tokens), seed=seed)
         start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
-        vocabulary = loss_vocabulary(features, train_ids, lm_weight)
+        vocabulary = frequency_ranked(features, train_ids, lm_weight.shape[0])[:LOSS_VOCAB]
+        adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight.detach(),
+                                  len(vocabulary))
+        adapter.draft_vocab.copy_(vocabulary)
+        head = lm_weight[vocabulary]
         untrained = self.evaluate(adapter, features, test_ids, lm_weight)
         optimizer = torch.optim.AdamW(adapter.parameters(), lr=self.lr, weight_decay=0.0, betas=(0.9, 0.95))
         generator = torch.Generator().manual_seed(seed)
@@ -483,14 +479,14 @@ class KangarooFamily(Family):
         def batches(step):
             picked = [train_ids[i] for i in torch.randperm(len(train_ids), generator=generator)[: self.conversations]]
             mask = padded([torch.arange(len(features.tokens[c])) >= start for c in picked], False)
-            return (padded([features.hidden[self.exit_layer][c].float() for c in picked]),
-                    padded([features.hidden[final][c].float() for c in picked]),
-                    padded([features.greedy[c] for c in picked]), mask)
+            with torch.no_grad():
+                p = F.linear(padded([features.hidden[final][c].float() for c in picked])[mask], head).softmax(-1)
+            return padded([features.hidden[self.exit_layer][c].float() for c in picked]), mask, p
 
         def loss_fn(batch):
-            exits, finals, greedy, mask = batch
+            exits, mask, p = batch
             positions = torch.arange(exits.shape[1])[None].expand(exits.shape[0], -1)
-            return vocabulary.soft_cross_entropy(adapter(exits, positions)[mask], finals[mask], greedy[mask])
+            return -(p * F.linear(adapter(exits, positions)[mask], head).log_softmax(-1)).sum(-1).mean()
 
         state = train_loop(adapter, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes,
                            steps or self.default_steps, progress)
@@ -504,10 +500,12 @@ class KangarooFamily(Family):
     def evaluate(self, adapter, features, conversations, lm_weight) -> dict:
         """Top-1 chain acceptance on held-out answers (see `chain_acceptance`), without the
         confidence exit: the drafter's own acceptance at each depth up to the paper's 6."""
-        accepted = []
+        from specatlas.impls.heads import VocabularyHead
+
+        head, accepted = VocabularyHead(lm_weight, adapter.draft_vocab), []
         for c in conversations:
             exits = features.hidden[self.exit_layer][c].float()
-            drafted = F.linear(adapter(exits[None], torch.arange(len(exits))[None])[0], lm_weight).argmax(-1)
+            drafted = head(adapter(exits[None], torch.arange(len(exits))[None])[0]).argmax(-1)
             accepted += chain_acceptance(drafted == features.greedy[c], features.prompt_lengths[c] - 1, self.steps_evaluated)
         return acceptance_summary(accepted, self.steps_evaluated)
 
@@ -520,9 +518,11 @@ class DistillFamily(Family):
     training prompts, scored by the target's full distribution; it starts on the cached target
     answers (off-policy, whose distributions are stored), because an untrained student's samples
     are poor text, then alternates the two. Loss: the total variation distance between the
-    target's distribution p and the student's q, the divergence DistillSpec derives from
-    speculative decoding (the acceptance rate of a draft token is 1 - TVD(p, q)). Since q is zero
-    outside the draft vocabulary S, TVD = (sum_S |p - q| + p(not S)) / 2 is exact on S."""
+    target's distribution p and the student's q. DistillSpec compares forward and reverse KL, JSD
+    and TVD and finds the best depends on task and decoding; TVD is the one the acceptance rate
+    is written in (a draft token is accepted with probability 1 - TVD(p, q)), and the one that
+    stays exact with a restricted head: q is zero outside the draft vocabulary S, so
+    TVD = (sum_S |p - q| + p(not S)) / 2 needs p on S only (KL would be infinite)."""
 
     name, num_layers, lr, default_steps, steps_evaluated = "distillspec", 2, 2e-4, 1500, 5
     # Per step: 2 conversations (the student runs over all their tokens for context; the loss scores at most

@@ -103,7 +103,8 @@ def kangaroo_decoder(model):
     from specatlas.impls.layer_view import Kangaroo
 
     torch.manual_seed(0)
-    adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight)
+    adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight, 2)
+    adapter.draft_vocab.copy_(torch.tensor([1, 2]))  # drafts from 2 of the 3 tokens
     drafter = Kangaroo(model, perturbed(adapter.double(), 5).eval(), exit_layer=1, threshold=0.5)
     return SpeculativeDecoder(model, drafter, forward=drafter.forward, draft_length=FixedLength(2))
 
