@@ -1,4 +1,6 @@
-"""Training draft heads on the target's own outputs (self-distillation), as Medusa and EAGLE do.
+"""Training draft heads on the target's own outputs (self-distillation), as Medusa and EAGLE do; also
+Kangaroo's adapter (on the stored exit states) and DistillSpec's drafter (the target's first layers,
+distilled on-policy: `DistillFamily`).
 
 Data, built once per (target, prompt corpus, answer length) and cached under the user cache dir,
 one file per conversation (so an interrupted build resumes, and several processes can share it):
