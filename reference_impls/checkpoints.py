@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specatlas.impls.heads import Eagle3Head, EagleHead, LayerConfig, MedusaHeads, eagle3_layers
+from specatlas.impls.heads import Eagle3Head, EagleHead, KangarooAdapter, LayerConfig, MedusaHeads, eagle3_layers
 
 WEIGHT_FILES = ("model.safetensors", "medusa_lm_head.safetensors", "pytorch_model.bin", "medusa_lm_head.pt",
                 "model.pt")
@@ -170,8 +170,13 @@ def _detect(weights: dict, config: dict, folder: Path) -> tuple[str, str, dict]:
         return "eagle3", layout + "eagle3", renamed
     if "fc.weight" in renamed and any(key.startswith("layers.0.") for key in renamed):
         return "eagle", layout + "eagle", renamed
+    if "draft_vocab" in renamed and any(".mlp." in key for key in renamed):
+        return "distillspec", "distillspec", renamed
+    if "norm.weight" in renamed and "layers.0.input_layernorm.weight" in renamed and \
+            not any(".mlp." in key for key in renamed):
+        return "kangaroo", "kangaroo", renamed
     shown = ", ".join(sorted(weights)[:4])
-    raise CheckpointError(f"{folder}: not a Medusa, EAGLE or EAGLE-3 checkpoint (keys start: {shown})")
+    raise CheckpointError(f"{folder}: not a Medusa, EAGLE, EAGLE-3, Kangaroo or DistillSpec checkpoint (keys start: {shown})")
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,7 +234,34 @@ def _eagle3(weights: dict, config: dict, target) -> tuple[nn.Module, tuple[int, 
     return Eagle3Head(layer, target_hidden, vocab, draft_vocab), aux
 
 
-BUILDERS = {"medusa": _medusa, "eagle": _eagle, "eagle3": _eagle3}
+# Kangaroo's released checkpoints do not record the exit layer (its scripts pass --exitlayer 2).
+KANGAROO_EXIT_LAYER = 2
+
+
+def _kangaroo(weights: dict, config: dict, target) -> tuple[nn.Module, tuple[int, ...]]:
+    hidden, _, layers = _target_sizes(target)
+    layer = _layer_config({**target.config.to_dict(), **config}, "Kangaroo adapter")
+    if layer.hidden_size != hidden:
+        raise CheckpointError(f"Kangaroo adapter has hidden size {layer.hidden_size}, the target {hidden}")
+    exit_layer = config.get("exit_layer", KANGAROO_EXIT_LAYER)
+    if not 1 <= exit_layer < layers:
+        raise CheckpointError(f"Kangaroo adapter exits after layer {exit_layer}; the target has {layers} layers")
+    return KangarooAdapter(layer, draft_vocab_size=len(weights.get("draft_vocab", ()))), (exit_layer,)
+
+
+def _distillspec(weights: dict, config: dict, target) -> tuple[nn.Module, tuple[int, ...]]:
+    from specatlas.impls.distilled import DraftLayers
+
+    hidden, vocab, layers = _target_sizes(target)
+    if config.get("hidden_size", hidden) != hidden or config.get("vocab_size", vocab) != vocab:
+        raise CheckpointError(f"the drafter's layers were distilled for hidden size {config.get('hidden_size')} and "
+                              f"{config.get('vocab_size')} tokens, the target has {hidden} and {vocab}")
+    if not 1 <= config.get("num_hidden_layers", 0) < layers:
+        raise CheckpointError(f"the drafter needs 1..{layers - 1} layers, its config says {config.get('num_hidden_layers')}")
+    return DraftLayers(target, config["num_hidden_layers"], config["draft_vocab_size"]), ()
+
+
+BUILDERS = {"medusa": _medusa, "eagle": _eagle, "eagle3": _eagle3, "kangaroo": _kangaroo, "distillspec": _distillspec}
 
 
 def _check_keys(head: nn.Module, weights: dict, layout: str, folder: Path) -> None:
@@ -282,6 +314,10 @@ def config_for(family: str, head: nn.Module, target, base_model: str, extra: dic
                   "vocab_size": vocab}
         if not head.own_vocab:
             config["version"] = "2"
+    elif family in ("kangaroo", "distillspec"):  # our layouts: `extra` says what the module is
+        config = {"specatlas_family": family, "hidden_size": hidden, "vocab_size": vocab}
+        if family == "kangaroo":
+            config |= head.config.to_dict()
     else:
         config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 1,
                   **head.config.to_dict(), "vocab_size": vocab, "max_position_embeddings":
@@ -318,23 +354,30 @@ def save(head: nn.Module, family: str, folder: Path, target, base_model: str, ex
 def model_card(family: str, config: dict, card: dict) -> str:
     held = card["held_out"]
     by_position = ", ".join(f"{x:.3f}" for x in held["acceptance_by_position"])
+    untrained = (f"\n| The same before training | {held['untrained']['mean_accepted_tokens_chain']} |"
+                 if "untrained" in held else "")
     what = {"medusa": f"{config.get('medusa_num_heads')} Medusa heads (one ResBlock each, reusing the target's LM "
                       "head: Medusa v2 layout)",
             "eagle": "an EAGLE-1/2 draft head (fc over [embedding, feature] + one decoder layer without input norm; "
                      "the target's embeddings and LM head)",
-            "eagle3": "an EAGLE-3 draft head"}[family]
+            "eagle3": "an EAGLE-3 draft head",
+            "kangaroo": f"a Kangaroo adapter (one attention layer and two norms) on the exit after the target's first "
+                        f"{config.get('exit_layer')} layers, read by the target's LM head",
+            "distillspec": f"a DistillSpec drafter: the target's first {config.get('num_hidden_layers')} decoder layers, "
+                           f"distilled; the target's embeddings, final norm and LM head (restricted to "
+                           f"{config.get('draft_vocab_size')} tokens) are shared, not shipped"}[family]
     return f"""# {family} head for {card['base_model']}
 
-{what}, trained by `specatlas train` on the target's own greedy answers (self-distillation).
+{what}, trained by `specatlas train` {card.get('trained_on', "on the target's own greedy answers (self-distillation)")}.
 
 | | |
 |---|---|
 | Data | {card['train_conversations']} conversations of this project's prompt corpus (`specatlas/train_prompts.py`), \
-{card['train_tokens']} tokens ({card['train_answer_tokens']} of them answer tokens); labels are the target's greedy tokens |
+{card['train_tokens']} tokens ({card['train_answer_tokens']} of them answer tokens); {card.get('targets', "labels are the target's greedy tokens")} |
 | Held out | {card['held_out_conversations']} conversations, {held['positions']} answer positions |
 | Training | {card['steps']} steps, {card['train_seconds'] / 60:.1f} min (float32, CPU), final loss {card['final_loss']} |
 | Held-out acceptance by draft position (top-1 chain, given the earlier drafts accepted) | {by_position} |
-| Held-out mean accepted tokens per step (top-1 chain, bonus token included) | {held['mean_accepted_tokens_chain']} |
+| Held-out mean accepted tokens per step (top-1 chain, bonus token included) | {held['mean_accepted_tokens_chain']} |{untrained}
 | Weights | float16, the family's published layout (loads with `specatlas.impls.checkpoints.load`) |
 | torch | {card['torch']} |
 

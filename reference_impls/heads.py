@@ -13,6 +13,10 @@ shared/docs/draft-checkpoint-formats.md), so saving and loading need no key rena
   attends over concat(input_layernorm(embedding), hidden_norm(feature)) (2H wide) and its output is
   both the next step's feature and, through its own norm and LM head, logits over a draft
   vocabulary mapped to target ids by `d2t` (target = draft + d2t[draft]).
+- `KangarooAdapter`: Kangaroo's adapter on the target's shallow exit (the input of layer l):
+  `norm(x + attention(input_layernorm(x)))`, one attention layer and two norms, read by the
+  target's LM head. Keys as its released `AdapterModel` (`layers.0.input_layernorm`,
+  `layers.0.self_attn.*`, `norm`).
 
 The decoder layer is written out here (not transformers' LlamaDecoderLayer) because EAGLE's layer
 drops the input norm and EAGLE-3's attention takes a 2H-wide input; a `HeadCache` holds the
@@ -262,6 +266,61 @@ class Eagle3Head(nn.Module):
 
     def to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]
+
+
+# --------------------------------------------------------------------------------------------
+# Kangaroo
+
+
+class KangarooAttentionBlock(nn.Module):
+    """The adapter's one "decoder layer": input norm and attention with a residual, no MLP."""
+
+    def __init__(self, config: LayerConfig):
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = Attention(config, config.hidden_size)
+
+    def forward(self, x, positions, cache=None, mask=None):
+        return x + self.self_attn(self.input_layernorm(x), positions, cache, mask)
+
+
+class KangarooAdapter(nn.Module):
+    """Kangaroo's adapter: maps the shallow exit's states [B, T, H] to states the target's LM head
+    reads. `final_norm` (the target's) initialises `norm` and the attention output starts at
+    zero, so an untrained adapter is exactly the plain early exit (norm + LM head after layer l):
+    training starts from that drafter rather than from noise. `draft_vocab` (ours, not in its
+    released layout): the target token ids the adapter was trained to rank, which it drafts from
+    (trained over the most frequent tokens only, its logits for the others mean nothing)."""
+
+    def __init__(self, config: LayerConfig, final_norm: torch.Tensor | None = None, draft_vocab_size: int = 0):
+        super().__init__()
+        self.config = config
+        self.layers = nn.ModuleList([KangarooAttentionBlock(config)])
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        if draft_vocab_size:
+            self.register_buffer("draft_vocab", torch.zeros(draft_vocab_size, dtype=torch.long))
+        if final_norm is not None:
+            with torch.no_grad():
+                self.norm.weight.copy_(final_norm)
+                self.layers[0].self_attn.o_proj.weight.zero_()
+
+    def forward(self, x, positions, cache: HeadCache | None = None, mask=None):
+        return self.norm(self.layers[0](x, positions, cache, mask))
+
+
+class VocabularyHead(nn.Module):
+    """The target's LM head over the token ids `ids` only; every other token gets -inf
+    (probability 0), so a drafter using it never proposes them and its q is exact."""
+
+    def __init__(self, lm_weight: torch.Tensor, ids: torch.Tensor):
+        super().__init__()
+        self.ids, self.vocab = ids, lm_weight.shape[0]
+        self.weight = lm_weight.detach()[ids]  # a copy of the rows: contiguous for the product
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = x.new_full((*x.shape[:-1], self.vocab), -torch.inf)
+        out[..., self.ids] = F.linear(x, self.weight)
+        return out
 
 
 def eagle3_layers(num_layers: int) -> tuple[int, int, int]:

@@ -20,6 +20,7 @@ import torch
 
 from specatlas.impls import kv
 from specatlas.impls.drafting import Draft, Drafter
+from specatlas.impls.heads import HeadCache, VocabularyHead
 
 
 def _parts(model):
@@ -33,11 +34,12 @@ def _parts(model):
 
 
 def run_layers(model, cache, hidden: torch.Tensor, past: int, layers, tree: list[int] | None = None,
-               hidden_layers=(), last_only: bool = False) -> kv.ForwardOutput:
+               hidden_layers=(), last_only: bool = False, head: bool = True) -> kv.ForwardOutput:
     """Run `hidden` ([new, hidden], the input of layers[0]) through `layers` of `model` after `past`
-    committed positions, then the final norm and LM head. `tree` as in `kv.forward` (None: a chain).
-    `hidden_layers` uses transformers' numbering (l + 1: the output of decoder layer l; the last
-    index, num_hidden_layers, is the normed state) and returns only what was computed."""
+    committed positions, then (unless `head` is False: logits None) the final norm and LM head.
+    `tree` as in `kv.forward` (None: a chain). `hidden_layers` uses transformers' numbering (l + 1:
+    the output of decoder layer l; the last index, num_hidden_layers, is the normed state) and
+    returns only what was computed."""
     inner = _parts(model)
     new = hidden.shape[0]
     tree = tree if tree is not None else list(range(-1, new - 1))
@@ -56,6 +58,8 @@ def run_layers(model, cache, hidden: torch.Tensor, past: int, layers, tree: list
                                 position_embeddings=rotary)
         if layer + 1 in hidden_layers and layer + 1 < model.config.num_hidden_layers:
             states[layer + 1] = x[0]
+    if not head:
+        return kv.ForwardOutput(None, states)
     x = inner.norm(x)
     if model.config.num_hidden_layers in hidden_layers and layers and layers[-1] == model.config.num_hidden_layers - 1:
         states[model.config.num_hidden_layers] = x[0]
@@ -121,3 +125,88 @@ class EarlyExit(Drafter):
 
     def describe(self):
         return f"early exit after the target's {self.view.describe()} (shared cache)"
+
+
+class Kangaroo(Drafter):
+    """Kangaroo (Liu et al. 2024): self-speculative decoding by double early exit. Per step:
+
+    1. the target's first l layers (on the target's own cache) turn the last token into its exit
+       state, the input of layer l;
+    2. the adapter (its own small cache over the committed tokens' exit states) and the target's
+       LM head (over the adapter's draft vocabulary when it has one) give the next draft token;
+    3. repeat from the drafted token, for at most `depth` tokens, stopping after a token whose
+       top-1 probability is below `threshold` (the second early exit: a doubtful draft is the last
+       one, as in its reference code);
+    4. `forward` is the verification: the pending and drafted tokens' exit states, whose rows of
+       layers < l are already cached, continue from layer l (`resume`); only the last draft's
+       shallow rows are new. The cache then holds exactly the full model's rows.
+
+    Every draft is the drafter's own choice (greedy) or draw (recorded in `Draft.q`), so exact
+    matching and rejection sampling stay lossless.
+    """
+
+    def __init__(self, model, adapter, exit_layer: int, threshold: float, label: str = ""):
+        _parts(model)
+        self.model, self.adapter, self.exit_layer, self.threshold, self.label = model, adapter, exit_layer, threshold, label
+        vocab = getattr(adapter, "draft_vocab", None)
+        self.head = model.lm_head if vocab is None else VocabularyHead(model.lm_head.weight, vocab)
+        self.hidden_layers = (exit_layer,)
+        self.stash = None
+
+    def start(self, prompt, prefill):
+        self.session, self.adapter_cache, self.fed, self.stash = prefill.session, HeadCache(), 0, None
+        self.pending = prefill.hidden_states[self.exit_layer]  # committed exit states the adapter has not read
+
+    def observe(self, step):
+        rows = [0] + [node + 1 for node in step.accepted]  # the pending token and the accepted drafts
+        self.pending = torch.cat([self.pending, step.hidden_states[self.exit_layer][rows]])
+
+    def _shallow(self, cache, tokens: list[int], past: int) -> torch.Tensor:
+        embeddings = self.model.model.embed_tokens(torch.tensor(tokens, device=self.model.device))
+        return run_layers(self.model, cache, embeddings, past, range(self.exit_layer),
+                          hidden_layers=(self.exit_layer,), head=False).hidden_states[self.exit_layer]
+
+    def _logits(self, states: torch.Tensor, first: int) -> torch.Tensor:
+        positions = torch.arange(first, first + len(states), device=states.device)[None]
+        return self.head(self.adapter(states[None], positions, self.adapter_cache)[0])
+
+    def propose(self, context, depth, sampling, rng):
+        if len(self.pending):
+            self._logits(self.pending, self.fed)  # fills the adapter's cache; the logits are not needed
+            self.fed, self.pending = self.fed + len(self.pending), self.pending[:0]
+        token, tokens, states, q = context[-1], [], [], []
+        for level in range(depth):
+            position = len(context) - 1 + level
+            states.append(self._shallow(self.session.cache, [token], position))
+            logits = self._logits(states[-1], position)[-1]
+            if sampling.greedy:
+                token = int(logits.argmax())
+            else:
+                q.append(sampling.probs(logits))
+                token = rng.categorical(q[-1], position + 1, "draft")
+            tokens.append(token)
+            if float(logits.float().softmax(-1).max()) < self.threshold:
+                break
+        self.adapter_cache.keep(list(range(self.fed)))  # draft rows: the verified exit states replace them
+        self.stash = ([context[-1]] + tokens[:-1], torch.cat(states))
+        return Draft.chain(tokens, q=torch.stack(q) if q else None)
+
+    def forward(self, model, cache, input_ids, tree=None, hidden_layers=(), last_only=False) -> kv.ForwardOutput:
+        """The target forward (`kv.forward`'s signature) reusing the draft phase's shallow rows."""
+        stash, self.stash = self.stash, None
+        if stash is None:
+            return kv.forward(model, cache, input_ids, tree, hidden_layers, last_only)
+        tokens, states = stash
+        past = cache.get_seq_length(self.exit_layer)
+        known = next((i for i, (a, b) in enumerate(zip(tokens, input_ids)) if a != b), min(len(tokens), len(input_ids)))
+        kv.truncate(cache, past + known)  # shallow rows of drafts the policy trimmed away
+        if known < len(input_ids):
+            states = torch.cat([states[:known], self._shallow(cache, input_ids[known:], past + known)])
+        out = resume(model, cache, states[: len(input_ids)], self.exit_layer, tree, hidden_layers, last_only)
+        if self.exit_layer in hidden_layers:
+            out.hidden_states[self.exit_layer] = states[: len(input_ids)]
+        return out
+
+    def describe(self):
+        return (f"Kangaroo: the target's layers 0..{self.exit_layer - 1} on its own cache + adapter, "
+                f"drafting stops below top-1 confidence {self.threshold} ({self.label})")

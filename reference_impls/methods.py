@@ -98,8 +98,13 @@ def shallow_layers(target) -> int:
 def _draft_model(target, draft_model):
     if draft_model is not None:
         return draft_model, "draft model"
-    # No checkpoint of the embedded model's family is small enough to be a drafter: until a trained
-    # drafter exists, the default is an early exit from the target's first layers.
+    # No checkpoint of the embedded model's family is small enough to be a drafter: the default is
+    # the distilled drafter shipped for it (DistillSpec), else an early exit from the target's first layers.
+    from specatlas.impls.distilled import shipped_drafter
+
+    distilled = shipped_drafter(target)
+    if distilled is not None:
+        return distilled
     layers = shallow_layers(target)
     return shallow_slice(target, layers), f"shallow slice of the target (first {layers} layers + its norm and head)"
 

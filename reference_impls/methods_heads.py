@@ -1,4 +1,5 @@
-"""Trained-head drafters on the shared loop: Medusa, EAGLE (static tree) and EAGLE-2 (dynamic tree).
+"""Trained-head drafters on the shared loop: Medusa, EAGLE (static tree), EAGLE-2 (dynamic tree) and
+Kangaroo (an adapter on the target's shallow exit; its drafter is in `layer_view`).
 
 Each drafter reads the target's final normed hidden state (`hidden_layers = (N,)`): from the
 prefill at `start`, then from the rows the target kept at each `observe`. The heads come from a
@@ -22,6 +23,7 @@ from torch.nn import functional as F
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.drafting import Draft, Drafter
 from specatlas.impls.heads import HeadCache
+from specatlas.impls.layer_view import Kangaroo
 from specatlas.impls.methods import PAPER, draft_policy
 from specatlas.impls.recycling import tree_nodes
 from specatlas.impls.verification import GreedyMatch, Verifier
@@ -361,3 +363,18 @@ def _eagle(target, draft_length, drafter_checkpoint, tree):
     else:
         nodes, depth = tree_nodes(tree), max(map(len, tree))
     return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, depth, nodes, depth))
+
+
+# Kangaroo's Vicuna-7B command (its README): exit after layer 2 (of 32), at most 6 draft steps, stop
+# drafting after a token whose top-1 probability is below 0.6. The exit layer is the adapter's own
+# (its checkpoint config): 2 of SmolLM2's 30 layers, the same depth (~6%) as in the paper.
+KANGAROO_STEPS, KANGAROO_THRESHOLD = 6, 0.6
+
+
+def kangaroo(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
+    """Liu et al. 2024: the target's first l layers + the adapter draft on the target's own cache,
+    stopping early on low confidence; verification resumes from layer l."""
+    checkpoint = load_head(target, "kangaroo", drafter_checkpoint)
+    drafter = Kangaroo(target, checkpoint.head, checkpoint.hidden_layers[0], KANGAROO_THRESHOLD, checkpoint.describe())
+    return SpeculativeDecoder(target, drafter, forward=drafter.forward,
+                              draft_length=draft_policy(target, draft_length, KANGAROO_STEPS, max_depth=KANGAROO_STEPS))

@@ -253,11 +253,18 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def shallow_slice(model: nn.Module, num_layers: int) -> nn.Module:
+def is_embedded(model: nn.Module) -> bool:
+    """Whether `model` was loaded as the embedded model (from its converted cache folder)."""
+    return Path(getattr(model.config, "_name_or_path", "") or "").name == EMBEDDED
+
+
+def shallow_slice(model: nn.Module, num_layers: int, layers: nn.ModuleList | None = None,
+                  head: nn.Module | None = None) -> nn.Module:
     """The target's first `num_layers` decoder layers with its own final norm and head, as a model.
 
-    Shares every weight with the target (no extra memory). This is the default drafter for the
-    embedded model until a trained drafter of the same family exists; it is an early-exit drafter.
+    Shares every weight with the target (no extra memory): the default drafter for a target with
+    no trained drafter, an early exit. `layers` and `head` replace the target's (a distilled
+    drafter: its own layers, the target's head over a draft vocabulary).
     """
     inner = getattr(model, "model", None)
     if inner is None or not hasattr(inner, "layers"):
@@ -273,8 +280,9 @@ def shallow_slice(model: nn.Module, num_layers: int) -> nn.Module:
         sliced = type(model)(config)
     # Assigning the target's modules replaces the meta placeholders, so the slice owns no tensors.
     for attr, module in inner.named_children():
-        setattr(sliced.model, attr, nn.ModuleList(inner.layers[:num_layers]) if attr == "layers" else module)
-    sliced.lm_head = model.lm_head
+        setattr(sliced.model, attr, (nn.ModuleList(inner.layers[:num_layers]) if layers is None else layers)
+                if attr == "layers" else module)
+    sliced.lm_head = model.lm_head if head is None else head
     sliced.generation_config = model.generation_config
     return sliced.eval()
 

@@ -87,6 +87,11 @@ METHODS: dict[str, MethodSpec] = {
                    ("feature-level-drafting", "dynamic-tree"), ("speculative-sampling", "token-tree-verification"),
                    True, f"{_M}_heads:eagle2", trained_head="eagle",
                    paper_settings="dynamic tree: top-10 per level, depth 7, 60 nodes kept (its code's defaults)"),
+        MethodSpec("liu2024kangaroo", "Kangaroo: double early exiting", ("kangaroo",),
+                   ("early-exit-layer-skip", "adaptive-draft-length"), ("greedy-verification",), True,
+                   f"{_M}_heads:kangaroo", trained_head="kangaroo",
+                   paper_settings="exit after layer 2 (of Vicuna-7B's 32; here of 30), at most 6 draft tokens, stop "
+                                  "drafting below top-1 confidence 0.6 (its README's command)"),
         MethodSpec("luo2025turning", "Token Recycling", ("token-recycling",),
                    ("ngram-pool", "token-tree"), ("token-tree-verification",), True, f"{_M}_parallel:token_recycling",
                    paper_settings="top-8 adjacency table, static 80-node tree of depth 6"),

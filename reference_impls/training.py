@@ -1,4 +1,6 @@
-"""Training draft heads on the target's own outputs (self-distillation), as Medusa and EAGLE do.
+"""Training draft heads on the target's own outputs (self-distillation), as Medusa and EAGLE do; also
+Kangaroo's adapter (on the stored exit states) and DistillSpec's drafter (the target's first layers,
+distilled on-policy: `DistillFamily`).
 
 Data, built once per (target, prompt corpus, answer length) and cached under the user cache dir,
 one file per conversation (so an interrupted build resumes, and several processes can share it):
@@ -326,7 +328,9 @@ def acceptance_summary(accepted: list[int], depth: int) -> dict:
             "mean_accepted_tokens_chain": round(1 + float(counts.float().mean()), 3), "positions": len(accepted)}
 
 
-def finish(name, module, loaded, features, train_ids, test_ids, state, accuracy, output, command, extra) -> str:
+def finish(name, module, loaded, features, train_ids, test_ids, state, accuracy, output, command, extra,
+           notes: dict | None = None) -> str:
+    """Save `module` with its model card; `notes` adds to the card (what it was trained on)."""
     from specatlas.impls.checkpoints import save
 
     tokens = sum(len(features.tokens[c]) for c in train_ids)
@@ -335,7 +339,7 @@ def finish(name, module, loaded, features, train_ids, test_ids, state, accuracy,
             "train_tokens": tokens, "train_answer_tokens": answer_tokens, "held_out_conversations": len(test_ids),
             "steps": state.step, "train_seconds": round(state.seconds), "final_loss": round(state.losses[-1], 4)
             if state.losses else None, "loss_curve": [round(x, 4) for x in state.losses[:: max(1, len(state.losses) // 20)]],
-            "held_out": accuracy, "command": command, "torch": torch.__version__}
+            "held_out": accuracy, "command": command, "torch": torch.__version__} | (notes or {})
     save(module, name, output, loaded.model, base_model=loaded.name, extra=extra, card=card)
     return f"{state.step} steps in {state.seconds / 60:.1f} min, loss {card['final_loss']}, " \
            f"held-out mean accepted tokens (top-1 chain) {accuracy['mean_accepted_tokens_chain']}"
@@ -423,7 +427,196 @@ class EagleFamily(Family):
         return acceptance_summary(accepted, k)
 
 
-FAMILIES: dict[str, Family] = {"medusa": MedusaFamily(), "eagle": EagleFamily()}
+def chain_acceptance(hits: torch.Tensor, first: int, depth: int) -> list[int]:
+    """`hits[t]`: the drafter's top-1 after position t is the target's greedy token there, with
+    the greedy text as context. On the target's greedy answer that is exactly what a top-1 chain
+    sees while its drafts are accepted, so the chain started at t keeps the run of hits from t.
+    Per start t >= `first` with `depth` positions after it: how many drafts are accepted."""
+    if len(hits) < depth:
+        return []
+    return hits.unfold(0, depth, 1)[first:].int().cumprod(1).sum(1).tolist()
+
+
+def padded(rows: list[torch.Tensor], value=0) -> torch.Tensor:
+    """Right-padded [B, max length, ...] batch of per-conversation tensors."""
+    out = rows[0].new_full((len(rows), max(map(len, rows)), *rows[0].shape[1:]), value)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
+
+
+class KangarooFamily(Family):
+    """Kangaroo's adapter (one attention layer, two norms) on the target's exit after layer l = 2
+    (the paper's for Vicuna-7B; the exit states are stored with the data, as the input of EAGLE-3's
+    first fused layer). Loss as its train.py: the cross-entropy of the adapter's distribution
+    (through the target's LM head) against the target's distribution at the same position,
+    -sum_x p(x) log q(x), here both over the draft vocabulary (the `LOSS_VOCAB` most frequent
+    tokens), which the adapter then drafts from: trained on those rows only, its logits for the
+    others are meaningless (decoding over all 49k tokens drafted rare tokens and lost to the
+    untrained exit). AdamW, betas (0.9, 0.95) and gradient clipping as its code; the learning rate
+    is higher than its 3e-5 for a budget of minutes."""
+
+    name, exit_layer, conversations, lr, default_steps, steps_evaluated = "kangaroo", 2, 2, 2e-3, 3000, 6
+
+    def layers(self, model):
+        assert self.exit_layer in stored_layers(model), "the exit layer's states must be in the training data"
+        return (self.exit_layer, model.config.num_hidden_layers)
+
+    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+        from specatlas.impls.heads import KangarooAdapter, LayerConfig
+
+        model = loaded.model
+        final, lm_weight = model.config.num_hidden_layers, model.lm_head.weight.detach()
+        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
+        vocabulary = frequency_ranked(features, train_ids, lm_weight.shape[0])[:LOSS_VOCAB]
+        adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight.detach(),
+                                  len(vocabulary))
+        adapter.draft_vocab.copy_(vocabulary)
+        head = lm_weight[vocabulary]
+        untrained = self.evaluate(adapter, features, test_ids, lm_weight)
+        optimizer = torch.optim.AdamW(adapter.parameters(), lr=self.lr, weight_decay=0.0, betas=(0.9, 0.95))
+        generator = torch.Generator().manual_seed(seed)
+
+        def batches(step):
+            picked = [train_ids[i] for i in torch.randperm(len(train_ids), generator=generator)[: self.conversations]]
+            mask = padded([torch.arange(len(features.tokens[c])) >= start for c in picked], False)
+            with torch.no_grad():
+                p = F.linear(padded([features.hidden[final][c].float() for c in picked])[mask], head).softmax(-1)
+            return padded([features.hidden[self.exit_layer][c].float() for c in picked]), mask, p
+
+        def loss_fn(batch):
+            exits, mask, p = batch
+            positions = torch.arange(exits.shape[1])[None].expand(exits.shape[0], -1)
+            return -(p * F.linear(adapter(exits, positions)[mask], head).log_softmax(-1)).sum(-1).mean()
+
+        state = train_loop(adapter, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes,
+                           steps or self.default_steps, progress)
+        accuracy = self.evaluate(adapter, features, test_ids, lm_weight) | {"untrained": untrained}
+        return finish(self.name, adapter, loaded, features, train_ids, test_ids, state, accuracy, output, command,
+                      {"exit_layer": self.exit_layer},
+                      {"targets": f"targets are the target's full distributions; inputs its exit states after layer "
+                                  f"{self.exit_layer}"})
+
+    @torch.no_grad()
+    def evaluate(self, adapter, features, conversations, lm_weight) -> dict:
+        """Top-1 chain acceptance on held-out answers (see `chain_acceptance`), without the
+        confidence exit: the drafter's own acceptance at each depth up to the paper's 6."""
+        from specatlas.impls.heads import VocabularyHead
+
+        head, accepted = VocabularyHead(lm_weight, adapter.draft_vocab), []
+        for c in conversations:
+            exits = features.hidden[self.exit_layer][c].float()
+            drafted = head(adapter(exits[None], torch.arange(len(exits))[None])[0]).argmax(-1)
+            accepted += chain_acceptance(drafted == features.greedy[c], features.prompt_lengths[c] - 1, self.steps_evaluated)
+        return acceptance_summary(accepted, self.steps_evaluated)
+
+
+class DistillFamily(Family):
+    """DistillSpec (Zhou et al. 2024): a drafter distilled from the target's distribution. The
+    student is the target's first `num_layers` layers (copied; the target's embeddings, final norm
+    and LM head restricted to the loss vocabulary, which is also its draft vocabulary: see
+    `distilled`). Data: the paper's on-policy recipe, sequences the student samples from the
+    training prompts, scored by the target's full distribution; it starts on the cached target
+    answers (off-policy, whose distributions are stored), because an untrained student's samples
+    are poor text, then alternates the two. Loss: the total variation distance between the
+    target's distribution p and the student's q. DistillSpec compares forward and reverse KL, JSD
+    and TVD and finds the best depends on task and decoding; TVD is the one the acceptance rate
+    is written in (a draft token is accepted with probability 1 - TVD(p, q)), and the one that
+    stays exact with a restricted head: q is zero outside the draft vocabulary S, so
+    TVD = (sum_S |p - q| + p(not S)) / 2 needs p on S only (KL would be infinite)."""
+
+    name, num_layers, lr, default_steps, steps_evaluated = "distillspec", 2, 2e-4, 1500, 5
+    # Per step: 2 conversations (the student runs over all their tokens for context; the loss scores at most
+    # `scored_rows` positions, whose target distributions need the full 49k-row head) or 2 samples of 48 tokens.
+    conversations, scored_rows, on_policy_prompts, on_policy_tokens, off_policy_warmup = 2, 256, 2, 48, 50
+
+    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+        from specatlas.impls.distilled import DraftLayers
+
+        model = loaded.model
+        final, lm_weight = model.config.num_hidden_layers, model.lm_head.weight.detach()
+        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
+        vocabulary = frequency_ranked(features, train_ids, lm_weight.shape[0])[:LOSS_VOCAB]
+        student = DraftLayers.from_target(model, self.num_layers, vocabulary).train().requires_grad_(True)
+        drafter, head = student.drafter(model), lm_weight[vocabulary]
+        untrained = self.evaluate(drafter, features, test_ids)
+        optimizer = torch.optim.AdamW(student.parameters(), lr=self.lr, weight_decay=0.0)
+        generator = torch.Generator().manual_seed(seed)
+        pad = int(features.tokens[0][0])  # any id: padded positions are masked out of attention and loss
+        stops = torch.tensor(sorted(eos_ids(model, loaded.tokenizer)))
+
+        def pick(count):
+            return [train_ids[i] for i in torch.randperm(len(train_ids), generator=generator)[:count]]
+
+        def off_policy():
+            picked = pick(self.conversations)
+            tokens = padded([features.tokens[c] for c in picked], pad)
+            mask = padded([torch.ones(len(features.tokens[c]), dtype=torch.bool) for c in picked], False)
+            scored = padded([torch.arange(len(features.tokens[c])) >= start for c in picked], False)
+            rows = scored.nonzero()
+            rows = rows[torch.randperm(len(rows), generator=generator)[self.scored_rows :]]
+            scored[rows[:, 0], rows[:, 1]] = False
+            with torch.no_grad():
+                p = F.linear(padded([features.hidden[final][c].float() for c in picked])[scored], lm_weight)
+            return tokens, mask, scored, p.softmax(-1)[:, vocabulary]
+
+        @torch.no_grad()
+        def on_policy():
+            prompts = [features.tokens[c][: features.prompt_lengths[c]] for c in pick(self.on_policy_prompts)]
+            width = max(map(len, prompts))
+            # Left-padded, so every sample starts at column `width`; the student samples at T = 1.
+            batch = torch.stack([torch.cat([prompt.new_full((width - len(prompt),), pad), prompt]) for prompt in prompts])
+            mask = torch.stack([torch.arange(width) >= width - len(prompt) for prompt in prompts])
+            drafter.eval()
+            tokens = drafter.generate(input_ids=batch, attention_mask=mask.long(), do_sample=True, temperature=1.0,
+                                      top_k=0, top_p=1.0, max_new_tokens=self.on_policy_tokens, pad_token_id=pad)
+            drafter.train()
+            ends = torch.isin(tokens[:, width:], stops).long()
+            kept = ends.cumsum(1) - ends == 0  # the samples up to their first end token (generate pads after it)
+            mask = torch.cat([mask, kept], 1)
+            # Position t is scored when token t + 1 is a sample: the student's choices, the target's judgement.
+            scored = torch.zeros_like(mask)
+            scored[:, width - 1 : -1] = kept
+            logits = model(input_ids=tokens, attention_mask=mask.long(), position_ids=positions(mask)).logits
+            return tokens, mask, scored, logits[scored].softmax(-1)[:, vocabulary]
+
+        def batches(step):
+            return on_policy() if step >= self.off_policy_warmup and step % 2 else off_policy()
+
+        def loss_fn(batch):
+            tokens, mask, scored, p = batch
+            hidden = drafter.model(input_ids=tokens, attention_mask=mask.long(), position_ids=positions(mask)).last_hidden_state
+            q = F.linear(hidden[scored], head).softmax(-1)
+            return 0.5 * ((p - q).abs().sum(-1) + 1 - p.sum(-1)).mean()
+
+        state = train_loop(student, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes,
+                           steps or self.default_steps, progress)
+        accuracy = self.evaluate(drafter, features, test_ids) | {"untrained": untrained}
+        return finish(self.name, student, loaded, features, train_ids, test_ids, state, accuracy, output, command,
+                      {"num_hidden_layers": self.num_layers, "draft_vocab_size": len(vocabulary)},
+                      {"trained_on": "by distillation: on the target's greedy answers, then alternately on sequences "
+                                     "the drafter sampled itself (on-policy)",
+                       "targets": "the loss is the total variation distance to the target's full distribution"})
+
+    @torch.no_grad()
+    def evaluate(self, drafter, features, conversations) -> dict:
+        """Top-1 chain acceptance of the drafter on held-out answers (see `chain_acceptance`)."""
+        accepted = []
+        for c in conversations:
+            drafted = drafter(input_ids=features.tokens[c][None]).logits[0].argmax(-1)
+            accepted += chain_acceptance(drafted == features.greedy[c], features.prompt_lengths[c] - 1, self.steps_evaluated)
+        return acceptance_summary(accepted, self.steps_evaluated)
+
+
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids of a padded batch: each row counts its own tokens (padding repeats 0)."""
+    return (mask.long().cumsum(1) - 1).clamp(min=0)
+
+
+FAMILIES: dict[str, Family] = {"medusa": MedusaFamily(), "eagle": EagleFamily(), "kangaroo": KangarooFamily(),
+                               "distillspec": DistillFamily()}
 
 
 def default_output(family: str, model_name: str) -> Path:

@@ -2,6 +2,8 @@
 
     specatlas train medusa                      # Medusa-2-style heads for the embedded model
     specatlas train eagle --budget-minutes 40   # the EAGLE-1/2 head
+    specatlas train kangaroo                    # Kangaroo's adapter on the target's exit after layer 2
+    specatlas train distillspec                 # DistillSpec: the target's first 2 layers, distilled (the default drafter)
     specatlas train medusa --data-only          # only build (or finish building) the cached data
 
 Data (the target's greedy answers to this project's prompt corpus, specatlas/train_prompts.py, and
@@ -22,6 +24,8 @@ from pathlib import Path
 TRAINABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "cai2024medusa": ("medusa", ("medusa", "medusa-2")),
     "li2024eagle": ("eagle", ("eagle", "eagle-1", "eagle2", "eagle-2", "li2024eagle2")),
+    "liu2024kangaroo": ("kangaroo", ("kangaroo",)),
+    "zhou2024distillspec": ("distillspec", ("distillspec",)),
 }
 
 

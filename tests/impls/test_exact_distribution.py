@@ -1,6 +1,7 @@
 """Losslessness, proven exactly: each sampling verifier's output distribution, computed by
 enumerating every draft sample and accept/reject branch, equals the target's to 1e-6."""
 
+
 import pytest
 import torch
 
@@ -107,3 +108,48 @@ def test_self_speculation_and_cascades_keep_the_target_distribution(target, name
     assert abs(sum(got.values()) - 1) < 1e-9
     worst = max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
     assert worst < 1e-6, f"{name}: max |P_decoder - P_target| = {worst:.2e}"
+
+
+def perturbed(module, seed: int, scale: float = 0.3):
+    """The module with every weight moved at random: a drafter that disagrees with the target."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.add_(scale * torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype))
+    return module
+
+
+@pytest.fixture(scope="module")
+def small_llama():
+    return tiny_llama(seed=4, layers=3, vocab=VOCAB)
+
+
+def kangaroo_decoder(model):
+    from specatlas.impls.heads import KangarooAdapter, LayerConfig
+    from specatlas.impls.layer_view import Kangaroo
+
+    torch.manual_seed(0)
+    adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight, 2)
+    adapter.draft_vocab.copy_(torch.tensor([1, 2]))  # drafts from 2 of the 3 tokens
+    drafter = Kangaroo(model, perturbed(adapter.double(), 5).eval(), exit_layer=1, threshold=0.5)
+    return SpeculativeDecoder(model, drafter, forward=drafter.forward, draft_length=FixedLength(2))
+
+
+def distilled_decoder(model):
+    from specatlas.impls.distilled import DraftLayers
+
+    student = perturbed(DraftLayers.from_target(model, 1, torch.tensor([2, 0])), 6)  # token 1 is never drafted
+    return SpeculativeDecoder(model, ModelDrafter(student.drafter(model)), draft_length=FixedLength(2))
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS[:3], ids=lambda s: f"T{s.temperature}-p{s.top_p}")
+@pytest.mark.parametrize("build", [kangaroo_decoder, distilled_decoder], ids=["kangaroo", "distilled-restricted-head"])
+def test_self_drafters_sample_the_targets_distribution(small_llama, build, sampling):
+    """Kangaroo's drafts (shallow layers + adapter, confidence exit, verification resumed from the
+    exit layer) and a distilled drafter whose head covers only part of the vocabulary."""
+    length = 3
+    got = enumerate_outputs(lambda rng: tuple(build(small_llama).generate(PROMPT, length, sampling, rng).tokens))
+    want = sequence_distribution(FullPrefix(small_llama), PROMPT, length, sampling)
+    assert abs(sum(got.values()) - 1) < 1e-9
+    worst = max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
+    assert worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"

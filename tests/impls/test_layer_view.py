@@ -9,7 +9,7 @@ from specatlas.impls import kv
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import FixedLength
 from specatlas.impls.drafting import PromptLookup
-from specatlas.impls.layer_view import EarlyExit, LayerView, resume
+from specatlas.impls.layer_view import EarlyExit, Kangaroo, LayerView, resume
 
 from .toy import tiny_llama
 
@@ -92,3 +92,58 @@ def test_early_exit_drafter_on_the_shared_cache_is_lossless(model, exit_layer):
         output = decoder.generate(prompt, 12)
         assert output.tokens == baseline.generate(prompt, 12).tokens
         assert sum(output.stats.drafted_at) > 0
+
+
+def kangaroo_drafter(model, threshold=0.0, exit_layer=2):
+    """A Kangaroo drafter whose adapter is untrained: the plain early exit (see KangarooAdapter)."""
+    from specatlas.impls.heads import KangarooAdapter, LayerConfig
+
+    adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight)
+    return Kangaroo(model, adapter.to(model.dtype).eval(), exit_layer, threshold)
+
+
+@pytest.mark.parametrize("exit_layer", [1, 3])
+@pytest.mark.parametrize("threshold", [0.0, 0.3])
+def test_kangaroo_is_lossless_and_reuses_the_shallow_rows(model, exit_layer, threshold):
+    baseline = SpeculativeDecoder(model)
+    want = {tuple(prompt): baseline.generate(prompt, 12).tokens for prompt in ([1], [3, 3, 0], PROMPT)}
+    drafter = kangaroo_drafter(model, threshold, exit_layer)
+    decoder = SpeculativeDecoder(model, drafter, forward=drafter.forward, draft_length=FixedLength(4))
+    rows, drafts = [], []  # tokens fed to layer 0 per forward; tokens drafted per step
+    propose = drafter.propose
+    drafter.propose = lambda *args: drafts.append(propose(*args)) or drafts[-1]
+    hook = model.model.layers[0].register_forward_hook(lambda module, args, out: rows.append(args[0].shape[1]))
+    accepted = 0
+    try:
+        for prompt in ([1], [3, 3, 0], PROMPT):
+            rows.clear(), drafts.clear()
+            output = decoder.generate(prompt, 12)
+            assert output.tokens == want[tuple(prompt)]
+            accepted += sum(output.stats.accepted_lengths) - len(output.stats.accepted_lengths)
+            # Layer 0 saw the prompt once, then per step the pending token and each draft once:
+            # the verification did not run the drafted tokens through the shallow layers again.
+            steps = len(output.stats.accepted_lengths)
+            assert sum(rows) == len(prompt) - 1 + steps + sum(len(draft.tokens) for draft in drafts)
+    finally:
+        hook.remove()
+    assert accepted > 0 or exit_layer == 1  # accepted drafts' shallow rows stay in the cache
+
+
+def test_kangaroo_stops_drafting_below_the_confidence_threshold(model):
+    from specatlas.impls.sampling import Randomness, Sampling
+
+    def draft(threshold):
+        drafter = kangaroo_drafter(model, threshold)
+        session = kv_session(model, drafter)
+        return drafter.propose(session.tokens, 5, Sampling(), Randomness(0))
+
+    assert len(draft(0.0).tokens) == 5
+    assert len(draft(1.01).tokens) == 1  # no token is that sure: the first draft is the last
+
+
+def kv_session(model, drafter):
+    from specatlas.impls.decoding import Session
+
+    session = Session(model, PROMPT, hidden_layers=drafter.hidden_layers, forward=drafter.forward)
+    drafter.start(PROMPT, session.prefill)
+    return session

@@ -64,10 +64,11 @@ def test_workers_split_the_prompts(tmp_path, loaded):
         training.read_data(tmp_path, list(range(len(PROMPTS))), (6,))
 
 
-@pytest.mark.parametrize("family", ["medusa", "eagle"])
-def test_training_resumes_and_writes_a_loadable_published_checkpoint(tmp_path, loaded, family):
+@pytest.mark.parametrize("family", ["medusa", "eagle", "kangaroo", "distillspec"])
+def test_training_resumes_and_writes_a_loadable_published_checkpoint(tmp_path, loaded, family, monkeypatch):
     training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=4)
     trainer = training.FAMILIES[family]
+    monkeypatch.setattr(trainer, "off_policy_warmup", 2, raising=False)  # DistillSpec: on-policy batches from step 2
     features = training.read_data(tmp_path, list(range(len(PROMPTS))), trainer.layers(loaded.model))
     output = tmp_path / "out"
     summary = trainer.train(loaded, features, tmp_path, output, 5.0, 6, 0, "specatlas train x", None)
@@ -104,3 +105,44 @@ def test_frequency_ranking_counts_the_targets_answer_choices():
                                                                                torch.tensor([2, 2, 1, 4])])
     # Answers start at position prompt_length - 1: [4, 4, 2, 2] and [2, 2, 1, 4].
     assert training.frequency_ranked(features, [0, 1], 10).tolist() == [2, 4, 1]
+
+
+def test_distilled_drafter_round_trips_through_its_shipped_format(tmp_path, loaded):
+    """Saved as float16 and loaded back: the same weights (rounded once) and the same drafts."""
+    from specatlas.impls.checkpoints import save
+    from specatlas.impls.distilled import DraftLayers
+
+    torch.manual_seed(0)
+    model = loaded.model
+    student = DraftLayers.from_target(model, 2, torch.tensor([5, 3, 15, 1, 2]))
+    for parameter in student.parameters():
+        parameter.data += 0.05 * torch.randn_like(parameter)  # as if trained
+    save(student, "distillspec", tmp_path, model, "tiny", {"num_hidden_layers": 2, "draft_vocab_size": 5})
+    loaded_back = load(tmp_path, model, "tiny")
+    assert loaded_back.family == "distillspec"
+    rounded = {key: value.half().float() if value.is_floating_point() else value for key, value in student.state_dict().items()}
+    assert all(torch.equal(loaded_back.head.state_dict()[key], value) for key, value in rounded.items())
+    student.load_state_dict(rounded)
+    tokens = torch.tensor([[1, 2, 3, 4, 5, 6]])
+    want, got = student.drafter(model)(input_ids=tokens).logits, loaded_back.head.drafter(model)(input_ids=tokens).logits
+    assert torch.equal(want, got)
+    assert torch.isinf(got[..., [0, 4, 6]]).all() and torch.isfinite(got[..., [5, 3, 15, 1, 2]]).all()
+
+
+def test_the_shipped_distilled_drafter_is_the_embedded_models_default_draft_model(tmp_path, monkeypatch):
+    from specatlas.impls import methods, methods_heads
+    from specatlas.impls.checkpoints import save
+    from specatlas.impls.decoding import SpeculativeDecoder
+    from specatlas.impls.distilled import DraftLayers
+    from specatlas.impls.models import EMBEDDED
+
+    model = tiny_llama(5, layers=4)
+    save(DraftLayers.from_target(model, 2, torch.arange(12)), "distillspec", tmp_path / f"{EMBEDDED}-distillspec", model,
+         EMBEDDED, {"num_hidden_layers": 2, "draft_vocab_size": 12})
+    monkeypatch.setattr(methods_heads, "SHIPPED", tmp_path)
+    assert methods.speculative_sampling(model).drafter.describe().startswith("shallow slice")  # another target
+    monkeypatch.setattr(model.config, "_name_or_path", f"/cache/specatlas/models/{EMBEDDED}")
+    decoder = methods.speculative_sampling(model)
+    assert decoder.drafter.describe().startswith("DistillSpec drafter (2 distilled layers of the target, its head over 12 tokens")
+    for prompt in ([1], [3, 3, 0, 7], [2, 14, 9, 9, 2]):
+        assert decoder.generate(prompt, 10).tokens == SpeculativeDecoder(model).generate(prompt, 10).tokens
