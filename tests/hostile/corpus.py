@@ -387,6 +387,12 @@ def _questions(text: str) -> dict[str, str]:
 Q_OK = '{"question_id": 1, "category": "qa", "turns": ["a"]}\n'
 
 
+def _reported(value: str) -> dict:
+    """A record whose one reported result has this (YAML) value."""
+    return {NEW: record(reported_results="\n  - metric: speedup\n    value: " + value + "\n    target_model: x\n"
+                                         "    benchmark: y\n    source: z")}
+
+
 def cases() -> list[Case]:
     v = ["validate"]
     rec = lambda **kw: {NEW: record(**kw)}  # noqa: E731
@@ -397,8 +403,7 @@ def cases() -> list[Case]:
         Case("date-in-month", v, rec(month="2024-00-10"), message="2024-00-10"),
         Case("timestamp-out-of-range", v, rec(title="2024-01-01T25:99:00Z"), message="title"),
         Case("date-in-summary-list", v, rec(builds_on="[2024-02-30]"), message="2024-02-30"),
-        Case("date-in-nested-result", v, {NEW: record(reported_results="\n  - metric: speedup\n    value: 2024-13-01\n"
-                                                      "    target_model: x\n    benchmark: y\n    source: z")},
+        Case("date-in-nested-result", v, _reported("2024-13-01"),
              message="2024-13-01"),
         Case("date-bib", ["bib", "-o", "{tmp}/out.bib"], rec(title="2024-02-30"), message="2024-02-30"),
         Case("date-stats", ["stats"], rec(year="2099-13-45"), fails=False, message="1 validation problems"),
@@ -440,11 +445,9 @@ def cases() -> list[Case]:
         Case("nul-in-author", v, rec(authors='["Ada \\0 Alpha"]'), message="control character"),
         Case("implementation-shell", v, rec(implementation="'rm -rf /; echo pwned'"), message="implementation"),
         Case("implementation-other-id", v, rec(implementation="alpha2023drafting"), message="implementation"),
-        Case("nan-reported-value", v, {NEW: record(reported_results="\n  - metric: speedup\n    value: .nan\n"
-                                                   "    target_model: x\n    benchmark: y\n    source: z")},
+        Case("nan-reported-value", v, _reported(".nan"),
              message="value"),
-        Case("inf-reported-value", v, {NEW: record(reported_results="\n  - metric: speedup\n    value: .inf\n"
-                                                   "    target_model: x\n    benchmark: y\n    source: z")},
+        Case("inf-reported-value", v, _reported(".inf"),
              message="value"),
         Case("huge-year", v, rec(year="99999999999999999999999"), message="year"),
         Case("python-tag", v, rec(title="!!python/object/apply:os.system ['echo pwned']"), message="title"),
