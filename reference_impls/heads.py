@@ -1,4 +1,4 @@
-"""Trained draft heads that read the target's hidden states: Medusa (v1 / v2), EAGLE-1/2 and EAGLE-3.
+"""Trained draft heads that read the target's hidden states: Medusa (v1 / v2), Hydra, EAGLE-1/2 and EAGLE-3.
 
 Each module's `state_dict()` is the published checkpoint layout as it is (see
 shared/docs/draft-checkpoint-formats.md), so saving and loading need no key renames:
@@ -68,6 +68,45 @@ class MedusaHeads(nn.ModuleList):
         if lm_head_weight is None:
             raise ValueError("Medusa v2 heads reuse the target's LM head: pass lm_head_weight")
         return F.linear(self.features(hidden), lm_head_weight)
+
+
+class HydraBlock(nn.Module):
+    """Hydra's ResBlock: res_connection(x) + SiLU(linear(x)). A head's first block reads
+    (conditions + 1) x H inputs, so its residual is a learnt projection down to H (identity otherwise)."""
+
+    def __init__(self, hidden: int, conditions: int = 0):
+        super().__init__()
+        self.linear = nn.Linear(hidden * (conditions + 1), hidden)
+        nn.init.zeros_(self.linear.weight)  # Hydra's init, as Medusa's
+        self.res_connection = nn.Linear(hidden * (conditions + 1), hidden) if conditions else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.res_connection(x) + F.silu(self.linear(x))
+
+
+class HydraHeads(nn.Module):
+    """`num_heads` sequentially dependent heads (Hydra's grounded MLP heads, zankner/Hydra
+    `HydraMLP`): head k is `num_layers` HydraBlocks over concat(hidden, embeddings of k + 1 tokens),
+    then its own vocabulary projection (`hydra_lm_head.{k}`, optional) or the target's LM head."""
+
+    def __init__(self, hidden: int, num_heads: int, num_layers: int = 1, vocab_size: int | None = None):
+        super().__init__()
+        self.hydra_mlp = nn.ModuleList(
+            nn.Sequential(HydraBlock(hidden, k + 1), *(HydraBlock(hidden) for _ in range(num_layers - 1)))
+            for k in range(num_heads))
+        if vocab_size is not None:
+            self.hydra_lm_head = nn.ModuleList(nn.Linear(hidden, vocab_size) for _ in range(num_heads))
+        self.hidden, self.num_layers, self.own_vocab = hidden, num_layers, vocab_size is not None
+
+    def __len__(self) -> int:
+        return len(self.hydra_mlp)
+
+    def features(self, k: int, hidden: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
+        """Head k's output before the vocabulary projection: hidden [.., H], embeds [.., k + 1, H]."""
+        return self.hydra_mlp[k](torch.cat([hidden, embeds.flatten(-2)], -1))
+
+    def logits(self, k: int, features: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
+        return self.hydra_lm_head[k](features) if self.own_vocab else F.linear(features, lm_head_weight)
 
 
 # --------------------------------------------------------------------------------------------
@@ -255,10 +294,17 @@ class Eagle3Head(nn.Module):
         self.register_buffer("t2d", t2d)
 
     def forward(self, embeds, features, positions, cache: HeadCache | None = None, mask=None):
+        hidden = self.hidden(embeds, features, positions, cache, mask)
+        return hidden, self.logits(hidden)
+
+    def hidden(self, embeds, features, positions, cache: HeadCache | None = None, mask=None):
+        """The next features only (a drafter projects just the rows it ranks)."""
         if features.shape[-1] != self.config.hidden_size:
             features = self.fc(features)
-        hidden = self.midlayer(embeds, features, positions, cache, mask)
-        return hidden, self.lm_head(self.norm(hidden))
+        return self.midlayer(embeds, features, positions, cache, mask)
+
+    def logits(self, hidden):
+        return self.lm_head(self.norm(hidden))
 
     def to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]
