@@ -33,12 +33,23 @@ def baseline_outputs(embedded):
 LOSSLESS = [m for m in METHODS.values() if m.lossless and m.id != "baseline"]
 
 
+def build_or_skip(method, model, **settings):
+    """A head method whose trained head for the embedded model is not shipped yet is skipped, with
+    the reason, rather than failed: shipping the head (`specatlas train`) turns its test on."""
+    from specatlas.impls.methods_heads import HeadNotShipped
+
+    try:
+        return method.build(model, **settings)
+    except HeadNotShipped as exc:
+        pytest.skip(str(exc))
+
+
 @pytest.mark.parametrize("policy", ["paper", "auto"])
 @pytest.mark.parametrize("method", LOSSLESS, ids=lambda m: m.id)
 def test_greedy_output_is_token_identical_to_baseline(embedded, baseline_outputs, method, policy):
     """Under the paper's settings (drafts proposed and verified on every step) and under the
     cost-aware policy (which drafts where it pays)."""
-    decoder = method.build(embedded.model, draft_length=policy)
+    decoder = build_or_skip(method, embedded.model, draft_length=policy)
     stop = eos_ids(embedded.model, embedded.tokenizer)
     drafted = 0
     for prompt, want in zip(PROMPTS, baseline_outputs):
@@ -52,7 +63,8 @@ SAMPLING_METHODS = [m.id for m in METHODS.values()]
 
 
 @pytest.mark.parametrize("method", SAMPLING_METHODS)
-def test_same_seed_gives_the_same_text_twice(method, capsys):
+def test_same_seed_gives_the_same_text_twice(embedded, method, capsys):
+    build_or_skip(METHODS[method], embedded.model)
     texts = []
     for _ in range(2):
         assert main(["run", method, "--prompt", PROMPTS[0], "--max-new-tokens", "24", "--temperature", "0.8",
