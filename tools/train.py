@@ -2,6 +2,9 @@
 
     specatlas train medusa                      # Medusa-2-style heads for the embedded model
     specatlas train eagle --budget-minutes 40   # the EAGLE-1/2 head
+    specatlas train hydra                       # Hydra's sequentially dependent heads
+    specatlas train eagle3                      # the EAGLE-3 head (training-time test)
+    specatlas train fr-spec                     # FR-Spec's token ranking, beside the EAGLE head (seconds)
     specatlas train medusa --data-only          # only build (or finish building) the cached data
 
 Data (the target's greedy answers to this project's prompt corpus, specatlas/train_prompts.py, and
@@ -22,6 +25,9 @@ from pathlib import Path
 TRAINABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "cai2024medusa": ("medusa", ("medusa", "medusa-2")),
     "li2024eagle": ("eagle", ("eagle", "eagle-1", "eagle2", "eagle-2", "li2024eagle2")),
+    "ankner2024hydra": ("hydra", ("hydra",)),
+    "li2025eagle": ("eagle3", ("eagle3", "eagle-3")),
+    "zhao2025fr": ("fr-spec", ("fr-spec", "frspec")),  # the token ranking FR-Spec drafts from, beside the EAGLE head
 }
 
 
