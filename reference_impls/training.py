@@ -566,18 +566,12 @@ class Eagle3Family(EagleFamily):
             return tokens, feats, labels
 
         def loss_fn(batch):
-            from specatlas.impls.heads import HeadCache
-
             tokens, states, labels = batch
-            rows = states.shape[1]
-            positions, cache, loss = torch.arange(rows)[None], HeadCache(), 0.0
-            for k in range(self.ttt_steps):
-                # Row t, step k: token t+k+1 and the head's own step k-1 output, at position t+k.
-                states = head.hidden(F.embedding(tokens[:, k : k + rows], embed), states, positions + k, cache,
-                                     ttt_mask(rows, k) if k else None)
-                wanted = labels[:, k : k + rows]
+            loss, rows = 0.0, states.shape[1]
+            for k, predicted in enumerate(training_time_test(head, tokens, states, embed, self.ttt_steps)):
+                wanted = labels[:, k : k + rows]  # row t, step k: the target's greedy token t+k+2
                 if (wanted != -100).any():
-                    loss = loss + 0.8**k * F.cross_entropy(head.logits(states)[wanted != -100], wanted[wanted != -100])
+                    loss = loss + 0.8**k * F.cross_entropy(head.logits(predicted)[wanted != -100], wanted[wanted != -100])
             return loss
 
         state = train_loop(head, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes,
@@ -586,6 +580,21 @@ class Eagle3Family(EagleFamily):
                                     lambda *args: head.hidden(*args),
                                     lambda predicted: head.to_target(head.logits(predicted).argmax(-1)))
         return finish(self.name, head, loaded, features, train_ids, test_ids, state, accuracy, output, command, {})
+
+
+def training_time_test(head, tokens, states, embed, steps: int):
+    """EAGLE-3's training-time test: the head's outputs [B, rows, H] at each of `steps` draft steps.
+    Row t of step k reads token t+k+1 (`tokens` [B, rows + steps - 1]) and its own step k-1 output
+    (step 0: the target's fused states `states` [B, rows, 3H]) at position t+k, attending as
+    `ttt_mask` says: exactly what drafting a chain from row t computes, for every t at once."""
+    from specatlas.impls.heads import HeadCache
+
+    rows = states.shape[1]
+    positions, cache = torch.arange(rows)[None], HeadCache()
+    for k in range(steps):
+        states = head.hidden(F.embedding(tokens[:, k : k + rows], embed), states, positions + k, cache,
+                             ttt_mask(rows, k) if k else None)
+        yield states
 
 
 class FrSpecFamily(Family):
