@@ -186,6 +186,31 @@ class HeadCache:
             self.keys, self.values = self.keys.index_select(-2, index), self.values.index_select(-2, index)
 
 
+class StepCache:
+    """Keys and values of EAGLE-3's training-time test, one [B, kv, T, d] entry per unrolled step.
+    Row t of step 0 attends causally to step 0's rows; row t of step k >= 1 also to its own row
+    of steps 1..k (its drafted ancestors, and itself). Those extra terms are diagonals, so they are
+    row-wise products, as in EAGLE-3's code, not T x T blocks almost entirely masked out."""
+
+    def __init__(self):
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, groups: int) -> torch.Tensor:
+        self.keys.append(k)
+        self.values.append(v)
+        share = lambda x: x.repeat_interleave(groups, dim=1)  # noqa: E731 - grouped-query heads, as SDPA's enable_gqa
+        length, scale = q.shape[-2], q.shape[-1] ** -0.5
+        causal = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()
+        scores = (q @ share(self.keys[0]).transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))
+        own = [(q * share(key)).sum(-1, keepdim=True) * scale for key in self.keys[1:]]
+        weights = torch.cat([scores, *own], -1).softmax(-1)
+        out = weights[..., :length] @ share(self.values[0])
+        for step, value in enumerate(self.values[1:]):
+            out = out + weights[..., length + step : length + step + 1] * share(value)
+        return out
+
+
 class Attention(nn.Module):
     def __init__(self, config: LayerConfig, input_width: int):
         super().__init__()
@@ -196,14 +221,18 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(input_width, kv, bias=config.qkv_bias)
         self.o_proj = nn.Linear(q, config.hidden_size, bias=False)
 
-    def forward(self, x, positions, cache: HeadCache | None = None, mask: torch.Tensor | None = None):
+    def forward(self, x, positions, cache: HeadCache | StepCache | None = None, mask: torch.Tensor | None = None):
         """x [B, T, in]. Without `mask` the T new rows attend causally after everything cached;
-        `mask` [T, cached + T] (True: visible) gives tree drafts their ancestors only."""
+        `mask` [T, cached + T] (True: visible) gives tree drafts their ancestors only. A
+        `StepCache` attends as EAGLE-3's training-time test does (no mask)."""
         c, (batch, length, _) = self.config, x.shape
         q = self.q_proj(x).view(batch, length, c.num_attention_heads, c.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, length, c.num_key_value_heads, c.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, length, c.num_key_value_heads, c.head_dim).transpose(1, 2)
         q, k = rotate(q, positions, c.rope_theta), rotate(k, positions, c.rope_theta)
+        if isinstance(cache, StepCache):
+            out = cache.attend(q, k, v, c.num_attention_heads // c.num_key_value_heads)
+            return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
         past = len(cache) if cache is not None else 0
         if cache is not None:
             k, v = cache.append(k, v)

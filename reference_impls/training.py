@@ -523,9 +523,11 @@ class Eagle3Family(EagleFamily):
     target's greedy token k+2 positions ahead, on positions whose label is in the draft
     vocabulary (EAGLE-3 masks the rest). No feature regression (EAGLE-3 drops it). EAGLE-3's
     code distils the target's distribution over the draft vocabulary; on greedy self-distilled
-    data its argmax is the label used here. Random init, AdamW at 5e-4 as for EAGLE."""
+    data its argmax is the label used here. Random init, AdamW at 5e-4 as for EAGLE; one
+    conversation a step (unrolled 7 times it costs as much as several of EAGLE's: on a CPU budget
+    more, smaller steps learn faster)."""
 
-    name, conversations, ttt_steps = "eagle3", 2, 7
+    name, conversations, ttt_steps = "eagle3", 1, 7
 
     def layers(self, model) -> tuple[int, ...]:
         from specatlas.impls.heads import eagle3_layers
@@ -586,14 +588,14 @@ def training_time_test(head, tokens, states, embed, steps: int):
     """EAGLE-3's training-time test: the head's outputs [B, rows, H] at each of `steps` draft steps.
     Row t of step k reads token t+k+1 (`tokens` [B, rows + steps - 1]) and its own step k-1 output
     (step 0: the target's fused states `states` [B, rows, 3H]) at position t+k, attending as
-    `ttt_mask` says: exactly what drafting a chain from row t computes, for every t at once."""
-    from specatlas.impls.heads import HeadCache
+    `ttt_mask` says (`StepCache` computes that sparsely): exactly what drafting a chain from row t
+    computes, for every t at once."""
+    from specatlas.impls.heads import StepCache
 
     rows = states.shape[1]
-    positions, cache = torch.arange(rows)[None], HeadCache()
+    positions, cache = torch.arange(rows)[None], StepCache()
     for k in range(steps):
-        states = head.hidden(F.embedding(tokens[:, k : k + rows], embed), states, positions + k, cache,
-                             ttt_mask(rows, k) if k else None)
+        states = head.hidden(F.embedding(tokens[:, k : k + rows], embed), states, positions + k, cache)
         yield states
 
 
