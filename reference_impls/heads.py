@@ -190,18 +190,22 @@ class StepCache:
     """Keys and values of EAGLE-3's training-time test, one [B, kv, T, d] entry per unrolled step.
     Row t of step 0 attends causally to step 0's rows; row t of step k >= 1 also to its own row
     of steps 1..k (its drafted ancestors, and itself). Those extra terms are diagonals, so they are
-    row-wise products, as in EAGLE-3's code, not T x T blocks almost entirely masked out."""
+    row-wise products, as in EAGLE-3's code, not T x T blocks almost entirely masked out. A row's
+    later steps need nothing of other rows' later steps, so they may continue only `rows` (step-0
+    indices, set after step 0) and compute exactly what they would among all rows."""
 
     def __init__(self):
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
+        self.rows: torch.Tensor | None = None
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, groups: int) -> torch.Tensor:
         self.keys.append(k)
         self.values.append(v)
         share = lambda x: x.repeat_interleave(groups, dim=1)  # noqa: E731 - grouped-query heads, as SDPA's enable_gqa
-        length, scale = q.shape[-2], q.shape[-1] ** -0.5
-        causal = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()
+        length, scale = self.keys[0].shape[-2], q.shape[-1] ** -0.5
+        every = torch.arange(length, device=q.device)
+        causal = (every if self.rows is None else self.rows)[:, None] >= every
         scores = (q @ share(self.keys[0]).transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))
         own = [(q * share(key)).sum(-1, keepdim=True) * scale for key in self.keys[1:]]
         weights = torch.cat([scores, *own], -1).softmax(-1)

@@ -521,13 +521,15 @@ class Eagle3Family(EagleFamily):
     step k reading its own step k-1 outputs and the answer's tokens shifted by k, at positions
     shifted by k, attending as `ttt_mask` says; the loss is sum 0.8^k x cross-entropy against the
     target's greedy token k+2 positions ahead, on positions whose label is in the draft
-    vocabulary (EAGLE-3 masks the rest). No feature regression (EAGLE-3 drops it). EAGLE-3's
+    vocabulary (EAGLE-3 masks the rest). Steps 1..6 continue 64 random rows of the conversation,
+    not all (exact for those rows: a row's later steps read only step 0's rows and its own), so a
+    step costs ~3x less for the same step-0 signal. No feature regression (EAGLE-3 drops it). EAGLE-3's
     code distils the target's distribution over the draft vocabulary; on greedy self-distilled
     data its argmax is the label used here. Random init, AdamW at 5e-4 as for EAGLE; one
     conversation a step (unrolled 7 times it costs as much as several of EAGLE's: on a CPU budget
     more, smaller steps learn faster)."""
 
-    name, conversations, ttt_steps = "eagle3", 1, 7
+    name, conversations, ttt_steps, deep_rows = "eagle3", 1, 7, 64
 
     def layers(self, model) -> tuple[int, ...]:
         from specatlas.impls.heads import eagle3_layers
@@ -565,13 +567,15 @@ class Eagle3Family(EagleFamily):
                 tokens[row, :length] = features.tokens[c][1:]
                 feats[row, :length] = fused(c)[:-1]
                 labels[row, start:length] = draft_id[features.greedy[c][start + 1 :]]
-            return tokens, feats, labels
+            trained = torch.arange(start, width)
+            deep = trained[torch.randperm(len(trained), generator=generator)[: self.deep_rows]].sort().values
+            return tokens, feats, labels, deep
 
         def loss_fn(batch):
-            tokens, states, labels = batch
-            loss, rows = 0.0, states.shape[1]
-            for k, predicted in enumerate(training_time_test(head, tokens, states, embed, self.ttt_steps)):
-                wanted = labels[:, k : k + rows]  # row t, step k: the target's greedy token t+k+2
+            tokens, states, labels, deep = batch
+            loss = 0.0
+            for k, (rows, predicted) in enumerate(training_time_test(head, tokens, states, embed, self.ttt_steps, deep)):
+                wanted = labels[:, rows + k]  # row t, step k: the target's greedy token t+k+2
                 if (wanted != -100).any():
                     loss = loss + 0.8**k * F.cross_entropy(head.logits(predicted)[wanted != -100], wanted[wanted != -100])
             return loss
@@ -584,19 +588,20 @@ class Eagle3Family(EagleFamily):
         return finish(self.name, head, loaded, features, train_ids, test_ids, state, accuracy, output, command, {})
 
 
-def training_time_test(head, tokens, states, embed, steps: int):
-    """EAGLE-3's training-time test: the head's outputs [B, rows, H] at each of `steps` draft steps.
-    Row t of step k reads token t+k+1 (`tokens` [B, rows + steps - 1]) and its own step k-1 output
-    (step 0: the target's fused states `states` [B, rows, 3H]) at position t+k, attending as
-    `ttt_mask` says (`StepCache` computes that sparsely): exactly what drafting a chain from row t
-    computes, for every t at once."""
+def training_time_test(head, tokens, states, embed, steps: int, deep: torch.Tensor | None = None):
+    """EAGLE-3's training-time test: (row indices, the head's outputs [B, len(rows), H]) at each of
+    `steps` draft steps. Row t of step k reads token t+k+1 (`tokens` [B, rows + steps - 1]) and
+    its own step k-1 output (step 0: the target's fused states `states` [B, rows, 3H]) at position
+    t+k, attending as `ttt_mask` says (`StepCache` computes that sparsely): exactly what drafting a
+    chain from row t computes. Steps after the first continue only the rows `deep` (all if None)."""
     from specatlas.impls.heads import StepCache
 
-    rows = states.shape[1]
-    positions, cache = torch.arange(rows)[None], StepCache()
+    rows, cache = torch.arange(states.shape[1]), StepCache()
     for k in range(steps):
-        states = head.hidden(F.embedding(tokens[:, k : k + rows], embed), states, positions + k, cache)
-        yield states
+        if k == 1 and deep is not None:
+            rows, states, cache.rows = deep, states[:, deep], deep
+        states = head.hidden(F.embedding(tokens[:, rows + k], embed), states, rows[None] + k, cache)
+        yield rows, states
 
 
 class FrSpecFamily(Family):

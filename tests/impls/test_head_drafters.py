@@ -169,7 +169,7 @@ def test_top_k_acceptance_keeps_drafts_in_the_targets_top_k():
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("method", ["medusa", "eagle", "eagle2"])
+@pytest.mark.parametrize("method", ["medusa", "hydra", "eagle", "eagle2", "eagle3", "fr_spec"])
 def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path, method):
     """Lossless whatever the head's quality: random heads saved in the published layout."""
     from specatlas.impls import methods_heads
@@ -177,13 +177,17 @@ def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path,
     from specatlas.impls.models import encode_chat, eos_ids
 
     model = embedded.model
-    family = "medusa" if method == "medusa" else "eagle"
+    family = {"eagle2": "eagle", "fr_spec": "eagle"}.get(method, method)
     config = LayerConfig.from_dict(model.config.to_dict())
-    head = MedusaHeads(config.hidden_size, 4) if family == "medusa" else EagleHead(config)
+    head = {"medusa": lambda: MedusaHeads(config.hidden_size, 4), "hydra": lambda: HydraHeads(config.hidden_size, 4),
+            "eagle": lambda: EagleHead(config),
+            "eagle3": lambda: Eagle3Head(config, config.hidden_size, model.config.vocab_size, 4096)}[family]()
     generator = torch.Generator().manual_seed(0)
     for parameter in head.parameters():
         parameter.data = torch.randn(parameter.shape, generator=generator) * 0.02
     save(head, family, tmp_path, model, base_model="smollm2-135m-instruct")
+    if method == "fr_spec":  # every fourth token id stands in for the frequency ranking
+        torch.save(list(range(0, model.config.vocab_size, 4)), tmp_path / f"freq_{model.config.vocab_size // 4}.pt")
     decoder = getattr(methods_heads, method)(model, draft_length=3, drafter_checkpoint=tmp_path)
     baseline = SpeculativeDecoder(model)
     stop = eos_ids(model, embedded.tokenizer)

@@ -131,10 +131,14 @@ def test_training_time_test_computes_what_drafting_a_chain_computes():
     config = LayerConfig(hidden_size=8, intermediate_size=16, num_attention_heads=2, num_key_value_heads=1,
                          head_dim=4, rms_norm_eps=1e-6, rope_theta=10000.0)
     head, embed = Eagle3Head(config, 8, 12, 6).eval(), torch.randn(12, 8)
-    rows, steps = 6, 3
+    rows, steps, deep = 6, 3, torch.tensor([1, 4, 5])
     tokens, states = torch.randint(12, (1, rows + steps - 1)), torch.randn(1, rows, 24)
     with torch.no_grad():
-        unrolled = list(training.training_time_test(head, tokens, states, embed, steps))
+        unrolled = [out for _, out in training.training_time_test(head, tokens, states, embed, steps)]
+        subset = list(training.training_time_test(head, tokens, states, embed, steps, deep))
+        assert [rows.tolist() for rows, _ in subset] == [list(range(rows)), [1, 4, 5], [1, 4, 5]]
+        for k in range(1, steps):  # continuing only some rows computes exactly their outputs among all
+            torch.testing.assert_close(subset[k][1], unrolled[k][:, deep], atol=1e-5, rtol=1e-4)
         for t in range(rows):
             cache = HeadCache()
             out = head.hidden(embed[tokens[:, : t + 1]], states[:, : t + 1], torch.arange(t + 1)[None], cache)[:, -1:]
