@@ -100,7 +100,8 @@ METHODS: dict[str, MethodSpec] = {
                    ("feature-level-drafting",), ("greedy-verification", "speculative-sampling", "token-tree-verification"),
                    True, f"{_M}_heads:fr_spec", trained_head="eagle",
                    paper_settings="EAGLE-2 drafting from the most frequent quarter of the vocabulary (32k of "
-                                  "Llama-3's 128k in the paper; 12,288 here), dynamic tree top-10, depth 7, 60 nodes"),
+                                  "Llama-3's 128k in the paper; here at most 12,288: the tokens the target chose in "
+                                  "its training answers), dynamic tree top-10, depth 7, 60 nodes"),
         MethodSpec("luo2025turning", "Token Recycling", ("token-recycling",),
                    ("ngram-pool", "token-tree"), ("token-tree-verification",), True, f"{_M}_parallel:token_recycling",
                    paper_settings="top-8 adjacency table, static 80-node tree of depth 6"),
