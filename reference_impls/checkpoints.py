@@ -1,5 +1,5 @@
-"""Draft-head checkpoints in the layouts people download: EAGLE-1/2, EAGLE-3, Medusa v1 and v2
-(also vLLM's and the speculators library's renames of them). See shared/docs/draft-checkpoint-formats.md.
+"""Draft-head checkpoints in the layouts people download: EAGLE-1/2, EAGLE-3, Medusa v1 and v2,
+Hydra (also vLLM's and the speculators library's renames of them). See shared/docs/draft-checkpoint-formats.md.
 
 `load(source, target)` reads a local folder or a hub id (config.json + safetensors, or a .bin/.pt
 read with `torch.load(weights_only=True)`), detects the layout from the keys, builds the head, and
@@ -19,10 +19,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specatlas.impls.heads import Eagle3Head, EagleHead, KangarooAdapter, LayerConfig, MedusaHeads, eagle3_layers
+from specatlas.impls.heads import Eagle3Head, EagleHead, HydraHeads, KangarooAdapter, LayerConfig, MedusaHeads, eagle3_layers
 
 WEIGHT_FILES = ("model.safetensors", "medusa_lm_head.safetensors", "pytorch_model.bin", "medusa_lm_head.pt",
-                "model.pt")
+                "hydra_lm_head.pt", "model.pt")
 
 
 class CheckpointError(Exception):
@@ -31,7 +31,7 @@ class CheckpointError(Exception):
 
 @dataclass
 class DraftCheckpoint:
-    family: str  # "medusa", "eagle" (EAGLE-1/2) or "eagle3"
+    family: str  # "medusa", "hydra", "eagle" (EAGLE-1/2) or "eagle3"
     layout: str  # the published layout it was read from, e.g. "medusa-v1", "vllm-eagle3"
     head: nn.Module
     config: dict
@@ -124,6 +124,9 @@ VLLM_MEDUSA_KEY = re.compile(r"^(?:blocks\.(\d+)\.layers\.(\d+)|lm_heads\.(\d+))
 def _detect(weights: dict, config: dict, folder: Path) -> tuple[str, str, dict]:
     """(family, layout, weights renamed to our modules' keys, which are the reference layouts)."""
     keys = set(weights)
+    if any(key.startswith("hydra_mlp.") for key in keys):
+        own_vocab = any(key.startswith("hydra_lm_head.") for key in keys)
+        return "hydra", "hydra" if own_vocab else "hydra-shared-lm-head", weights
     if any(VLLM_MEDUSA_KEY.match(key) for key in keys):
         renamed = {}
         layers = config.get("num_hidden_layers", config.get("medusa_num_layers", 1))
@@ -176,7 +179,7 @@ def _detect(weights: dict, config: dict, folder: Path) -> tuple[str, str, dict]:
             not any(".mlp." in key for key in renamed):
         return "kangaroo", "kangaroo", renamed
     shown = ", ".join(sorted(weights)[:4])
-    raise CheckpointError(f"{folder}: not a Medusa, EAGLE, EAGLE-3, Kangaroo or DistillSpec checkpoint (keys start: {shown})")
+    raise CheckpointError(f"{folder}: not a Medusa, Hydra, EAGLE, EAGLE-3, Kangaroo or DistillSpec checkpoint (keys start: {shown})")
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,6 +203,27 @@ def _medusa(weights: dict, config: dict, target) -> tuple[nn.Module, tuple[int, 
     if projection is not None and projection.shape[0] != vocab:
         raise CheckpointError(f"Medusa heads project to {projection.shape[0]} tokens, the target's vocabulary has {vocab}")
     return MedusaHeads(hidden, num_heads, num_layers, vocab if projection is not None else None), (layers,)
+
+
+HYDRA_KEY = re.compile(r"^hydra_(?:mlp|lm_head)\.(\d+)\.")
+
+
+def _hydra(weights: dict, config: dict, target) -> tuple[nn.Module, tuple[int, ...]]:
+    hidden, vocab, layers = _target_sizes(target)
+    arch = config.get("hydra_head_arch", "mlp")
+    if arch != "mlp" or not config.get("grounded_heads", True) or config.get("hidden_state_offset", 0):
+        raise CheckpointError(f"Hydra heads of arch {arch!r} (grounded_heads: {config.get('grounded_heads')}, "
+                              f"hidden_state_offset: {config.get('hidden_state_offset', 0)}) are not supported: "
+                              "only grounded MLP heads on the final state")
+    block = weights.get("hydra_mlp.0.0.linear.weight")
+    if block is not None and block.shape[0] != hidden:
+        raise CheckpointError(f"Hydra heads have hidden size {block.shape[0]}, the target {hidden}")
+    projection = weights.get("hydra_lm_head.0.weight")
+    if projection is not None and projection.shape[0] != vocab:
+        raise CheckpointError(f"Hydra heads project to {projection.shape[0]} tokens, the target's vocabulary has {vocab}")
+    heads = config.get("hydra_num_heads") or 1 + max(int(m.group(1)) for m in map(HYDRA_KEY.match, weights) if m)
+    return HydraHeads(hidden, heads, config.get("hydra_num_layers", 1), vocab if projection is not None else None), \
+        (layers,)
 
 
 def _layer_config(config: dict, folder_hint: str) -> LayerConfig:
@@ -261,7 +285,7 @@ def _distillspec(weights: dict, config: dict, target) -> tuple[nn.Module, tuple[
     return DraftLayers(target, config["num_hidden_layers"], config["draft_vocab_size"]), ()
 
 
-BUILDERS = {"medusa": _medusa, "eagle": _eagle, "eagle3": _eagle3, "kangaroo": _kangaroo, "distillspec": _distillspec}
+BUILDERS = {"medusa": _medusa, "hydra": _hydra, "eagle": _eagle, "eagle3": _eagle3, "kangaroo": _kangaroo, "distillspec": _distillspec}
 
 
 def _check_keys(head: nn.Module, weights: dict, layout: str, folder: Path) -> None:
@@ -318,6 +342,9 @@ def config_for(family: str, head: nn.Module, target, base_model: str, extra: dic
         config = {"specatlas_family": family, "hidden_size": hidden, "vocab_size": vocab}
         if family == "kangaroo":
             config |= head.config.to_dict()
+    elif family == "hydra":  # zankner/Hydra's HydraConfig
+        config = {"hydra_num_heads": len(head), "hydra_num_layers": head.num_layers, "hydra_head_arch": "mlp",
+                  "grounded_heads": True, "hidden_state_offset": 0, "hidden_size": hidden, "vocab_size": vocab}
     else:
         config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 1,
                   **head.config.to_dict(), "vocab_size": vocab, "max_position_embeddings":
@@ -341,8 +368,11 @@ def save(head: nn.Module, family: str, folder: Path, target, base_model: str, ex
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {key: (value.detach().to(torch.float16) if value.is_floating_point() else value.detach()).contiguous().cpu()
                for key, value in head.state_dict().items()}
-    name = "medusa_lm_head.safetensors" if family == "medusa" else "model.safetensors"
-    save_file(tensors, str(folder / name), metadata={"format": "pt"})
+    if family == "hydra":  # Hydra's code reads only this file (torch.load)
+        torch.save(tensors, folder / "hydra_lm_head.pt")
+    else:
+        name = "medusa_lm_head.safetensors" if family == "medusa" else "model.safetensors"
+        save_file(tensors, str(folder / name), metadata={"format": "pt"})
     config = config_for(family, head, target, base_model, extra)
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     if card is not None:
@@ -360,7 +390,10 @@ def model_card(family: str, config: dict, card: dict) -> str:
                       "head: Medusa v2 layout)",
             "eagle": "an EAGLE-1/2 draft head (fc over [embedding, feature] + one decoder layer without input norm; "
                      "the target's embeddings and LM head)",
-            "eagle3": "an EAGLE-3 draft head",
+            "hydra": f"{config.get('hydra_num_heads')} Hydra heads (sequentially dependent MLP heads over the final "
+                     "state and the embeddings of the tokens before; the target's LM head is reused)",
+            "eagle3": f"an EAGLE-3 draft head (fused low/mid/high target states, training-time test; a draft "
+                      f"vocabulary of the {config.get('draft_vocab_size')} most frequent target tokens)",
             "kangaroo": f"a Kangaroo adapter (one attention layer and two norms) on the exit after the target's first "
                         f"{config.get('exit_layer')} layers, read by the target's LM head",
             "distillspec": f"a DistillSpec drafter: the target's first {config.get('num_hidden_layers')} decoder layers, "

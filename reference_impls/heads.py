@@ -1,4 +1,4 @@
-"""Trained draft heads that read the target's hidden states: Medusa (v1 / v2), EAGLE-1/2 and EAGLE-3.
+"""Trained draft heads that read the target's hidden states: Medusa (v1 / v2), Hydra, EAGLE-1/2 and EAGLE-3.
 
 Each module's `state_dict()` is the published checkpoint layout as it is (see
 shared/docs/draft-checkpoint-formats.md), so saving and loading need no key renames:
@@ -72,6 +72,45 @@ class MedusaHeads(nn.ModuleList):
         if lm_head_weight is None:
             raise ValueError("Medusa v2 heads reuse the target's LM head: pass lm_head_weight")
         return F.linear(self.features(hidden), lm_head_weight)
+
+
+class HydraBlock(nn.Module):
+    """Hydra's ResBlock: res_connection(x) + SiLU(linear(x)). A head's first block reads
+    (conditions + 1) x H inputs, so its residual is a learnt projection down to H (identity otherwise)."""
+
+    def __init__(self, hidden: int, conditions: int = 0):
+        super().__init__()
+        self.linear = nn.Linear(hidden * (conditions + 1), hidden)
+        nn.init.zeros_(self.linear.weight)  # Hydra's init, as Medusa's
+        self.res_connection = nn.Linear(hidden * (conditions + 1), hidden) if conditions else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.res_connection(x) + F.silu(self.linear(x))
+
+
+class HydraHeads(nn.Module):
+    """`num_heads` sequentially dependent heads (Hydra's grounded MLP heads, zankner/Hydra
+    `HydraMLP`): head k is `num_layers` HydraBlocks over concat(hidden, embeddings of k + 1 tokens),
+    then its own vocabulary projection (`hydra_lm_head.{k}`, optional) or the target's LM head."""
+
+    def __init__(self, hidden: int, num_heads: int, num_layers: int = 1, vocab_size: int | None = None):
+        super().__init__()
+        self.hydra_mlp = nn.ModuleList(
+            nn.Sequential(HydraBlock(hidden, k + 1), *(HydraBlock(hidden) for _ in range(num_layers - 1)))
+            for k in range(num_heads))
+        if vocab_size is not None:
+            self.hydra_lm_head = nn.ModuleList(nn.Linear(hidden, vocab_size) for _ in range(num_heads))
+        self.hidden, self.num_layers, self.own_vocab = hidden, num_layers, vocab_size is not None
+
+    def __len__(self) -> int:
+        return len(self.hydra_mlp)
+
+    def features(self, k: int, hidden: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
+        """Head k's output before the vocabulary projection: hidden [.., H], embeds [.., k + 1, H]."""
+        return self.hydra_mlp[k](torch.cat([hidden, embeds.flatten(-2)], -1))
+
+    def logits(self, k: int, features: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
+        return self.hydra_lm_head[k](features) if self.own_vocab else F.linear(features, lm_head_weight)
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,6 +190,35 @@ class HeadCache:
             self.keys, self.values = self.keys.index_select(-2, index), self.values.index_select(-2, index)
 
 
+class StepCache:
+    """Keys and values of EAGLE-3's training-time test, one [B, kv, T, d] entry per unrolled step.
+    Row t of step 0 attends causally to step 0's rows; row t of step k >= 1 also to its own row
+    of steps 1..k (its drafted ancestors, and itself). Those extra terms are diagonals, so they are
+    row-wise products, as in EAGLE-3's code, not T x T blocks almost entirely masked out. A row's
+    later steps need nothing of other rows' later steps, so they may continue only `rows` (step-0
+    indices, set after step 0) and compute exactly what they would among all rows."""
+
+    def __init__(self):
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.rows: torch.Tensor | None = None
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, groups: int) -> torch.Tensor:
+        self.keys.append(k)
+        self.values.append(v)
+        share = lambda x: x.repeat_interleave(groups, dim=1)  # noqa: E731 - grouped-query heads, as SDPA's enable_gqa
+        length, scale = self.keys[0].shape[-2], q.shape[-1] ** -0.5
+        every = torch.arange(length, device=q.device)
+        causal = (every if self.rows is None else self.rows)[:, None] >= every
+        scores = (q @ share(self.keys[0]).transpose(-1, -2) * scale).masked_fill(~causal, float("-inf"))
+        own = [(q * share(key)).sum(-1, keepdim=True) * scale for key in self.keys[1:]]
+        weights = torch.cat([scores, *own], -1).softmax(-1)
+        out = weights[..., :length] @ share(self.values[0])
+        for step, value in enumerate(self.values[1:]):
+            out = out + weights[..., length + step : length + step + 1] * share(value)
+        return out
+
+
 class Attention(nn.Module):
     def __init__(self, config: LayerConfig, input_width: int):
         super().__init__()
@@ -161,14 +229,18 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(input_width, kv, bias=config.qkv_bias)
         self.o_proj = nn.Linear(q, config.hidden_size, bias=False)
 
-    def forward(self, x, positions, cache: HeadCache | None = None, mask: torch.Tensor | None = None):
+    def forward(self, x, positions, cache: HeadCache | StepCache | None = None, mask: torch.Tensor | None = None):
         """x [B, T, in]. Without `mask` the T new rows attend causally after everything cached;
-        `mask` [T, cached + T] (True: visible) gives tree drafts their ancestors only."""
+        `mask` [T, cached + T] (True: visible) gives tree drafts their ancestors only. A
+        `StepCache` attends as EAGLE-3's training-time test does (no mask)."""
         c, (batch, length, _) = self.config, x.shape
         q = self.q_proj(x).view(batch, length, c.num_attention_heads, c.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, length, c.num_key_value_heads, c.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, length, c.num_key_value_heads, c.head_dim).transpose(1, 2)
         q, k = rotate(q, positions, c.rope_theta), rotate(k, positions, c.rope_theta)
+        if isinstance(cache, StepCache):
+            out = cache.attend(q, k, v, c.num_attention_heads // c.num_key_value_heads)
+            return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
         past = len(cache) if cache is not None else 0
         if cache is not None:
             k, v = cache.append(k, v)
@@ -259,10 +331,17 @@ class Eagle3Head(nn.Module):
         self.register_buffer("t2d", t2d)
 
     def forward(self, embeds, features, positions, cache: HeadCache | None = None, mask=None):
+        hidden = self.hidden(embeds, features, positions, cache, mask)
+        return hidden, self.logits(hidden)
+
+    def hidden(self, embeds, features, positions, cache: HeadCache | None = None, mask=None):
+        """The next features only (a drafter projects just the rows it ranks)."""
         if features.shape[-1] != self.config.hidden_size:
             features = self.fc(features)
-        hidden = self.midlayer(embeds, features, positions, cache, mask)
-        return hidden, self.lm_head(self.norm(hidden))
+        return self.midlayer(embeds, features, positions, cache, mask)
+
+    def logits(self, hidden):
+        return self.lm_head(self.norm(hidden))
 
     def to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]

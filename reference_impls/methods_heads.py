@@ -1,5 +1,6 @@
-"""Trained-head drafters on the shared loop: Medusa, EAGLE (static tree), EAGLE-2 (dynamic tree) and
-Kangaroo (an adapter on the target's shallow exit; its drafter is in `layer_view`).
+"""Trained-head drafters on the shared loop: Medusa, Hydra, EAGLE (static tree), EAGLE-2 (dynamic
+tree), EAGLE-3 (its own head on EAGLE-2's tree), FR-Spec (EAGLE-2 drafting from frequent tokens)
+and Kangaroo (an adapter on the target's shallow exit; its drafter is in `layer_view`).
 
 Each drafter reads the target's final normed hidden state (`hidden_layers = (N,)`): from the
 prefill at `start`, then from the rows the target kept at each `observe`. The heads come from a
@@ -25,6 +26,7 @@ from specatlas.impls.drafting import Draft, Drafter
 from specatlas.impls.heads import HeadCache
 from specatlas.impls.layer_view import Kangaroo
 from specatlas.impls.methods import PAPER, draft_policy
+from specatlas.impls.errors import ModelLoadError
 from specatlas.impls.recycling import tree_nodes
 from specatlas.impls.verification import GreedyMatch, Verifier
 
@@ -40,6 +42,8 @@ MEDUSA_TREE = tuple(map(tuple, [
     [2, 2], [8, 0], [0, 5, 0], [1, 5], [1, 0, 1], [0, 2, 1], [9, 0], [0, 6, 0], [0, 0, 0, 1], [1, 6], [0, 7, 0]]))
 # Medusa's typical acceptance defaults (MedusaModel.medusa_generate): epsilon and delta.
 POSTERIOR_THRESHOLD, POSTERIOR_ALPHA = 0.09, 0.3
+# Hydra drafts Medusa's tree: `hydra_generate` defaults to the same mc_sim_7b_63 (zankner/Hydra hydra_choices.py).
+HYDRA_TREE = MEDUSA_TREE
 # EAGLE-1's static tree (SafeAILab/EAGLE eagle/model/choices.py): 25 nodes, depth 5.
 EAGLE_TREE = tuple(map(tuple, [
     [0], [1], [2], [3], [0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [2, 0], [2, 1], [3, 0], [0, 0, 0], [0, 0, 1], [0, 0, 2],
@@ -50,18 +54,26 @@ EAGLE_TREE = tuple(map(tuple, [
 EAGLE2_TOTAL, EAGLE2_DEPTH, EAGLE2_TOP_K = 60, 7, 10
 
 
-def template_draft(paths, ranked: list[torch.Tensor], depth: int) -> Draft:
-    """Fill a tree template: node `path` is rank path[-1] of `ranked[len(path) - 1]`'s row for its parent.
-
-    `ranked[d]` is [parents at depth d, ranks] for EAGLE (one row per depth-d node that has
-    children) or [1, ranks] for Medusa (every node at depth d shares head d's candidates)."""
-    draft, node = Draft(), {(): -1}
-    for path in sorted(paths, key=len):
-        if len(path) > min(depth, len(ranked)) or path[:-1] not in node:
-            continue
-        node[path] = len(draft.tokens)
-        draft.tokens.append(int(ranked[len(path) - 1][path[-1]]))
-        draft.parents.append(node[path[:-1]])
+def grow_template(tree, depth: int, root: torch.Tensor, expand) -> Draft:
+    """Fill a static tree template level by level (EAGLE-1's and Hydra's trees): node `path` is
+    the path[-1]-th ranked candidate after its parent. `root` ranks the candidates after the
+    pending token (target ids, best first); `expand(paths, chains, width)` ranks `width` candidates
+    after each of those nodes, `chains[i]` being the tokens drafted along `paths[i]`. Only nodes
+    with children in the template are expanded, one batched call per level."""
+    levels = min(depth, max(map(len, tree)))
+    draft, node_of, ranked = Draft(), {(): -1}, {(): root}
+    for level in range(1, levels + 1):
+        paths = [p for p in tree if len(p) == level and p[:-1] in ranked and p[-1] < len(ranked[p[:-1]])]
+        for path in paths:
+            node_of[path] = len(draft.tokens)
+            draft.tokens.append(int(ranked[path[:-1]][path[-1]]))
+            draft.parents.append(node_of[path[:-1]])
+        deeper = [q for q in tree if len(q) == level + 1]
+        parents = [p for p in paths if any(q[:-1] == p for q in deeper)]
+        if level == levels or not parents:
+            break
+        chains = [[draft.tokens[node_of[p[:k]]] for k in range(1, level + 1)] for p in parents]
+        ranked.update(zip(parents, expand(parents, chains, max(q[-1] for q in deeper) + 1)))
     return draft
 
 
@@ -85,8 +97,9 @@ class MedusaDrafter(Drafter):
         if self.state is None:
             return Draft()
         logits = self.heads(self.state, self.lm_head_weight)  # [heads, vocab]
-        widest = max(path[-1] for path in self.tree) + 1
-        return template_draft(self.tree, list(logits.topk(widest, dim=-1).indices), depth)
+        ranked = logits.topk(max(path[-1] for path in self.tree) + 1, dim=-1).indices
+        # Every node at depth d shares head d's candidates: they do not depend on the path.
+        return grow_template(self.tree, depth, ranked[0], lambda paths, chains, width: [ranked[len(paths[0])]] * len(paths))
 
     def observe(self, step):
         row = step.accepted[-1] + 1 if step.accepted else 0
@@ -153,6 +166,36 @@ class TopKAcceptance(Verifier):
             node = match
 
 
+class HydraDrafter(MedusaDrafter):
+    """Hydra (Ankner et al. 2024), per step:
+    1. h = the target's last kept final state, x = the pending token its logits chose;
+    2. head 1 ranks candidates for the token after x from (h, E(x));
+    3. each tree node with children is expanded by the next head from (h, E(x), E(its path's
+       tokens)): unlike Medusa's, a branch's candidates depend on the tokens drafted before them;
+    4. the target verifies the tree in one forward; its kept rows give the next h."""
+
+    def __init__(self, heads, embed_weight, lm_head_weight, final_layer: int, tree=HYDRA_TREE, label: str = ""):
+        super().__init__(heads, lm_head_weight, final_layer, tree, label)
+        self.embed_weight = embed_weight
+
+    def propose(self, context, depth, sampling, rng):
+        if self.state is None:
+            return Draft()
+
+        def rank(paths, chains, width):
+            k = len(chains[0])  # head k drafts depth k + 1
+            ids = torch.tensor([[context[-1], *chain] for chain in chains], device=self.state.device)
+            features = self.heads.features(k, self.state.expand(len(chains), -1), F.embedding(ids, self.embed_weight))
+            logits = self.heads.logits(k, features, self.lm_head_weight)
+            return list(logits.topk(min(width, logits.shape[-1]), dim=-1).indices)
+
+        root = rank([()], [[]], max(path[-1] for path in self.tree if len(path) == 1) + 1)[0]
+        return grow_template(self.tree, min(depth, len(self.heads)), root, rank)
+
+    def describe(self):
+        return f"Hydra heads ({len(self.heads)} heads, {len(self.tree)}-node tree; {self.label})"
+
+
 class EagleDrafter(Drafter):
     """EAGLE (Li et al. 2024): a one-layer head extrapolates the target's features.
 
@@ -160,26 +203,47 @@ class EagleDrafter(Drafter):
     target's LM head turns a feature into the next token's distribution. Rows for committed
     tokens read the target's own features (prefill, then the verified rows); draft rows read the
     head's predictions, attending to the committed rows and their own ancestors in the tree.
-    `tree`: a static template (EAGLE-1), or None for EAGLE-2's dynamic tree."""
+    `tree`: a static template (EAGLE-1), or None for EAGLE-2's dynamic tree. `vocabulary`
+    (FR-Spec): the target ids drafts are drawn from; the LM head keeps only their rows, which is
+    the point (it dominates a draft step). Verification still scores the whole vocabulary."""
+
+    name = "EAGLE"
 
     def __init__(self, head, embed_weight, lm_head_weight, final_layer: int, tree=EAGLE_TREE,
-                 dynamic: tuple[int, int, int] = (EAGLE2_TOTAL, EAGLE2_DEPTH, EAGLE2_TOP_K), label: str = ""):
-        self.head, self.embed_weight, self.lm_head_weight = head, embed_weight, lm_head_weight
+                 dynamic: tuple[int, int, int] = (EAGLE2_TOTAL, EAGLE2_DEPTH, EAGLE2_TOP_K), label: str = "",
+                 vocabulary: torch.Tensor | None = None):
+        self.head, self.embed_weight, self.vocabulary = head, embed_weight, vocabulary
+        self.lm_head_weight = lm_head_weight if vocabulary is None or lm_head_weight is None else lm_head_weight[vocabulary]
         self.tree, self.dynamic, self.label = tree, dynamic, label
         self.hidden_layers = (final_layer,)
 
     def start(self, prompt, prefill):
         self.cache, self.fed = HeadCache(), 0  # rows in the cache: one per committed token but the pending one
-        self.features = prefill.hidden_states[self.hidden_layers[0]]  # target features not yet fed, from row `fed`
+        self.features = self._target_features(prefill.hidden_states)  # target features not yet fed, from row `fed`
 
     def observe(self, step):
         rows = [0] + [node + 1 for node in step.accepted]  # the pending token and the accepted nodes
-        self.features = torch.cat([self.features, step.hidden_states[self.hidden_layers[0]][rows]])
+        self.features = torch.cat([self.features, self._target_features(step.hidden_states, rows)])
+
+    def _target_features(self, states, rows=slice(None)):
+        return torch.cat([states[layer][rows] for layer in self.hidden_layers], -1)
 
     def _rows(self, tokens, features, positions, visible=None):
         embeds = F.embedding(torch.tensor(tokens, device=features.device), self.embed_weight)
-        return self.head(embeds[None], features[None], torch.tensor([positions], device=features.device),
-                         self.cache, visible)[0]
+        return self._advance(embeds[None], features[None], torch.tensor([positions], device=features.device), visible)[0]
+
+    def _advance(self, embeds, features, positions, visible):
+        """The head's predicted next features for these rows (appending them to the head's cache)."""
+        return self.head(embeds, features, positions, self.cache, visible)
+
+    def _logits(self, features):
+        return F.linear(features, self.lm_head_weight)
+
+    def _top(self, features, k: int):
+        """The k best draft tokens after these features: (log-probabilities, target ids)."""
+        best = self._logits(features).log_softmax(-1)
+        best = best.topk(min(k, best.shape[-1]), dim=-1)
+        return best.values, best.indices if self.vocabulary is None else self.vocabulary[best.indices]
 
     def propose(self, context, depth, sampling, rng):
         # Feed the committed rows the head has not seen: row t = (token t+1, target feature t).
@@ -194,9 +258,6 @@ class EagleDrafter(Drafter):
         self.cache.keep(list(range(self.fed)))  # drop the draft rows
         return draft
 
-    def _logits(self, features):
-        return F.linear(features, self.lm_head_weight)
-
     def _expand(self, tokens: list[int], features: torch.Tensor, depth_of: int, ancestors: list[list[int]]) -> torch.Tensor:
         """Head rows for draft nodes (token, parent's predicted feature) at position fed + depth - 1,
         each seeing the committed rows, its ancestors' rows and itself."""
@@ -209,27 +270,18 @@ class EagleDrafter(Drafter):
         return self._rows(tokens, features, [self.fed + depth_of - 1] * len(tokens), visible.to(features.device))
 
     def _static(self, depth):
-        levels = max(map(len, self.tree))
-        draft, node_of, row_of, feature_of = Draft(), {(): -1}, {(): None}, {(): self.last}
-        ranked = {(): self._logits(self.last).topk(max(p[-1] for p in self.tree if len(p) == 1) + 1).indices}
-        for level in range(1, min(depth, levels) + 1):
-            paths = [p for p in self.tree if len(p) == level and p[:-1] in node_of and p[-1] < len(ranked[p[:-1]])]
-            for path in paths:
-                node_of[path] = len(draft.tokens)
-                draft.tokens.append(int(ranked[path[:-1]][path[-1]]))
-                draft.parents.append(node_of[path[:-1]])
-            expand = [p for p in paths if any(len(q) == level + 1 and q[:-1] == p for q in self.tree)]
-            if level == min(depth, levels) or not expand:
-                break
-            ancestors = [[row_of[p[:k]] for k in range(1, level)] for p in expand]
-            start = len(self.cache)
-            out = self._expand([draft.tokens[node_of[p]] for p in expand],
-                               torch.stack([feature_of[p[:-1]] for p in expand]), level, ancestors)
-            widest = max(q[-1] for q in self.tree if len(q) == level + 1) + 1
-            top = self._logits(out).topk(widest, dim=-1).indices
-            for i, p in enumerate(expand):
-                row_of[p], feature_of[p], ranked[p] = start + i, out[i], top[i]
-        return draft
+        row_of, feature_of = {}, {(): self.last}
+
+        def expand(paths, chains, width):
+            level, start = len(paths[0]), len(self.cache)
+            out = self._expand([chain[-1] for chain in chains], torch.stack([feature_of[p[:-1]] for p in paths]), level,
+                               [[row_of[p[:k]] for k in range(1, level)] for p in paths])
+            for i, path in enumerate(paths):
+                row_of[path], feature_of[path] = start + i, out[i]
+            return list(self._top(out, width)[1])
+
+        root = self._top(self.last, max(p[-1] for p in self.tree if len(p) == 1) + 1)[1]
+        return grow_template(self.tree, depth, root, expand)
 
     def _dynamic(self, depth):
         """EAGLE-2: grow by cumulative confidence (the product of the head's probabilities along
@@ -237,10 +289,9 @@ class EagleDrafter(Drafter):
         the `total` best (a node's score never exceeds its parent's, so the kept set is a tree)."""
         total, max_depth, top_k = self.dynamic
         tokens, parents, scores, rows = [], [], [], []
-        logp = self._logits(self.last).log_softmax(-1)
-        best = logp.topk(top_k)
+        values, ids = self._top(self.last, top_k)
         frontier = []
-        for value, token in zip(best.values.tolist(), best.indices.tolist()):
+        for value, token in zip(values.tolist(), ids.tolist()):
             frontier.append(len(tokens))
             tokens.append(token), parents.append(-1), scores.append(value), rows.append(None)
         features = {node: self.last for node in frontier}  # the feature each node's head row reads
@@ -257,11 +308,10 @@ class EagleDrafter(Drafter):
                                 level, ancestors)
             for i, node in enumerate(frontier):
                 rows[node] = start + i
-            logp = self._logits(out).log_softmax(-1)
-            best = logp.topk(top_k, dim=-1)
+            values, ids = self._top(out, top_k)
             candidates = []
             for i, node in enumerate(frontier):
-                for value, token in zip(best.values[i].tolist(), best.indices[i].tolist()):
+                for value, token in zip(values[i].tolist(), ids[i].tolist()):
                     candidates.append((scores[node] + value, node, token, i))
             candidates.sort(key=lambda c: -c[0])
             new_frontier = []
@@ -289,21 +339,52 @@ class EagleDrafter(Drafter):
     def describe(self):
         shape = (f"{len(self.tree)}-node static tree" if self.tree is not None else
                  "dynamic tree: top-{2} per level, depth {1}, {0} nodes kept".format(*self.dynamic))
-        return f"EAGLE head ({shape}; {self.label})"
+        vocabulary = "" if self.vocabulary is None else f", drafts from {len(self.vocabulary)} frequent tokens"
+        return f"{self.name} head ({shape}{vocabulary}; {self.label})"
+
+
+class Eagle3Drafter(EagleDrafter):
+    """EAGLE-3 (Li et al. 2025) drafts EAGLE-2's dynamic tree with its own head: committed rows
+    read the target's low/mid/high states fused (fc), draft rows the head's own outputs, and
+    the head ranks its draft vocabulary through its own norm and LM head (d2t maps to target ids)."""
+
+    name = "EAGLE-3"
+
+    def __init__(self, head, embed_weight, hidden_layers: tuple[int, ...],
+                 dynamic: tuple[int, int, int] = (EAGLE2_TOTAL, EAGLE2_DEPTH, EAGLE2_TOP_K), label: str = ""):
+        vocabulary = head.to_target(torch.arange(len(head.d2t), device=head.d2t.device))
+        super().__init__(head, embed_weight, None, hidden_layers[-1], None, dynamic, label, vocabulary)
+        self.hidden_layers = tuple(hidden_layers)
+
+    def _advance(self, embeds, features, positions, visible):
+        return self.head.hidden(embeds, features, positions, self.cache, visible)
+
+    def _logits(self, features):
+        return self.head.logits(features)
 
 
 # --------------------------------------------------------------------------------------------
 # Compositions (the signature of methods.py's builders)
 
 
+class HeadNotShipped(ModelLoadError):
+    """The embedded model's trained head (or FR-Spec's token ranking) is not in `trained_heads/` yet."""
+
+
+def shipped(family: str) -> Path:
+    from specatlas.impls.models import EMBEDDED
+
+    return SHIPPED / f"{EMBEDDED}-{family}"
+
+
 def load_head(target, family: str, drafter_checkpoint=None):
     """The head for `target`: a given checkpoint, else the one shipped for the embedded model."""
     from specatlas.impls.checkpoints import CheckpointError, load
-    from specatlas.impls.models import EMBEDDED, ModelLoadError
+    from specatlas.impls.models import EMBEDDED
 
-    source = drafter_checkpoint or SHIPPED / f"{EMBEDDED}-{family}"
+    source = drafter_checkpoint or shipped(family)
     if drafter_checkpoint is None and not source.is_dir():
-        raise ModelLoadError(f"no trained {family} head is shipped yet; train one with `specatlas train {family}` "
+        raise HeadNotShipped(f"no trained {family} head is shipped yet; train one with `specatlas train {family}` "
                              "or pass --drafter-checkpoint")
     try:
         checkpoint = load(source, target, None if drafter_checkpoint else EMBEDDED)
@@ -354,15 +435,64 @@ def eagle2(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None
     return _eagle(target, draft_length, drafter_checkpoint, None)
 
 
-def _eagle(target, draft_length, drafter_checkpoint, tree):
+def _eagle(target, draft_length, drafter_checkpoint, tree, vocabulary=None):
     checkpoint = load_head(target, "eagle", drafter_checkpoint)
     drafter = EagleDrafter(checkpoint.head, target.model.embed_tokens.weight, target.lm_head.weight,
-                           checkpoint.hidden_layers[0], tree=tree, label=checkpoint.describe())
+                           checkpoint.hidden_layers[0], tree=tree, label=checkpoint.describe(), vocabulary=vocabulary)
     if tree is None:
-        nodes, depth = (lambda k: min(EAGLE2_TOTAL, EAGLE2_TOP_K * k)), EAGLE2_DEPTH
-    else:
-        nodes, depth = tree_nodes(tree), max(map(len, tree))
-    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, depth, nodes, depth))
+        return SpeculativeDecoder(target, drafter, draft_length=_dynamic_policy(target, draft_length))
+    depth = max(map(len, tree))
+    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, depth, tree_nodes(tree), depth))
+
+
+def _dynamic_policy(target, draft_length):
+    return draft_policy(target, draft_length, EAGLE2_DEPTH, lambda k: min(EAGLE2_TOTAL, EAGLE2_TOP_K * k), EAGLE2_DEPTH)
+
+
+def hydra(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
+    """Ankner et al. 2024: Hydra's sequentially dependent heads draft Medusa's 63-node tree (its
+    code's default), each branch conditioned on its own tokens. Verification is exact (greedy
+    matching; recursive rejection sampling when sampling), as in the paper's greedy evaluation."""
+    checkpoint = load_head(target, "hydra", drafter_checkpoint)
+    drafter = HydraDrafter(checkpoint.head, target.model.embed_tokens.weight, target.lm_head.weight,
+                           checkpoint.hidden_layers[0], label=checkpoint.describe())
+    depth = max(map(len, HYDRA_TREE))
+    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, depth,
+                                                                         tree_nodes(HYDRA_TREE), depth))
+
+
+def eagle3(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
+    """Li et al. 2025 (EAGLE-3): the EAGLE-3 head (fused target states, own draft vocabulary)
+    drafts EAGLE-2's dynamic tree with EAGLE-2's defaults (EaModel's for EAGLE-3 too)."""
+    checkpoint = load_head(target, "eagle3", drafter_checkpoint)
+    drafter = Eagle3Drafter(checkpoint.head, target.model.embed_tokens.weight, checkpoint.hidden_layers,
+                            label=checkpoint.describe())
+    return SpeculativeDecoder(target, drafter, draft_length=_dynamic_policy(target, draft_length))
+
+
+# FR-Spec's main setting keeps 32,768 of Llama-3's 128,256 tokens (thunlp/FR-Spec run_eagle_fr_spec.sh; the
+# abstract's "75% less LM-head computation"): a quarter of the vocabulary, 12,288 of SmolLM2's 49,152.
+FR_SPEC_FRACTION = 4
+
+
+def fr_spec(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
+    """Zhao et al. 2025 (FR-Spec): EAGLE-2 whose drafter ranks only the most frequent quarter of the
+    vocabulary (its LM head cut to those rows); the target verifies over the whole vocabulary, so
+    the output is unchanged. The ranking is FR-Spec's `freq_{V}.pt` (token ids, most frequent
+    first) beside the EAGLE head, computed once from the training data by `specatlas train fr-spec`."""
+    folder = Path(drafter_checkpoint) if drafter_checkpoint else shipped("eagle")
+    return _eagle(target, draft_length, drafter_checkpoint, None,
+                  frequent_tokens(folder, target.config.vocab_size // FR_SPEC_FRACTION, drafter_checkpoint is None)
+                  .to(target.lm_head.weight.device))
+
+
+def frequent_tokens(folder: Path, size: int, is_shipped: bool) -> torch.Tensor:
+    path = folder / f"freq_{size}.pt"
+    if not path.is_file():
+        error = HeadNotShipped if is_shipped else ModelLoadError
+        raise error(f"no FR-Spec token ranking {path.name} beside the EAGLE head in {folder}; compute it with "
+                    f"`specatlas train fr-spec{'' if is_shipped else ' --output ' + str(folder)}`")
+    return torch.tensor(torch.load(path, weights_only=True), dtype=torch.long)
 
 
 # Kangaroo's Vicuna-7B command (its README): exit after layer 2 (of 32), at most 6 draft steps, stop

@@ -92,6 +92,21 @@ METHODS: dict[str, MethodSpec] = {
                    f"{_M}_heads:kangaroo", trained_head="kangaroo",
                    paper_settings="exit after layer 2 (of Vicuna-7B's 32; here of 30), at most 6 draft tokens, stop "
                                   "drafting below top-1 confidence 0.6 (its README's command)"),
+        MethodSpec("ankner2024hydra", "Hydra: sequentially dependent draft heads", ("hydra",),
+                   ("extra-heads", "token-tree"), ("token-tree-verification",), True, f"{_M}_heads:hydra",
+                   trained_head="hydra",
+                   paper_settings="4 grounded MLP heads, Medusa's 63-node tree mc_sim_7b_63 (its code's default); "
+                                  "exact verification"),
+        MethodSpec("li2025eagle", "EAGLE-3: fused features, training-time test", ("eagle3", "eagle-3"),
+                   ("feature-level-drafting", "dynamic-tree"), ("token-tree-verification",), True, f"{_M}_heads:eagle3",
+                   trained_head="eagle3",
+                   paper_settings="EAGLE-2's dynamic tree: top-10 per level, depth 7, 60 nodes kept (EaModel's defaults)"),
+        MethodSpec("zhao2025fr", "FR-Spec: frequency-ranked draft vocabulary", ("fr-spec",),
+                   ("feature-level-drafting",), ("greedy-verification", "speculative-sampling", "token-tree-verification"),
+                   True, f"{_M}_heads:fr_spec", trained_head="eagle",
+                   paper_settings="EAGLE-2 drafting from the most frequent quarter of the vocabulary (32k of "
+                                  "Llama-3's 128k in the paper; here at most 12,288: the tokens the target chose in "
+                                  "its training answers), dynamic tree top-10, depth 7, 60 nodes"),
         MethodSpec("luo2025turning", "Token Recycling", ("token-recycling",),
                    ("ngram-pool", "token-tree"), ("token-tree-verification",), True, f"{_M}_parallel:token_recycling",
                    paper_settings="top-8 adjacency table, static 80-node tree of depth 6"),

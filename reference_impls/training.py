@@ -118,7 +118,7 @@ def read_data(folder: Path, ids: list[int], layers: tuple[int, ...]) -> Features
         record = torch.load(folder / f"{i:05d}.pt", weights_only=True)
         features.tokens.append(torch.tensor(record["prompt"] + record["response"]))
         features.prompt_lengths.append(len(record["prompt"]))
-        for layer in layers:
+        for layer in features.hidden:  # once each, though a small target's EAGLE-3 layers may repeat
             features.hidden[layer].append(record["hidden"][layer])
         features.greedy.append(record["greedy"])
     return features
@@ -244,6 +244,7 @@ def train_loop(module, optimizer, batches, loss_fn, checkpoint: Path, budget_min
 
 class Family:
     name = ""
+    folder = ""  # the shipped folder's family when it is another's (FR-Spec writes beside the EAGLE head)
     default_steps = 0
 
     def layers(self, model) -> tuple[int, ...]:
@@ -400,34 +401,244 @@ class EagleFamily(Family):
 
     @torch.no_grad()
     def evaluate(self, head, features, conversations, embed, lm_weight, final) -> dict:
-        """Chain drafting simulated at every held-out answer position at once: step 1 reads the
-        target's features, later steps the head's own predictions and drafted tokens, attending
-        to the target-fed rows before them and their own earlier steps (as drafting would)."""
-        from specatlas.impls.heads import HeadCache
+        return chain_acceptance(features, conversations, embed, self.steps_evaluated,
+                                lambda c: features.hidden[final][c].float(), head,
+                                lambda predicted: F.linear(predicted, lm_weight).argmax(-1))
 
-        k, accepted = self.steps_evaluated, []
+
+def ttt_mask(rows: int, step: int) -> torch.Tensor:
+    """What draft step `step` (0: the rows fed the target's features) sees, as `Attention` takes it:
+    row t attends causally to the step-0 rows up to t, then to its own row of each later step
+    (its ancestors in a drafted chain, and itself). EAGLE-3's training-time test uses this mask,
+    and drafting builds the same one per tree node."""
+    return torch.cat([torch.ones(rows, rows, dtype=torch.bool).tril()] + [torch.eye(rows, dtype=torch.bool)] * step, 1)
+
+
+@torch.no_grad()
+def chain_acceptance(features, conversations, embed, depth, target_features, advance, draft) -> dict:
+    """Chain drafting simulated at every held-out answer position at once, as the drafter runs:
+    step 1 reads the target's features, later steps the head's own predictions and drafted
+    tokens (`advance(embeds, features, positions, cache, mask)` -> next features, `draft(features)`
+    -> target ids), attending as `ttt_mask` says."""
+    from specatlas.impls.heads import HeadCache
+
+    accepted = []
+    for c in conversations:
+        tokens, greedy = features.tokens[c], features.greedy[c]
+        rows = len(tokens) - 1
+        positions, cache = torch.arange(rows)[None], HeadCache()
+        predicted = advance(F.embedding(tokens[1:], embed)[None], target_features(c)[None, :-1], positions, cache, None)
+        hits = torch.zeros(rows, depth, dtype=torch.bool)
+        valid = torch.zeros(rows, depth, dtype=torch.bool)
+        for step in range(depth):
+            drafted = draft(predicted[0])  # row t: the draft for token t + step + 2
+            ahead = torch.arange(rows) + step + 1
+            valid[:, step] = ahead < rows + 1
+            hits[:, step] = drafted == greedy[ahead.clamp(max=rows)]
+            if step + 1 < depth:
+                predicted = advance(F.embedding(drafted, embed)[None], predicted, positions + step + 1, cache,
+                                    ttt_mask(rows, step + 1))
+        full = (torch.arange(rows) >= features.prompt_lengths[c] - 1) & valid.all(1)
+        accepted += hits[full].int().cumprod(1).sum(1).tolist()
+    return acceptance_summary(accepted, depth)
+
+
+class HydraFamily(Family):
+    """Hydra's grounded MLP heads (one HydraBlock each; the base Hydra of the paper, not Hydra++'s
+    prefix-attention layer or 4-block heads). Head k at position t reads (final state t, embeddings
+    of tokens t+1 .. t+k+1, teacher-forced from the target's own answer) and is trained with
+    cross-entropy against the target's greedy token at t+k+2, all heads weighted equally (Hydra's
+    train.py; with greedy self-distilled data its teacher objective has the same argmax). AdamW
+    at 1e-3, cosine schedule, 256 positions a step."""
+
+    name, num_heads, batch, lr, default_steps = "hydra", 4, 256, 1e-3, 2000
+
+    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+        from specatlas.impls.heads import HydraHeads
+
+        model = loaded.model
+        final = model.config.num_hidden_layers
+        embed, lm_weight = model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
+        heads = HydraHeads(model.config.hidden_size, self.num_heads)
+        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
+        rows, inputs, labels = self._table(features, train_ids, start, final)
+        optimizer = torch.optim.AdamW(heads.parameters(), lr=self.lr, weight_decay=0.0)
+        generator = torch.Generator().manual_seed(seed)
+        vocabulary = loss_vocabulary(features, train_ids, lm_weight)
+
+        def batches(step):
+            pick = torch.randint(len(rows), (self.batch,), generator=generator)
+            return rows[pick].float(), F.embedding(inputs[pick], embed), labels[pick]
+
+        def loss_fn(batch):
+            hidden, embeds, y = batch
+            return sum(vocabulary.cross_entropy(heads.features(k, hidden, embeds[:, : k + 1]), y[:, k])
+                       for k in range(self.num_heads))
+
+        state = train_loop(heads, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes,
+                           steps or self.default_steps, progress)
+        accuracy = self.evaluate(heads, features, test_ids, embed, lm_weight, final)
+        return finish(self.name, heads, loaded, features, train_ids, test_ids, state, accuracy, output, command, {})
+
+    def _table(self, features, conversations, start, final):
+        """Per position t >= start: the final state, tokens t+1 .. t+K (head k reads the first
+        k + 1) and head k's label, the target's greedy token after t + k + 1 (-100 past the end)."""
+        rows, inputs, labels = [], [], []
         for c in conversations:
-            tokens, greedy = features.tokens[c], features.greedy[c]
-            feats, rows = features.hidden[final][c].float(), len(tokens) - 1
-            positions, cache = torch.arange(rows)[None], HeadCache()
-            predicted = head(F.embedding(tokens[1:], embed)[None], feats[None, :-1], positions, cache)
-            hits = torch.zeros(rows, k, dtype=torch.bool)
-            valid = torch.zeros(rows, k, dtype=torch.bool)
-            for step in range(k):
-                drafted = F.linear(predicted[0], lm_weight).argmax(-1)  # row t: the draft for token t + step + 2
-                ahead = torch.arange(rows) + step + 1
-                valid[:, step] = ahead < rows + 1
-                hits[:, step] = drafted == greedy[ahead.clamp(max=rows)]
-                if step + 1 < k:
-                    visible = torch.cat([torch.ones(rows, rows, dtype=torch.bool).tril()] +
-                                        [torch.eye(rows, dtype=torch.bool)] * (step + 1), 1)
-                    predicted = head(F.embedding(drafted, embed)[None], predicted, positions + step + 1, cache, visible)
-            full = (torch.arange(rows) >= features.prompt_lengths[c] - 1) & valid.all(1)
+            tokens, greedy, length = features.tokens[c], features.greedy[c], len(features.tokens[c])
+            rows.append(features.hidden[final][c][start:])
+            ahead = torch.arange(start, length)[:, None] + torch.arange(1, self.num_heads + 1)  # [rows, K]: t + k + 1
+            inside = ahead < length
+            inputs.append(torch.where(inside, tokens[ahead.clamp(max=length - 1)], 0))
+            labels.append(torch.where(inside, greedy[ahead.clamp(max=length - 1)], -100))
+        return torch.cat(rows), torch.cat(inputs), torch.cat(labels)
+
+    @torch.no_grad()
+    def evaluate(self, heads, features, conversations, embed, lm_weight, final) -> dict:
+        """Top-1 chain acceptance on held-out answers. Teacher-forced inputs give the drafting
+        chain's count exactly: head k's inputs differ from the drafted ones only after an earlier
+        head missed, where the count has stopped anyway."""
+        accepted = []
+        for c in conversations:
+            rows, inputs, labels = self._table(features, [c], features.prompt_lengths[c] - 1, final)
+            embeds = F.embedding(inputs, embed)
+            hits = torch.stack([heads.logits(k, heads.features(k, rows.float(), embeds[:, : k + 1]), lm_weight)
+                                .argmax(-1) == labels[:, k] for k in range(self.num_heads)], 1)
+            full = (labels != -100).all(1)
             accepted += hits[full].int().cumprod(1).sum(1).tolist()
-        return acceptance_summary(accepted, k)
+        return acceptance_summary(accepted, self.num_heads)
 
 
-def chain_acceptance(hits: torch.Tensor, first: int, depth: int) -> list[int]:
+# EAGLE-3 keeps the 32k most frequent of Llama-3's 128k tokens. SmolLM2's 49k vocabulary would allow a
+# quarter, 12,288, but its training answers use fewer distinct tokens than that (~5k in 263 answers):
+# the draft vocabulary is every token the target chose in the training answers, at most 8,192 (the
+# tokens every other family's loss scores), so none it could learn to draft is left out.
+DRAFT_VOCAB = 8192
+
+
+class Eagle3Family(EagleFamily):
+    """The EAGLE-3 head: `fc` fuses the target's low/mid/high states (`eagle3_layers`); the midlayer
+    reads (embedding of token t+1, fused state t) and its own norm and LM head rank a draft
+    vocabulary of the target's most frequent tokens (d2t/t2d, sorted by id as EAGLE-3's code
+    does). Training-time test (SafeAILab/EAGLE traineagle3): the head is unrolled for 7 steps,
+    step k reading its own step k-1 outputs and the answer's tokens shifted by k, at positions
+    shifted by k, attending as `ttt_mask` says; the loss is sum 0.8^k x cross-entropy against the
+    target's greedy token k+2 positions ahead, on positions whose label is in the draft
+    vocabulary (EAGLE-3 masks the rest). Steps 1..6 continue 64 random rows of the conversation,
+    not all (exact for those rows: a row's later steps read only step 0's rows and its own), so a
+    step costs ~3x less for the same step-0 signal. No feature regression (EAGLE-3 drops it). EAGLE-3's
+    code distils the target's distribution over the draft vocabulary; on greedy self-distilled
+    data its argmax is the label used here. Random init, AdamW at 5e-4 as for EAGLE; one
+    conversation a step (unrolled 7 times it costs as much as several of EAGLE's: on a CPU budget
+    more, smaller steps learn faster)."""
+
+    name, conversations, ttt_steps, deep_rows = "eagle3", 1, 7, 64
+
+    def layers(self, model) -> tuple[int, ...]:
+        from specatlas.impls.heads import eagle3_layers
+
+        return eagle3_layers(model.config.num_hidden_layers)
+
+    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+        from specatlas.impls.heads import Eagle3Head, LayerConfig
+
+        model = loaded.model
+        layers = self.layers(model)
+        vocab, hidden = model.config.vocab_size, model.config.hidden_size
+        embed = model.model.embed_tokens.weight.detach()
+        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        used = frequency_ranked(features, train_ids, vocab)[:DRAFT_VOCAB].sort().values
+        head = Eagle3Head(LayerConfig.from_dict(model.config.to_dict()), hidden, vocab, len(used))
+        head.d2t.copy_(used - torch.arange(len(used)))
+        head.t2d.zero_()
+        head.t2d[used] = True
+        draft_id = torch.full((vocab,), -100, dtype=torch.long)  # target id -> draft id (-100: not draftable)
+        draft_id[used] = torch.arange(len(used))
+        start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
+        fused = lambda c: torch.cat([features.hidden[layer][c] for layer in layers], -1).float()  # noqa: E731
+        optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr, weight_decay=0.0, betas=(0.9, 0.95))
+        generator = torch.Generator().manual_seed(seed)
+
+        def batches(step):
+            picked = [train_ids[i] for i in torch.randperm(len(train_ids), generator=generator)[: self.conversations]]
+            width = max(len(features.tokens[c]) for c in picked) - 1
+            tokens = torch.zeros(len(picked), width + self.ttt_steps, dtype=torch.long)  # room for the shifts
+            feats = torch.zeros(len(picked), width, 3 * hidden)
+            labels = torch.full((len(picked), width + self.ttt_steps), -100, dtype=torch.long)
+            for row, c in enumerate(picked):
+                length = len(features.tokens[c]) - 1
+                tokens[row, :length] = features.tokens[c][1:]
+                feats[row, :length] = fused(c)[:-1]
+                labels[row, start:length] = draft_id[features.greedy[c][start + 1 :]]
+            trained = torch.arange(start, width)
+            deep = trained[torch.randperm(len(trained), generator=generator)[: self.deep_rows]].sort().values
+            return tokens, feats, labels, deep
+
+        def loss_fn(batch):
+            tokens, states, labels, deep = batch
+            loss = 0.0
+            for k, (rows, predicted) in enumerate(training_time_test(head, tokens, states, embed, self.ttt_steps, deep)):
+                wanted = labels[:, rows + k]  # row t, step k: the target's greedy token t+k+2
+                if (wanted != -100).any():
+                    loss = loss + 0.8**k * F.cross_entropy(head.logits(predicted)[wanted != -100], wanted[wanted != -100])
+            return loss
+
+        state = train_loop(head, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes,
+                           steps or self.default_steps, progress)
+        accuracy = chain_acceptance(features, test_ids, embed, self.steps_evaluated, fused,
+                                    lambda *args: head.hidden(*args),
+                                    lambda predicted: head.to_target(head.logits(predicted).argmax(-1)))
+        return finish(self.name, head, loaded, features, train_ids, test_ids, state, accuracy, output, command, {})
+
+
+def training_time_test(head, tokens, states, embed, steps: int, deep: torch.Tensor | None = None):
+    """EAGLE-3's training-time test: (row indices, the head's outputs [B, len(rows), H]) at each of
+    `steps` draft steps. Row t of step k reads token t+k+1 (`tokens` [B, rows + steps - 1]) and
+    its own step k-1 output (step 0: the target's fused states `states` [B, rows, 3H]) at position
+    t+k, attending as `ttt_mask` says (`StepCache` computes that sparsely): exactly what drafting a
+    chain from row t computes. Steps after the first continue only the rows `deep` (all if None)."""
+    from specatlas.impls.heads import StepCache
+
+    rows, cache = torch.arange(states.shape[1]), StepCache()
+    for k in range(steps):
+        if k == 1 and deep is not None:
+            rows, states, cache.rows = deep, states[:, deep], deep
+        states = head.hidden(F.embedding(tokens[:, rows + k], embed), states, rows[None] + k, cache)
+        yield rows, states
+
+
+class FrSpecFamily(Family):
+    """FR-Spec's token ranking, not a head: the target's greedy answer tokens of the training
+    conversations counted, the most frequent quarter of the vocabulary kept (FR-Spec's 32k of
+    128k; fewer when the answers use fewer distinct tokens), end-of-sequence ids always in
+    (thunlp/FR-Spec fr.py does the same), saved as FR-Spec's `freq_{V}.pt` (a list of token ids,
+    most frequent first) beside the EAGLE head that FR-Spec drafts with."""
+
+    name, folder = "fr-spec", "eagle"
+
+    def layers(self, model) -> tuple[int, ...]:
+        return ()
+
+    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+        from specatlas.impls.methods_heads import FR_SPEC_FRACTION
+        from specatlas.impls.models import eos_ids
+
+        vocab = loaded.model.config.vocab_size
+        size = vocab // FR_SPEC_FRACTION
+        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        ranked = frequency_ranked(features, train_ids, vocab)[:size].tolist()
+        missing = sorted(eos_ids(loaded.model, loaded.tokenizer) - set(ranked))
+        ranked = ranked[: size - len(missing)] + missing
+        output = Path(output)
+        output.mkdir(parents=True, exist_ok=True)
+        torch.save(ranked, output / f"freq_{size}.pt")
+        held = torch.cat([features.greedy[c][features.prompt_lengths[c] - 1 :] for c in test_ids])
+        covered = float(torch.isin(held, torch.tensor(ranked)).float().mean())
+        return f"{len(ranked)} token ids in freq_{size}.pt; they cover {covered:.2%} of the held-out answer tokens"
+
+
+def run_lengths(hits: torch.Tensor, first: int, depth: int) -> list[int]:
     """`hits[t]`: the drafter's top-1 after position t is the target's greedy token there, with
     the greedy text as context. On the target's greedy answer that is exactly what a top-1 chain
     sees while its drafts are accepted, so the chain started at t keeps the run of hits from t.
@@ -500,7 +711,7 @@ class KangarooFamily(Family):
 
     @torch.no_grad()
     def evaluate(self, adapter, features, conversations, lm_weight) -> dict:
-        """Top-1 chain acceptance on held-out answers (see `chain_acceptance`), without the
+        """Top-1 chain acceptance on held-out answers (see `run_lengths`), without the
         confidence exit: the drafter's own acceptance at each depth up to the paper's 6."""
         from specatlas.impls.heads import VocabularyHead
 
@@ -508,7 +719,7 @@ class KangarooFamily(Family):
         for c in conversations:
             exits = features.hidden[self.exit_layer][c].float()
             drafted = head(adapter(exits[None], torch.arange(len(exits))[None])[0]).argmax(-1)
-            accepted += chain_acceptance(drafted == features.greedy[c], features.prompt_lengths[c] - 1, self.steps_evaluated)
+            accepted += run_lengths(drafted == features.greedy[c], features.prompt_lengths[c] - 1, self.steps_evaluated)
         return acceptance_summary(accepted, self.steps_evaluated)
 
 
@@ -602,11 +813,11 @@ class DistillFamily(Family):
 
     @torch.no_grad()
     def evaluate(self, drafter, features, conversations) -> dict:
-        """Top-1 chain acceptance of the drafter on held-out answers (see `chain_acceptance`)."""
+        """Top-1 chain acceptance of the drafter on held-out answers (see `run_lengths`)."""
         accepted = []
         for c in conversations:
             drafted = drafter(input_ids=features.tokens[c][None]).logits[0].argmax(-1)
-            accepted += chain_acceptance(drafted == features.greedy[c], features.prompt_lengths[c] - 1, self.steps_evaluated)
+            accepted += run_lengths(drafted == features.greedy[c], features.prompt_lengths[c] - 1, self.steps_evaluated)
         return acceptance_summary(accepted, self.steps_evaluated)
 
 
@@ -615,13 +826,15 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.long().cumsum(1) - 1).clamp(min=0)
 
 
-FAMILIES: dict[str, Family] = {"medusa": MedusaFamily(), "eagle": EagleFamily(), "kangaroo": KangarooFamily(),
-                               "distillspec": DistillFamily()}
+FAMILIES: dict[str, Family] = {family.name: family for family in
+                               (MedusaFamily(), HydraFamily(), EagleFamily(), Eagle3Family(), FrSpecFamily(),
+                                KangarooFamily(), DistillFamily())}
 
 
 def default_output(family: str, model_name: str) -> Path:
     from specatlas.impls.models import EMBEDDED
 
     if model_name == EMBEDDED:
-        return Path(__file__).resolve().parent / "trained_heads" / f"{EMBEDDED}-{family}"
-    return Path.cwd() / f"{family}-head"
+        folder = FAMILIES[family].folder or family
+        return Path(__file__).resolve().parent / "trained_heads" / f"{EMBEDDED}-{folder}"
+    return Path.cwd() / f"{FAMILIES[family].folder or family}-head"

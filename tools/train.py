@@ -4,6 +4,9 @@
     specatlas train eagle --budget-minutes 40   # the EAGLE-1/2 head
     specatlas train kangaroo                    # Kangaroo's adapter on the target's exit after layer 2
     specatlas train distillspec                 # DistillSpec: the target's first 2 layers, distilled (the default drafter)
+    specatlas train hydra                       # Hydra's sequentially dependent heads
+    specatlas train eagle3                      # the EAGLE-3 head (training-time test)
+    specatlas train fr-spec                     # FR-Spec's token ranking, beside the EAGLE head (seconds)
     specatlas train medusa --data-only          # only build (or finish building) the cached data
 
 Data (the target's greedy answers to this project's prompt corpus, specatlas/train_prompts.py, and
@@ -26,6 +29,9 @@ TRAINABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "li2024eagle": ("eagle", ("eagle", "eagle-1", "eagle2", "eagle-2", "li2024eagle2")),
     "liu2024kangaroo": ("kangaroo", ("kangaroo",)),
     "zhou2024distillspec": ("distillspec", ("distillspec",)),
+    "ankner2024hydra": ("hydra", ("hydra",)),
+    "li2025eagle": ("eagle3", ("eagle3", "eagle-3")),
+    "zhao2025fr": ("fr-spec", ("fr-spec", "frspec")),  # the token ranking FR-Spec drafts from, beside the EAGLE head
 }
 
 

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specatlas.impls.checkpoints import CheckpointError, load, save
-from specatlas.impls.heads import Eagle3Head, EagleHead, HeadCache, LayerConfig, MedusaHeads
+from specatlas.impls.checkpoints import CheckpointError, _read_weights, load, save
+from specatlas.impls.heads import Eagle3Head, EagleHead, HeadCache, HydraHeads, LayerConfig, MedusaHeads
 from tests.impls.toy import tiny_llama
 
 H, V, HEADS, KV, HD, I = 32, 16, 4, 2, 8, 64  # tiny_llama's sizes
@@ -59,6 +59,24 @@ def medusa_weights(heads=3, own_vocab=True):
         if own_vocab:
             out[f"{k}.1.weight"] = torch.randn(V, H)
     return out
+
+
+def hydra_weights(heads=3, own_vocab=True):
+    """zankner/Hydra HydraMLP's state dict (grounded heads, one layer): head k's first ResBlock
+    reads (k + 2) x H and has a res_connection projection; hydra_lm_head.{k} has a bias."""
+    out = {}
+    for k in range(heads):
+        width = (k + 2) * H
+        out[f"hydra_mlp.{k}.0.linear.weight"], out[f"hydra_mlp.{k}.0.linear.bias"] = torch.randn(H, width) * 0.2, torch.randn(H) * 0.1
+        out[f"hydra_mlp.{k}.0.res_connection.weight"] = torch.randn(H, width) * 0.2
+        out[f"hydra_mlp.{k}.0.res_connection.bias"] = torch.randn(H) * 0.1
+        if own_vocab:
+            out[f"hydra_lm_head.{k}.weight"], out[f"hydra_lm_head.{k}.bias"] = torch.randn(V, H), torch.randn(V)
+    return out
+
+
+HYDRA_CONFIG = {"hydra_num_heads": 3, "hydra_num_layers": 1, "hydra_head_arch": "mlp", "grounded_heads": True,
+                "hidden_state_offset": 0, "base_model_name_or_path": "org/tiny"}
 
 
 def write(folder, config, weights, name):
@@ -148,6 +166,33 @@ def test_medusa_v1_and_v2_published_layouts(tmp_path, target, name):
     torch.testing.assert_close(v2.head(x, target.lm_head.weight)[1], target.lm_head(block))
 
 
+@pytest.mark.parametrize("own_vocab", [True, False])
+def test_hydra_published_layout_computes_hydras_heads(tmp_path, target, own_vocab):
+    weights = hydra_weights(own_vocab=own_vocab)
+    ckpt = load(write(tmp_path / "h", HYDRA_CONFIG, weights, "hydra_lm_head.pt"), target, "tiny")
+    assert (ckpt.family, ckpt.layout, len(ckpt.head), ckpt.hidden_layers) == \
+        ("hydra", "hydra" if own_vocab else "hydra-shared-lm-head", 3, (6,))
+    hidden, embeds = torch.randn(2, H), torch.randn(2, 3, H)  # head 2 reads the hidden state and 3 embeddings
+    x = torch.cat([hidden, embeds.flatten(1)], -1)
+    linear = torch.nn.functional.linear
+    block = linear(x, weights["hydra_mlp.2.0.res_connection.weight"], weights["hydra_mlp.2.0.res_connection.bias"]) + \
+        torch.nn.functional.silu(linear(x, weights["hydra_mlp.2.0.linear.weight"], weights["hydra_mlp.2.0.linear.bias"]))
+    expected = linear(block, weights["hydra_lm_head.2.weight"], weights["hydra_lm_head.2.bias"]) if own_vocab else \
+        target.lm_head(block)
+    got = ckpt.head.logits(2, ckpt.head.features(2, hidden, embeds), target.lm_head.weight)
+    torch.testing.assert_close(got, expected)
+
+
+def test_unsupported_hydra_heads_fail_clearly(tmp_path, target):
+    config = HYDRA_CONFIG | {"hydra_head_arch": "prefix-mlp"}
+    with pytest.raises(CheckpointError, match="arch 'prefix-mlp'.* not supported"):
+        load(write(tmp_path / "p", config, hydra_weights(), "hydra_lm_head.pt"), target)
+    weights = hydra_weights()
+    del weights["hydra_mlp.1.0.res_connection.bias"]
+    with pytest.raises(CheckpointError, match="missing keys: hydra_mlp.1.0.res_connection.bias"):
+        load(write(tmp_path / "m", HYDRA_CONFIG, weights, "hydra_lm_head.pt"), target)
+
+
 def test_medusa_vllm_layout(tmp_path, target):
     weights = {}
     for k, (key, value) in enumerate(sorted(medusa_weights().items())):
@@ -195,27 +240,34 @@ def test_unreadable_sources_fail_clearly(tmp_path, target):
     with pytest.raises(CheckpointError, match="no weights"):
         load(tmp_path / "empty", target)
     write(tmp_path / "other", {}, {"encoder.weight": torch.ones(2)}, "model.safetensors")
-    with pytest.raises(CheckpointError, match="not a Medusa, EAGLE, EAGLE-3, Kangaroo or DistillSpec checkpoint"):
+    with pytest.raises(CheckpointError, match="not a Medusa, Hydra, EAGLE, EAGLE-3, Kangaroo or DistillSpec checkpoint"):
         load(tmp_path / "other", target)
 
 
-@pytest.mark.parametrize("family", ["medusa", "eagle", "eagle3"])
+def outputs(family, head, lm_head, x, features):
+    """What a head computes from (x, features), whatever its family's calling convention."""
+    if family == "medusa":
+        return head(x, lm_head.weight)
+    if family == "hydra":
+        embeds = features[..., None, :].expand(*features.shape[:-1], len(head), features.shape[-1])
+        return [head.logits(k, head.features(k, x, embeds[..., : k + 1, :]), lm_head.weight) for k in range(len(head))]
+    return head(x, features, torch.arange(x.shape[1])[None])
+
+
+@pytest.mark.parametrize("family", ["medusa", "hydra", "eagle", "eagle3"])
 def test_save_in_published_layout_then_load_gives_the_same_outputs(tmp_path, target, family):
     torch.manual_seed(0)
     layer = LayerConfig.from_dict(llama_config())
-    head = {"medusa": lambda: MedusaHeads(H, 3), "eagle": lambda: EagleHead(layer),
+    head = {"medusa": lambda: MedusaHeads(H, 3), "hydra": lambda: HydraHeads(H, 3), "eagle": lambda: EagleHead(layer),
             "eagle3": lambda: Eagle3Head(layer, H, V, 8)}[family]()
     for parameter in head.parameters():  # away from the zero init, and exactly representable in float16
         parameter.data = (torch.randn_like(parameter) * 0.3).half().float()
     save(head, family, tmp_path / family, target, base_model="tiny")
     loaded = load(tmp_path / family, target, "tiny")
     assert loaded.family == family
-    x = torch.randn(1, 4, H)
-    if family == "medusa":
-        torch.testing.assert_close(loaded.head(x, target.lm_head.weight), head(x, target.lm_head.weight))
-    else:
-        features = torch.randn(1, 4, 3 * H if family == "eagle3" else H)
-        torch.testing.assert_close(loaded.head(x, features, torch.arange(4)[None]), head(x, features, torch.arange(4)[None]))
+    x, features = torch.randn(1, 4, H), torch.randn(1, 4, 3 * H if family == "eagle3" else H)
+    torch.testing.assert_close(outputs(family, loaded.head, target.lm_head, x, features),
+                               outputs(family, head, target.lm_head, x, features))
 
 
 @pytest.mark.model
@@ -250,19 +302,14 @@ def test_shipped_heads_load_and_round_trip_through_the_published_layout(tmp_path
     config = json.loads((folder / "config.json").read_text())
     target = ShapeOnlyTarget(config)
     shipped = load(folder, target, config["base_model_name_or_path"])
-    from safetensors.torch import load_file
-
-    stored = load_file(str(next(folder.glob("*.safetensors"))))
+    stored = _read_weights(folder)
     assert all(value.dtype in (torch.float16, torch.int64, torch.bool) for value in stored.values())
     for key, value in shipped.head.state_dict().items():
         assert torch.equal(value.to(stored[key].dtype), stored[key]), key
     save(shipped.head, shipped.family, tmp_path / "again", target, config["base_model_name_or_path"])
     again = load(tmp_path / "again", target, config["base_model_name_or_path"])
-    x = torch.randn(1, 3, config["hidden_size"])
-    if shipped.family == "medusa":
-        torch.testing.assert_close(again.head(x, target.lm_head.weight), shipped.head(x, target.lm_head.weight))
-    else:
-        args = (x, torch.randn(1, 3, config["hidden_size"]), torch.arange(3)[None])
-        torch.testing.assert_close(again.head(*args), shipped.head(*args))
+    x, features = torch.randn(1, 3, config["hidden_size"]), torch.randn(1, 3, config["hidden_size"])
+    torch.testing.assert_close(outputs(shipped.family, again.head, target.lm_head, x, features),
+                               outputs(shipped.family, shipped.head, target.lm_head, x, features))
     card = (folder / "README.md").read_text()
     assert "specatlas train" in card and "Held-out mean accepted tokens" in card

@@ -1,5 +1,5 @@
-"""Medusa, EAGLE and EAGLE-2 drafters: exact output distribution on the toy model with tiny heads,
-typical acceptance held to its own rule, greedy identity on the embedded model."""
+"""Medusa, Hydra, EAGLE, EAGLE-2, EAGLE-3 and FR-Spec drafters: exact output distribution on the toy
+model with tiny heads, typical acceptance held to its own rule, greedy identity on the embedded model."""
 
 import pytest
 import torch
@@ -7,14 +7,17 @@ import torch
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import FixedLength
 from specatlas.impls.drafting import Draft
-from specatlas.impls.heads import EagleHead, LayerConfig, MedusaHeads
-from specatlas.impls.methods_heads import BLOCKWISE_CHAIN, EagleDrafter, MedusaDrafter, TopKAcceptance, TypicalAcceptance
+from specatlas.impls.heads import Eagle3Head, EagleHead, HydraHeads, LayerConfig, MedusaHeads
+from specatlas.impls.methods_heads import (BLOCKWISE_CHAIN, Eagle3Drafter, EagleDrafter, HydraDrafter, MedusaDrafter,
+                                          TopKAcceptance, TypicalAcceptance)
 from specatlas.impls.sampling import Randomness, Sampling
 from specatlas.impls.verification import RejectionSampling
 
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution
 
 PROMPT = [1, 2, 1]
+KINDS = ["medusa", "blockwise", "hydra", "eagle", "eagle2", "eagle3", "fr-spec"]
+SMALL_TREE = ((0,), (1,), (0, 0), (0, 1), (1, 0))
 
 
 def random_(module, seed):
@@ -34,13 +37,21 @@ def toy_drafter(kind):
     config = LayerConfig(hidden_size=VOCAB, intermediate_size=8, num_attention_heads=2, num_key_value_heads=1,
                          head_dim=2, rms_norm_eps=1e-6, rope_theta=10000.0)
     embed = torch.randn(VOCAB, VOCAB, generator=generator, dtype=torch.float64)
+    if kind == "hydra":
+        return HydraDrafter(random_(HydraHeads(VOCAB, 2), 3), embed, lm_head, ToyLM.LAYERS, tree=SMALL_TREE)
+    if kind == "eagle3":
+        head = random_(Eagle3Head(config, VOCAB, VOCAB, 2), 4)
+        head.d2t.copy_(torch.tensor([0, 1]))  # draft ids 0, 1 are target tokens 0, 2
+        head.t2d.copy_(torch.tensor([True, False, True]))
+        return Eagle3Drafter(head, embed, (0, 1, ToyLM.LAYERS), dynamic=(4, 3, 2))
     head = random_(EagleHead(config), 2)
     if kind == "eagle":
         return EagleDrafter(head, embed, lm_head, ToyLM.LAYERS, tree=((0,), (1,), (0, 0), (1, 0), (0, 0, 0)))
-    return EagleDrafter(head, embed, lm_head, ToyLM.LAYERS, tree=None, dynamic=(4, 3, 2))
+    vocabulary = torch.tensor([2, 0]) if kind == "fr-spec" else None  # FR-Spec: token 1 is never drafted
+    return EagleDrafter(head, embed, lm_head, ToyLM.LAYERS, tree=None, dynamic=(4, 3, 2), vocabulary=vocabulary)
 
 
-@pytest.mark.parametrize("kind", ["medusa", "blockwise", "eagle", "eagle2"])
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("sampling", [Sampling(1.0), Sampling(0.7, top_p=0.9)], ids=str)
 def test_head_drafters_with_rejection_sampling_keep_the_targets_distribution(kind, sampling):
     target, length = ToyLM(seed=5), 3
@@ -60,7 +71,7 @@ def test_head_drafters_with_rejection_sampling_keep_the_targets_distribution(kin
     assert all(drafted), "every run drafted"
 
 
-@pytest.mark.parametrize("kind", ["medusa", "blockwise", "eagle", "eagle2"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_head_drafters_greedy_equals_target_greedy_on_toy(kind):
     target = ToyLM(seed=6)
     want = SpeculativeDecoder(target).generate(PROMPT, 8).tokens
@@ -68,21 +79,50 @@ def test_head_drafters_greedy_equals_target_greedy_on_toy(kind):
     assert output.tokens == want and sum(output.stats.drafted_at) > 0
 
 
-def test_eagle2_tree_is_a_tree_of_the_best_nodes():
-    drafter = toy_drafter("eagle2")
-    target = ToyLM(seed=5)
-    seen = []
-    decoder = SpeculativeDecoder(target, drafter, draft_length=FixedLength(3))
+def proposals(kind, length=4):
+    """Every draft `kind`'s drafter proposes while decoding the toy target."""
+    drafter, seen = toy_drafter(kind), []
     original = drafter.propose
 
     def propose(*args):
-        draft = original(*args)
-        seen.append(draft)
-        return draft
+        seen.append(original(*args))
+        return seen[-1]
 
     drafter.propose = propose
-    decoder.generate(PROMPT, 4)
-    for draft in seen:
+    SpeculativeDecoder(ToyLM(seed=5), drafter, draft_length=FixedLength(3)).generate(PROMPT, length)
+    return drafter, seen
+
+
+@pytest.mark.parametrize("kind", ["eagle3", "fr-spec"])
+def test_a_draft_vocabulary_bounds_every_drafted_token(kind):
+    drafter, seen = proposals(kind)
+    assert sum(len(draft.tokens) for draft in seen) > 0
+    assert {token for draft in seen for token in draft.tokens} <= {0, 2}
+    assert drafter.vocabulary.tolist() in ([0, 2], [2, 0])
+
+
+def test_hydra_ranks_each_branch_after_its_own_tokens():
+    """Node (i, j) is the j-th candidate of head 2 given (h, E(pending), E(node i's token)): branches
+    with different first tokens get their own candidates (Medusa's would share them)."""
+    drafter = toy_drafter("hydra")
+    hidden = ToyLM(seed=5).hidden(ToyLM.LAYERS, tuple(PROMPT[:-1]))
+    drafter.state = hidden  # as `start` sets it: the state whose logits chose the pending PROMPT[-1]
+    draft = drafter.propose(PROMPT, 2, Sampling(), Randomness(0))
+    heads, embed = drafter.heads, drafter.embed_weight
+
+    def ranked(k, tokens):
+        logits = heads.logits(k, heads.features(k, hidden, embed[tokens]), drafter.lm_head_weight)
+        return logits.argsort(descending=True).tolist()
+
+    first = ranked(0, [PROMPT[-1]])
+    assert draft.tokens[:2] == first[:2] and draft.parents == [-1, -1, 0, 0, 1]
+    assert draft.tokens[2:4] == ranked(1, [PROMPT[-1], first[0]])[:2]
+    assert draft.tokens[4] == ranked(1, [PROMPT[-1], first[1]])[0]
+
+
+@pytest.mark.parametrize("kind", ["eagle2", "eagle3", "fr-spec"])
+def test_dynamic_tree_is_a_tree_of_the_best_nodes(kind):
+    for draft in proposals(kind)[1]:
         assert 0 < len(draft.tokens) <= 4 and all(parent < node for node, parent in enumerate(draft.parents))
         siblings = {}
         for token, parent in zip(draft.tokens, draft.parents):
@@ -129,7 +169,7 @@ def test_top_k_acceptance_keeps_drafts_in_the_targets_top_k():
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("method", ["medusa", "eagle", "eagle2"])
+@pytest.mark.parametrize("method", ["medusa", "hydra", "eagle", "eagle2", "eagle3", "fr_spec"])
 def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path, method):
     """Lossless whatever the head's quality: random heads saved in the published layout."""
     from specatlas.impls import methods_heads
@@ -137,13 +177,17 @@ def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path,
     from specatlas.impls.models import encode_chat, eos_ids
 
     model = embedded.model
-    family = "medusa" if method == "medusa" else "eagle"
+    family = {"eagle2": "eagle", "fr_spec": "eagle"}.get(method, method)
     config = LayerConfig.from_dict(model.config.to_dict())
-    head = MedusaHeads(config.hidden_size, 4) if family == "medusa" else EagleHead(config)
+    head = {"medusa": lambda: MedusaHeads(config.hidden_size, 4), "hydra": lambda: HydraHeads(config.hidden_size, 4),
+            "eagle": lambda: EagleHead(config),
+            "eagle3": lambda: Eagle3Head(config, config.hidden_size, model.config.vocab_size, 4096)}[family]()
     generator = torch.Generator().manual_seed(0)
     for parameter in head.parameters():
         parameter.data = torch.randn(parameter.shape, generator=generator) * 0.02
     save(head, family, tmp_path, model, base_model="smollm2-135m-instruct")
+    if method == "fr_spec":  # every fourth token id stands in for the frequency ranking
+        torch.save(list(range(0, model.config.vocab_size, 4)), tmp_path / f"freq_{model.config.vocab_size // 4}.pt")
     decoder = getattr(methods_heads, method)(model, draft_length=3, drafter_checkpoint=tmp_path)
     baseline = SpeculativeDecoder(model)
     stop = eos_ids(model, embedded.tokenizer)

@@ -64,7 +64,7 @@ def test_workers_split_the_prompts(tmp_path, loaded):
         training.read_data(tmp_path, list(range(len(PROMPTS))), (6,))
 
 
-@pytest.mark.parametrize("family", ["medusa", "eagle", "kangaroo", "distillspec"])
+@pytest.mark.parametrize("family", ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec"])
 def test_training_resumes_and_writes_a_loadable_published_checkpoint(tmp_path, loaded, family, monkeypatch):
     training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=4)
     trainer = training.FAMILIES[family]
@@ -146,3 +146,45 @@ def test_the_shipped_distilled_drafter_is_the_embedded_models_default_draft_mode
     assert decoder.drafter.describe().startswith("DistillSpec drafter (2 distilled layers of the target, its head over 12 tokens")
     for prompt in ([1], [3, 3, 0, 7], [2, 14, 9, 9, 2]):
         assert decoder.generate(prompt, 10).tokens == SpeculativeDecoder(model).generate(prompt, 10).tokens
+
+
+def test_fr_spec_ranking_is_the_training_answers_most_frequent_tokens_with_eos(tmp_path, loaded):
+    from specatlas.impls.methods_heads import frequent_tokens
+
+    training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=4)
+    features = training.read_data(tmp_path, list(range(len(PROMPTS))), ())
+    summary = training.FAMILIES["fr-spec"].train(loaded, features, tmp_path, tmp_path / "eagle", 1.0, None, 0, "x", None)
+    size = loaded.model.config.vocab_size // 4  # FR-Spec's quarter of the vocabulary
+    assert f"freq_{size}.pt" in summary and training.default_output("fr-spec", "tiny").name == "eagle-head"
+    ranked = frequent_tokens(tmp_path / "eagle", size, False).tolist()
+    train_ids, _ = training.split(len(PROMPTS))
+    expected = training.frequency_ranked(features, train_ids, 16).tolist()[:size]
+    assert 15 in ranked and len(ranked) == len(set(ranked)) <= size  # the end-of-sequence token always
+    assert ranked[: size - 1] == expected[: size - 1]
+
+
+def test_training_time_test_computes_what_drafting_a_chain_computes():
+    """Step k of the unrolled head at row t equals drafting k tokens after row t with a head cache
+    (rows 0..t fed the target's states, then one row per drafted token): the training mask and
+    positions are the ones the drafter uses."""
+    from specatlas.impls.heads import Eagle3Head, HeadCache, LayerConfig
+
+    torch.manual_seed(0)
+    config = LayerConfig(hidden_size=8, intermediate_size=16, num_attention_heads=2, num_key_value_heads=1,
+                         head_dim=4, rms_norm_eps=1e-6, rope_theta=10000.0)
+    head, embed = Eagle3Head(config, 8, 12, 6).eval(), torch.randn(12, 8)
+    rows, steps, deep = 6, 3, torch.tensor([1, 4, 5])
+    tokens, states = torch.randint(12, (1, rows + steps - 1)), torch.randn(1, rows, 24)
+    with torch.no_grad():
+        unrolled = [out for _, out in training.training_time_test(head, tokens, states, embed, steps)]
+        subset = list(training.training_time_test(head, tokens, states, embed, steps, deep))
+        assert [rows.tolist() for rows, _ in subset] == [list(range(rows)), [1, 4, 5], [1, 4, 5]]
+        for k in range(1, steps):  # continuing only some rows computes exactly their outputs among all
+            torch.testing.assert_close(subset[k][1], unrolled[k][:, deep], atol=1e-5, rtol=1e-4)
+        for t in range(rows):
+            cache = HeadCache()
+            out = head.hidden(embed[tokens[:, : t + 1]], states[:, : t + 1], torch.arange(t + 1)[None], cache)[:, -1:]
+            torch.testing.assert_close(out[0, 0], unrolled[0][0, t])
+            for k in range(1, steps):
+                out = head.hidden(embed[tokens[:, t + k : t + k + 1]], out, torch.tensor([[t + k]]), cache)
+                torch.testing.assert_close(out[0, 0], unrolled[k][0, t], atol=1e-5, rtol=1e-4)
