@@ -611,9 +611,11 @@ def training_time_test(head, tokens, states, embed, steps: int, deep: torch.Tens
 class FrSpecFamily(Family):
     """FR-Spec's token ranking, not a head: the target's greedy answer tokens of the training
     conversations counted, the most frequent quarter of the vocabulary kept (FR-Spec's 32k of
-    128k; fewer when the answers use fewer distinct tokens), end-of-sequence ids always in
-    (thunlp/FR-Spec fr.py does the same), saved as FR-Spec's `freq_{V}.pt` (a list of token ids,
-    most frequent first) beside the EAGLE head that FR-Spec drafts with."""
+    128k), end-of-sequence ids always in (thunlp/FR-Spec fr.py does the same), saved as FR-Spec's
+    `freq_{V}.pt` (a list of token ids, most frequent first) beside the EAGLE head that FR-Spec
+    drafts with. FR-Spec counts a large corpus; ours is a few hundred answers that use a few
+    thousand distinct tokens, so the tokens they never chose fill the quarter in id order: a BPE
+    vocabulary's ids follow its merge order, which tracks corpus frequency."""
 
     name, folder = "fr-spec", "eagle"
 
@@ -628,6 +630,8 @@ class FrSpecFamily(Family):
         size = vocab // FR_SPEC_FRACTION
         train_ids, test_ids = split(len(features.tokens), seed=seed)
         ranked = frequency_ranked(features, train_ids, vocab)[:size].tolist()
+        seen = set(ranked)
+        ranked += [token for token in range(vocab) if token not in seen][: size - len(ranked)]
         missing = sorted(eos_ids(loaded.model, loaded.tokenizer) - set(ranked))
         ranked = ranked[: size - len(missing)] + missing
         output = Path(output)
@@ -635,7 +639,13 @@ class FrSpecFamily(Family):
         torch.save(ranked, output / f"freq_{size}.pt")
         held = torch.cat([features.greedy[c][features.prompt_lengths[c] - 1 :] for c in test_ids])
         covered = float(torch.isin(held, torch.tensor(ranked)).float().mean())
-        return f"{len(ranked)} token ids in freq_{size}.pt; they cover {covered:.2%} of the held-out answer tokens"
+        summary = f"{len(ranked)} token ids in freq_{size}.pt; they cover {covered:.2%} of the held-out answer tokens"
+        (output / f"freq_{size}.md").write_text(
+            f"# FR-Spec token ranking for {loaded.name}\n\n{summary} ({len(test_ids)} held-out conversations); "
+            f"counted on the target's greedy answers to {len(train_ids)} conversations of this project's prompt "
+            f"corpus, then filled in id order (see `training.FrSpecFamily`).\n\nReproduce (writes this file):\n\n"
+            f"```\n{command}\n```\n", encoding="utf-8")
+        return summary
 
 
 def run_lengths(hits: torch.Tensor, first: int, depth: int) -> list[int]:
