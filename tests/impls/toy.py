@@ -72,8 +72,10 @@ class ToyLM(torch.nn.Module):
         return SimpleNamespace(logits=logits, hidden_states=hidden)
 
 
+@torch.no_grad()
 def sequence_distribution(model, prompt: list[int], length: int, sampling: Sampling) -> dict[tuple, float]:
-    """P(continuation) under plain sampling from a ToyLM, computed exactly from full prefixes."""
+    """P(continuation) under plain sampling from a model with `next_logits(prefix)` (a ToyLM, or a
+    real transformer through `FullPrefix`), computed exactly from full prefixes."""
     out = {}
     for continuation in product(range(VOCAB), repeat=length):
         probability, prefix = 1.0, tuple(prompt)
