@@ -166,8 +166,9 @@ def split(count: int, held_out: float = 0.1, seed: int = 0) -> tuple[list[int], 
     return sorted(order[cut:]), sorted(order[:cut])
 
 
-def common_prefix(sequences: list[list[int]]) -> int:
+def shared_prompt_prefix(features: Features) -> int:
     """Length of the prefix every prompt shares (the chat template's system turn): not worth training on."""
+    sequences = [tokens[:length].tolist() for tokens, length in zip(features.tokens, features.prompt_lengths)]
     first, length = sequences[0], len(sequences[0])
     for other in sequences[1:]:
         length = next((i for i, (a, b) in enumerate(zip(first[:length], other)) if a != b), min(length, len(other)))
@@ -271,7 +272,7 @@ class MedusaFamily(Family):
         hidden, lm_weight = model.config.hidden_size, model.lm_head.weight.detach()
         heads = MedusaHeads(hidden, self.num_heads)
         train_ids, test_ids = split(len(features.tokens), seed=seed)
-        start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
+        start = shared_prompt_prefix(features)
         rows, labels = self._table(features, train_ids, start, final)
         steps = steps or self.default_steps
         optimizer = torch.optim.AdamW(heads.parameters(), lr=self.lr, weight_decay=0.0)
@@ -365,7 +366,7 @@ class EagleFamily(Family):
         head = EagleHead(LayerConfig.from_dict(model.config.to_dict()))
         embed, lm_weight = model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
         train_ids, test_ids = split(len(features.tokens), seed=seed)
-        start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
+        start = shared_prompt_prefix(features)
         steps = steps or self.default_steps
         optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr, weight_decay=0.0, betas=(0.9, 0.95))
         generator = torch.Generator().manual_seed(seed)
@@ -461,7 +462,7 @@ class HydraFamily(Family):
         embed, lm_weight = model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
         heads = HydraHeads(model.config.hidden_size, self.num_heads)
         train_ids, test_ids = split(len(features.tokens), seed=seed)
-        start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
+        start = shared_prompt_prefix(features)
         rows, inputs, labels = self._table(features, train_ids, start, final)
         optimizer = torch.optim.AdamW(heads.parameters(), lr=self.lr, weight_decay=0.0)
         generator = torch.Generator().manual_seed(seed)
@@ -555,7 +556,7 @@ class Eagle3Family(EagleFamily):
         head.t2d[used] = True
         draft_id = torch.full((vocab,), -100, dtype=torch.long)  # target id -> draft id (-100: not draftable)
         draft_id[used] = torch.arange(len(used))
-        start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
+        start = shared_prompt_prefix(features)
         fused = lambda c: torch.cat([features.hidden[layer][c] for layer in layers], -1).float()  # noqa: E731
         optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr, weight_decay=0.0, betas=(0.9, 0.95))
         generator = torch.Generator().manual_seed(seed)
@@ -689,8 +690,8 @@ class KangarooFamily(Family):
         model = loaded.model
         final, lm_weight = model.config.num_hidden_layers, model.lm_head.weight.detach()
         train_ids, test_ids = split(len(features.tokens), seed=seed)
-        start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
-        vocabulary = frequency_ranked(features, train_ids, lm_weight.shape[0])[:LOSS_VOCAB]
+        start = shared_prompt_prefix(features)
+        vocabulary = loss_vocabulary(features, train_ids, lm_weight).frequent
         adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight.detach(),
                                   len(vocabulary))
         adapter.draft_vocab.copy_(vocabulary)
@@ -758,8 +759,8 @@ class DistillFamily(Family):
         model = loaded.model
         final, lm_weight = model.config.num_hidden_layers, model.lm_head.weight.detach()
         train_ids, test_ids = split(len(features.tokens), seed=seed)
-        start = common_prefix([features.tokens[c][: features.prompt_lengths[c]].tolist() for c in range(len(features.tokens))])
-        vocabulary = frequency_ranked(features, train_ids, lm_weight.shape[0])[:LOSS_VOCAB]
+        start = shared_prompt_prefix(features)
+        vocabulary = loss_vocabulary(features, train_ids, lm_weight).frequent
         student = DraftLayers.from_target(model, self.num_layers, vocabulary).train().requires_grad_(True)
         drafter, head = student.drafter(model), lm_weight[vocabulary]
         untrained = self.evaluate(drafter, features, test_ids)
