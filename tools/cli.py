@@ -25,6 +25,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class CommandError(Exception):
+    """A command refusing or failing cleanly: `main` prints `specatlas COMMAND: message` and exits
+    with `status` (2: bad input, 1: the work itself failed), never a traceback."""
+
+    def __init__(self, message: str, status: int = 2):
+        super().__init__(message)
+        self.status = status
+
+
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="specatlas",
@@ -45,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(argv).parse_args(argv)
     try:
         return int(importlib.import_module(args._module).execute(args) or 0)
+    except CommandError as exc:
+        print(f"specatlas {args.command}: {exc}", file=sys.stderr)
+        return exc.status
     except KeyboardInterrupt:
         print("specatlas: interrupted", file=sys.stderr)
         return 130

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from specatlas.cli import CommandError
+
 # Our own instructions, varied in task and register: (template, subjects).
 TASKS: list[tuple[str, tuple[str, ...]]] = [
     ('Write a short blog post about {}.', (
@@ -132,10 +134,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     if not args.inputs and not args.self_generate:
-        return _fail("give corpus files, --self-generate, or both")
+        raise CommandError("give corpus files, --self-generate, or both")
     missing = [str(path) for path in args.inputs if not path.is_file()]
     if missing:
-        return _fail(f"no such file: {', '.join(missing)}")
+        raise CommandError(f"no such file: {', '.join(missing)}")
     from specatlas.impls.methods_retrieval import DEFAULT_DATASTORE
     from specatlas.impls.models import EMBEDDED, ModelLoadError, load_model
     from specatlas.impls.retrieval import Datastore
@@ -143,7 +145,7 @@ def execute(args: argparse.Namespace) -> int:
     output = args.output
     if output is None:
         if not (args.self_generate and not args.inputs and args.model in (None, EMBEDDED)):
-            return _fail("--output is required unless rebuilding the embedded model's default datastore")
+            raise CommandError("--output is required unless rebuilding the embedded model's default datastore")
         output = DEFAULT_DATASTORE
     from specatlas.fsutil import WriteError, writable_dir
 
@@ -151,9 +153,9 @@ def execute(args: argparse.Namespace) -> int:
         writable_dir(Path(output).parent, "output folder")  # before the model and the corpus pass
         loaded = load_model(args.model)
     except WriteError as exc:
-        return _fail(str(exc), status=1)
+        raise CommandError(str(exc), status=1)
     except ModelLoadError as exc:
-        return _fail(str(exc), status=1)
+        raise CommandError(str(exc), status=1)
     tokenizer, started = loaded.tokenizer, time.perf_counter()
     documents = [tokenizer(text, add_special_tokens=False).input_ids for path in args.inputs for text in read_corpus(path)]
     meta = {"model": loaded.name, "vocab_size": loaded.model.config.vocab_size,
@@ -168,7 +170,7 @@ def execute(args: argparse.Namespace) -> int:
     try:
         datastore.save(output)
     except WriteError as exc:
-        return _fail(str(exc), status=1)
+        raise CommandError(str(exc), status=1)
     print(f"wrote {output}: {len(documents)} documents, {len(datastore)} tokens "
           f"({time.perf_counter() - started:.1f}s)", file=sys.stderr)
     return 0
@@ -218,7 +220,3 @@ def self_generate(loaded, max_new_tokens: int, batch_size: int) -> list[list[int
         print(f"  generated {len(documents)}/{len(prompts)}", file=sys.stderr)
     return documents
 
-
-def _fail(message: str, status: int = 2) -> int:
-    print(f"specatlas datastore: {message}", file=sys.stderr)
-    return status

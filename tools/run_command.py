@@ -16,6 +16,7 @@ import resource
 import sys
 from pathlib import Path
 
+from specatlas.cli import CommandError
 from specatlas.paths import papers_dir
 
 # Bounds on what a user can mean. Beyond them a value is a typo (1e9 for 1.0) or an attack, and
@@ -40,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-k", type=int, default=0, help="0 (default): no top-k cut")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", help="local HF folder or hub id (default: the embedded SmolLM2-135M-Instruct)")
-    parser.add_argument("--draft-model", help="drafter for methods with a draft model (default: a shallow slice of the target)")
+    parser.add_argument("--draft-model", help="drafter for methods with a draft model (default: the distilled drafter shipped for the embedded model, else a shallow slice of the target)")
     parser.add_argument("--drafter-checkpoint", help="trained draft head (folder or hub id, published Medusa/EAGLE "
                                                      "layouts) for head methods (default: the heads shipped for the embedded model)")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps")
@@ -56,13 +57,13 @@ def execute(args: argparse.Namespace) -> int:
 
     spec = resolve(args.method)
     if spec is None:
-        return _unknown_method(args.method, all_names(), implemented_ids())
+        _unknown_method(args.method, all_names(), implemented_ids())
     problem = _check_numbers(args)
     if problem:
-        return _fail(problem)
+        raise CommandError(problem)
     prompt_text, problem = read_prompt(args)
     if problem:
-        return _fail(problem)
+        raise CommandError(problem)
 
     from specatlas.impls.decoding import room_after
     from specatlas.impls.kv import Unsupported
@@ -81,7 +82,7 @@ def execute(args: argparse.Namespace) -> int:
         head = {"drafter_checkpoint": args.drafter_checkpoint} if args.drafter_checkpoint and spec.trained_head else {}
         decoder = spec.build(target.model, draft.model if draft else None, draft_length=args.draft_length, **head)
     except ModelLoadError as exc:
-        return _fail(str(exc), status=1)
+        raise CommandError(str(exc), status=1)
 
     drafter = decoder.drafter.describe() if decoder.drafter else "none"
     policy = policy_label(args.draft_length)
@@ -97,7 +98,7 @@ def execute(args: argparse.Namespace) -> int:
     try:  # before the header, so that the error is the only line
         room_after(target.model, prompt, args.max_new_tokens)
     except Unsupported as exc:
-        return _fail(str(exc))
+        raise CommandError(str(exc))
     stream = None if args.json else TextStream(target.tokenizer)
     if stream:
         print(header, file=sys.stderr)
@@ -105,7 +106,7 @@ def execute(args: argparse.Namespace) -> int:
         output = decoder.generate(prompt, args.max_new_tokens, sampling, Randomness(args.seed),
                                   stop=eos_ids(target.model, target.tokenizer), on_tokens=stream and stream.add)
     except Unsupported as exc:  # e.g. a tree draft on sliding-window layers
-        return _fail(str(exc))
+        raise CommandError(str(exc))
     stats = output.stats
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     if args.json:
@@ -196,16 +197,12 @@ def read_prompt(args) -> tuple[str, str | None]:
     return text, None
 
 
-def _unknown_method(name: str, names: list[str], implemented: list[str]) -> int:
+def _unknown_method(name: str, names: list[str], implemented: list[str]) -> None:
     listing = ", ".join(implemented)
     if (papers_dir() / f"{name}.yaml").is_file():
-        return _fail(f"{name} is cataloged but has no reference implementation yet; implemented: {listing}")
+        raise CommandError(f"{name} is cataloged but has no reference implementation yet; implemented: {listing}")
     cataloged = [path.stem for path in papers_dir().glob("*.yaml")]
     close = difflib.get_close_matches(name.lower(), names + cataloged, n=3, cutoff=0.6)
     hint = f"; closest: {', '.join(close)}" if close else ""
-    return _fail(f"unknown method {name!r}{hint}; implemented: {listing}")
+    raise CommandError(f"unknown method {name!r}{hint}; implemented: {listing}")
 
-
-def _fail(message: str, status: int = 2) -> int:
-    print(f"specatlas run: {message}", file=sys.stderr)
-    return status

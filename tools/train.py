@@ -23,6 +23,8 @@ import difflib
 import sys
 from pathlib import Path
 
+from specatlas.cli import CommandError
+
 # paper id -> (head family, aliases)
 TRAINABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "cai2024medusa": ("medusa", ("medusa", "medusa-2")),
@@ -63,12 +65,12 @@ def execute(args: argparse.Namespace) -> int:
         names = [n for paper_id, (_, aliases) in TRAINABLE.items() for n in (paper_id, *aliases)]
         close = difflib.get_close_matches(args.method.lower(), names, n=3, cutoff=0.5)
         hint = f"; closest: {', '.join(close)}" if close else ""
-        return _fail(f"no trainable head for {args.method!r}{hint}; trainable: {', '.join(TRAINABLE)}")
+        raise CommandError(f"no trainable head for {args.method!r}{hint}; trainable: {', '.join(TRAINABLE)}")
     if args.budget_minutes <= 0 or args.max_new_tokens < 1 or args.batch_size < 1 or (args.prompts or 1) < 1:
-        return _fail("--budget-minutes, --max-new-tokens, --batch-size and --prompts must be positive")
+        raise CommandError("--budget-minutes, --max-new-tokens, --batch-size and --prompts must be positive")
     worker = args.worker.split("/")
     if len(worker) != 2 or not all(part.isdigit() for part in worker) or not int(worker[0]) < int(worker[1]):
-        return _fail(f"--worker must be I/N with 0 <= I < N, got {args.worker!r}")
+        raise CommandError(f"--worker must be I/N with 0 <= I < N, got {args.worker!r}")
 
     import torch
     from tqdm import tqdm
@@ -82,7 +84,7 @@ def execute(args: argparse.Namespace) -> int:
     try:
         loaded = load_model(args.model, pick_device(args.device), torch.float32)
     except ModelLoadError as exc:
-        return _fail(str(exc), status=1)
+        raise CommandError(str(exc), status=1)
     folder = training.data_dir(loaded.name, PROMPTS, args.max_new_tokens)
     print(f"specatlas train: {paper} ({family}) for {loaded.name}; data in {folder}", file=sys.stderr)
     index, workers = map(int, args.worker.split("/"))
@@ -112,7 +114,3 @@ def _without_output(argv: list[str]) -> list[str]:
         kept.append(arg)
     return kept
 
-
-def _fail(message: str, status: int = 2) -> int:
-    print(f"specatlas train: {message}", file=sys.stderr)
-    return status
