@@ -44,7 +44,7 @@ def chen_speculative_sampling(target, draft_model=None, draft_length=PAPER) -> S
 
 
 def _draft_model_method(target, draft_model, draft_length, paper_depth):
-    model, label = _draft_model(target, draft_model)
+    model, label = default_draft_model(target, draft_model)
     return SpeculativeDecoder(target, ModelDrafter(model, label=label),
                               draft_length=draft_policy(target, draft_length, paper_depth))
 
@@ -61,7 +61,7 @@ def specinfer(target, draft_model=None, draft_length=PAPER) -> SpeculativeDecode
     samples without replacement when sampling); the target verifies the whole tree in one forward
     with a tree attention mask, and multi-step speculative sampling (recursive rejection over
     siblings) picks the accepted root-to-leaf path. Paper default: expansion ⟨1,1,3,1,1,1,1,1⟩."""
-    model, label = _draft_model(target, draft_model)
+    model, label = default_draft_model(target, draft_model)
     widths = SPECINFER_WIDTHS_AUTO if draft_length == COST_AWARE else SPECINFER_WIDTHS
     return SpeculativeDecoder(target, ModelDrafter(model, widths, label),
                               draft_length=draft_policy(target, draft_length, len(SPECINFER_WIDTHS), tree_nodes(widths)))
@@ -95,7 +95,8 @@ def shallow_layers(target) -> int:
     return max(1, target.config.num_hidden_layers // 5)
 
 
-def _draft_model(target, draft_model):
+def default_draft_model(target, draft_model):
+    """(drafter, what it is): `draft_model` when given, else the default for `target`."""
     if draft_model is not None:
         return draft_model, "draft model"
     # No checkpoint of the embedded model's family is small enough to be a drafter: the default is

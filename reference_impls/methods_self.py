@@ -11,7 +11,7 @@ from __future__ import annotations
 from specatlas.impls.decoding import InnerDecoder, SpeculativeDecoder
 from specatlas.impls.draft_length import FixedLength
 from specatlas.impls.drafting import PromptLookup
-from specatlas.impls.methods import PAPER, PLD_NGRAM, PLD_TOKENS, _draft_model, draft_policy
+from specatlas.impls.methods import PAPER, PLD_NGRAM, PLD_TOKENS, default_draft_model, draft_policy
 from specatlas.impls.self_speculative import (DV_MAX_DRAFT, DV_THRESHOLD, SWIFT_CANDIDATES, SWIFT_MAX_DRAFT, ExitThreshold,
                                               LayerSkip, Swift, skipped_layers)
 
@@ -45,7 +45,7 @@ def staged(target, draft_model=None, draft_length="paper", tree_nodes=STAGED_NOD
     """Spector & Ré 2023: the draft model's own decoding is speculative (prompt lookup drafts for it,
     in place of the paper's Katz-backoff n-gram model), it keeps its cache across steps, and its
     draft is verified by the target as a tree of its most probable continuations."""
-    model, label = _draft_model(target, draft_model)
+    model, label = default_draft_model(target, draft_model)
     inner = SpeculativeDecoder(model, PromptLookup(PLD_NGRAM), draft_length=FixedLength(PLD_TOKENS, "prompt lookup's"))
     policy = FixedLength(STAGED_DEPTH, "this project's") if draft_length == PAPER else draft_policy(
         target, draft_length, STAGED_DEPTH, lambda k: min(tree_nodes, 2 * k) if tree_nodes else k)

@@ -17,8 +17,7 @@ from typing import Callable
 import torch
 
 from specatlas.impls.cpu_kernels import default_kernels, packed_layers
-from specatlas.impls.methods import shallow_layers
-from specatlas.impls.models import shallow_slice
+from specatlas.impls.methods import default_draft_model
 from specatlas.impls.registry import MethodSpec
 from specatlas.impls.sampling import Randomness, Sampling
 
@@ -112,12 +111,10 @@ def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
     if peer_id == "hf-prompt-lookup":
         extra, setup = {"prompt_lookup_num_tokens": 10}, "prompt_lookup_num_tokens=10, max_matching_ngram_size=2 (default)"
     elif peer_id == "hf-assisted":
-        assistant, described = draft_model, "draft model"
-        if assistant is None:
-            layers = shallow_layers(target)
-            assistant, described = shallow_slice(target, layers), f"shallow slice of the target (first {layers} layers)"
-            # The slice shares the target's generation config, which transformers' assistant
-            # schedule mutates: give it its own.
+        assistant, described = default_draft_model(target, draft_model)
+        if draft_model is None:
+            # Our default drafter shares the target's generation config, which transformers'
+            # assistant schedule mutates: give it its own.
             assistant.generation_config = copy.deepcopy(target.generation_config)
         extra, setup = {"assistant_model": assistant}, f"assistant_model={described}, transformers' default schedule"
     else:

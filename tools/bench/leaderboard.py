@@ -236,8 +236,9 @@ def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: 
         "length, tree, window). *cost-aware*: from the target's measured forward costs and the "
         "acceptance seen so far, drafting only as far as it is expected to pay on this hardware, "
         "down to none. Peers keep their library's schedule and the baseline drafts nothing: –.",
-        "- **Drafter**: what made the drafts in this run: a draft model (here a shallow slice of the "
-        "target, when no separate drafter is given), heads, or a lookup in the prompt or a datastore.",
+        "- **Drafter**: what made the drafts in this run: a draft model (when none is given: the "
+        "distilled drafter shipped for the embedded model, else a shallow slice of the target), "
+        "heads, or a lookup in the prompt or a datastore.",
         "- **Kind**: *SpecAtlas* is this repository's reference implementation of the paper; *peer* "
         "is another library's implementation (transformers), run on the same machine, model and "
         "prompts, as a check on ours.",

@@ -48,7 +48,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "policy), 'paper', 'auto' (cost-aware) or a fixed number of draft tokens")
     parser.add_argument("--model", default=None, help="target: a hub id or local folder (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--draft-model", default=None,
-                        help="drafter for draft-model methods and hf-assisted (default: a shallow slice of the target)")
+                        help="drafter for draft-model methods and hf-assisted (default: the distilled drafter shipped for the embedded model, else a shallow slice of the target)")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, mps or auto (default)")
     parser.add_argument("--dtype", default="auto", help="float32, float16, bfloat16 or auto (default)")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default: results/ in the repository)")
