@@ -132,6 +132,7 @@ def test_kangaroo_is_lossless_and_reuses_the_shallow_rows(model, exit_layer, thr
 def test_kangaroo_stops_drafting_below_the_confidence_threshold(model):
     from specatlas.impls.sampling import Randomness, Sampling
 
+    @torch.inference_mode()  # as SpeculativeDecoder.generate runs it
     def draft(threshold):
         drafter = kangaroo_drafter(model, threshold)
         session = kv_session(model, drafter)
