@@ -21,6 +21,7 @@ from torch import nn
 
 from specatlas.impls.heads import Eagle3Head, EagleHead, HydraHeads, KangarooAdapter, LayerConfig, MedusaHeads, eagle3_layers
 
+SHIPPED_HEADS = Path(__file__).resolve().parent / "trained_heads"
 WEIGHT_FILES = ("model.safetensors", "medusa_lm_head.safetensors", "pytorch_model.bin", "medusa_lm_head.pt",
                 "hydra_lm_head.pt", "model.pt")
 
@@ -39,6 +40,10 @@ class DraftCheckpoint:
     source: str
 
     def describe(self) -> str:
+        # A shipped head is named, not located: results must not record this machine's paths.
+        path = Path(self.source).resolve()
+        if path.parent == SHIPPED_HEADS:
+            return f"{self.layout} checkpoint {path.name} (shipped)"
         return f"{self.layout} checkpoint {self.source}"
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
+from specatlas.impls.checkpoints import SHIPPED_HEADS as SHIPPED
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.drafting import Draft, Drafter
 from specatlas.impls.heads import HeadCache
@@ -30,7 +31,6 @@ from specatlas.impls.errors import ModelLoadError
 from specatlas.impls.recycling import tree_nodes
 from specatlas.impls.verification import GreedyMatch, Verifier
 
-SHIPPED = Path(__file__).resolve().parent / "trained_heads"
 
 # Medusa's tree for Vicuna-7B (`mc_sim_7b_63` in FasterDecoding/Medusa medusa_choices.py): 63 nodes,
 # depth 4; node (i, j) is head 1's (i+1)-th token followed by head 2's (j+1)-th.

@@ -312,6 +312,9 @@ def test_shipped_heads_load_and_round_trip_through_the_published_layout(tmp_path
         assert torch.equal(value.to(stored[key].dtype), stored[key]), key
     save(shipped.head, shipped.family, tmp_path / "again", target, config["base_model_name_or_path"])
     again = load(tmp_path / "again", target, config["base_model_name_or_path"])
+    # results name a shipped head without this machine's path; any other folder as the user gave it
+    assert shipped.describe() == f"{shipped.layout} checkpoint {folder.name} (shipped)"
+    assert again.describe() == f"{again.layout} checkpoint {tmp_path / 'again'}"
     x, features = torch.randn(1, 3, config["hidden_size"]), torch.randn(1, 3, config["hidden_size"])
     torch.testing.assert_close(outputs(shipped.family, again.head, target.lm_head, x, features),
                                outputs(shipped.family, shipped.head, target.lm_head, x, features))

@@ -266,6 +266,12 @@ def _lines(members: list[tuple[Run, str]]) -> list[Line]:
     return list(lines.values())
 
 
+def _breakable(cell: str) -> str:
+    """A drafter may name a path or hub id with no space in it: let it wrap after each "/" so that the
+    table fits the page instead of scrolling."""
+    return cell.replace("/", "/<wbr>")
+
+
 def _group_markdown(key: tuple, members: list[tuple[Run, str]], link: Linker) -> str:
     hardware, model, model_digest, dtype, prompts, prompts_digest = key
     out = [f"## {md(hardware)} · {md(model)} · {md(dtype)} · {md(prompts)}", ""]
@@ -287,7 +293,7 @@ def _group_markdown(key: tuple, members: list[tuple[Run, str]], link: Linker) ->
     for rank, line in enumerate(ranked, 1):
         cells = [str(rank), _method_cell(line.method, link), f"**{line.cell('overall', 'speedup')}**",
                  line.cell("overall", "speedup_total"), line.cell("overall", "mean_accepted", ""),
-                 line.cell("overall", "predicted"), md(line.policy), md(line.drafters),
+                 line.cell("overall", "predicted"), md(line.policy), _breakable(md(line.drafters)),
                  KINDS.get(line.method.kind, md(line.method.kind)), _lossless_cell(line), str(len(line.ok))]
         out.append("| " + " | ".join(cells) + " |")
     idle = [line for line in ranked if line.policy != NO_POLICY
