@@ -121,9 +121,13 @@ def test_search_finds_a_paper(open_page, served):
     page.goto(base)
     assert page.locator("h1").first.inner_text().startswith("SpecAtlas")
     page.locator("label.md-search__icon, .md-search__input").first.click()
-    page.locator(".md-search__input").fill("Medusa")
+    # The index loads in a worker, slowly on a busy machine, and a query is read on key events: so
+    # wait until Material says the search is ready, then type as a user does (fill sends no keys).
+    page.wait_for_function("() => !/initializ/i.test(document.querySelector('.md-search-result__meta')"
+                           "?.textContent ?? 'initializing')", timeout=120_000)
+    page.locator(".md-search__input").press_sequentially("Medusa", delay=20)
     result = page.locator(".md-search-result__link[href*='papers/cai2024medusa']").first
-    result.wait_for(timeout=60_000)  # the index loads in a worker: slow on a busy machine
+    result.wait_for(timeout=60_000)
     shot(page, "search")
     result.click()
     page.wait_for_url("**/papers/cai2024medusa/**")
