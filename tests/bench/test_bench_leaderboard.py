@@ -140,6 +140,13 @@ def test_committed_leaderboard_matches_committed_results():
     assert main(["leaderboard", "--check"]) == 0
 
 
+def test_committed_results_record_no_machine_paths():
+    # a file path of the machine that ran the bench says nothing to a reader and leaks its layout
+    absolute_path = re.compile(r'(?<![\w:/.~-])/(?:[\w.+-]+/){2,}[\w.+-]+')
+    for path in sorted((repo_root() / "results").glob("*.json")):
+        assert absolute_path.findall(path.read_text(encoding="utf-8")) == [], path.name
+
+
 def test_charts_draw_in_the_text_colour_and_scatter_labels_never_overlap():
     from specatlas.bench import charts
 
