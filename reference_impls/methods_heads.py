@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from specatlas.impls.checkpoints import SHIPPED_HEADS as SHIPPED
+from specatlas.impls.checkpoints import SHIPPED_HEADS as SHIPPED  # tests point SHIPPED elsewhere
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.drafting import Draft, Drafter
 from specatlas.impls.heads import HeadCache

@@ -32,6 +32,7 @@ import torch
 
 from specatlas.impls import kv
 from specatlas.impls.bayes import GaussianProcess
+from specatlas.impls.checkpoints import SHIPPED_HEADS
 from specatlas.impls.drafting import Draft, Drafter, ModelDrafter
 from specatlas.impls.layer_view import LayerView
 from specatlas.impls.sampling import without
@@ -324,7 +325,7 @@ def calibration_prompts(model, count: int) -> list[list[int]]:
 
 # Search results shipped with the package (the embedded model's), looked up before the user cache;
 # `specatlas run draft-and-verify` on a fresh cache writes the file to copy here.
-SHIPPED_SEARCHES = Path(__file__).resolve().parent / "trained_heads" / "draft-and-verify"
+SHIPPED_SEARCHES = SHIPPED_HEADS / "draft-and-verify"
 
 
 def skipped_layers(model) -> list[int]:

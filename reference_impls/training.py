@@ -843,9 +843,9 @@ FAMILIES: dict[str, Family] = {family.name: family for family in
 
 
 def default_output(family: str, model_name: str) -> Path:
+    from specatlas.impls.methods_heads import shipped
     from specatlas.impls.models import EMBEDDED
 
     if model_name == EMBEDDED:
-        folder = FAMILIES[family].folder or family
-        return Path(__file__).resolve().parent / "trained_heads" / f"{EMBEDDED}-{folder}"
+        return shipped(FAMILIES[family].folder or family)
     return Path.cwd() / f"{FAMILIES[family].folder or family}-head"
