@@ -328,18 +328,27 @@ def calibration_prompts(model, count: int) -> list[list[int]]:
 SHIPPED_SEARCHES = SHIPPED_HEADS / "draft-and-verify"
 
 
+def search_budget(model) -> tuple[int, int]:
+    """(iterations, calibration prompts) of Draft & Verify's search for `model`'s device."""
+    return (DV_ITERATIONS_CPU, DV_PROMPTS_CPU) if model.device.type == "cpu" else (DV_ITERATIONS, DV_PROMPTS)
+
+
+def search_identity(model) -> tuple[str, str]:
+    """(identity, file name) of `model`'s layer search: what its result depends on, and its hash."""
+    config = model.config
+    # The model's folder name, not its path, so that a search shipped for the embedded model matches.
+    name = str(config._name_or_path).rstrip("/").rsplit("/", 1)[-1].lower()
+    identity = json.dumps([name, config.num_hidden_layers, config.hidden_size, config.vocab_size,
+                           str(model.dtype), *search_budget(model), DV_TOKENS])
+    return identity, f"{hashlib.sha256(identity.encode()).hexdigest()[:16]}.json"
+
+
 def skipped_layers(model) -> list[int]:
     """The skipped set for `model`, searched once per model identity and cached in the user cache."""
     from specatlas.impls.models import cache_root
 
-    config = model.config
-    on_cpu = model.device.type == "cpu"
-    iterations, prompts = (DV_ITERATIONS_CPU, DV_PROMPTS_CPU) if on_cpu else (DV_ITERATIONS, DV_PROMPTS)
-    # The model's folder name, not its path, so that a search shipped for the embedded model matches.
-    name = str(config._name_or_path).rstrip("/").rsplit("/", 1)[-1].lower()
-    identity = json.dumps([name, config.num_hidden_layers, config.hidden_size, config.vocab_size,
-                           str(model.dtype), iterations, prompts, DV_TOKENS])
-    file = f"{hashlib.sha256(identity.encode()).hexdigest()[:16]}.json"
+    iterations, prompts = search_budget(model)
+    identity, file = search_identity(model)
     for folder in (SHIPPED_SEARCHES, cache_root() / "draft-and-verify"):
         if (folder / file).is_file():
             return json.loads((folder / file).read_text())["skipped"]

@@ -29,3 +29,14 @@ def make_catalog(tmp_path):
         return root
 
     return build
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI=true a skip is a failure: a missing shipped head, input or browser must be seen,
+    not silently pass (locally a skip stays a skip, with its reason in the summary)."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") == "true" and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome, report.longrepr = "failed", f"skipped under CI=true, which runs every test: {reason}"

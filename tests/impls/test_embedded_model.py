@@ -2,6 +2,7 @@
 the cache survives a rejection, and `specatlas run` works end to end."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -33,44 +34,48 @@ def baseline_outputs(embedded):
 LOSSLESS = [m for m in METHODS.values() if m.lossless and m.id != "baseline"]
 
 
-def build_or_skip(method, model, **settings):
-    """A head method whose trained head for the embedded model is not shipped yet is skipped, with
-    the reason, rather than failed: shipping the head (`specatlas train`) turns its test on."""
+def build(method, model, **settings):
+    """Under CI a method whose trained piece is not shipped fails; elsewhere it is skipped with the
+    reason (`specatlas train` ships it)."""
     from specatlas.impls.methods_heads import HeadNotShipped
 
     try:
         return method.build(model, **settings)
     except HeadNotShipped as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"{method.id}: {exc}")
         pytest.skip(str(exc))
 
 
-@pytest.mark.parametrize("policy", ["paper", "auto"])
-@pytest.mark.parametrize("method", LOSSLESS, ids=lambda m: m.id)
-def test_greedy_output_is_token_identical_to_baseline(embedded, baseline_outputs, method, policy):
-    """Under the paper's settings (drafts proposed and verified on every step) and under the
-    cost-aware policy (which drafts where it pays)."""
-    decoder = build_or_skip(method, embedded.model, draft_length=policy)
+def assert_greedy_identical(embedded, method, policy, prompts, tokens, want):
+    decoder = build(method, embedded.model, draft_length=policy)
     stop = eos_ids(embedded.model, embedded.tokenizer)
     drafted = 0
-    for prompt, want in zip(PROMPTS, baseline_outputs):
-        output = decoder.generate(encode_chat(embedded.tokenizer, prompt), NEW_TOKENS, stop=stop)
-        assert output.tokens == want, f"{method.id} ({policy}) diverged on {prompt!r}"
+    for prompt, expected in zip(prompts, want):
+        output = decoder.generate(encode_chat(embedded.tokenizer, prompt), tokens, stop=stop)
+        assert output.tokens == expected[:tokens], f"{method.id} ({policy}) diverged on {prompt!r}"
         drafted += sum(output.stats.drafted_at)
-    assert drafted > 0 or policy == "auto"
+    if policy != "auto":  # the cost-aware policy may find that no draft pays on this machine
+        assert drafted > 0, f"{method.id} ({policy}) never drafted"
 
 
-SAMPLING_METHODS = [m.id for m in METHODS.values()]
+QUICK_TOKENS = 32
 
 
-@pytest.mark.parametrize("method", SAMPLING_METHODS)
-def test_same_seed_gives_the_same_text_twice(embedded, method, capsys):
-    build_or_skip(METHODS[method], embedded.model)
-    texts = []
-    for _ in range(2):
-        assert main(["run", method, "--prompt", PROMPTS[0], "--max-new-tokens", "24", "--temperature", "0.8",
-                     "--seed", "3", "--json", "--device", "cpu"]) == 0
-        texts.append(json.loads(capsys.readouterr().out)["text"])
-    assert texts[0] == texts[1]
+@pytest.mark.parametrize("method", LOSSLESS, ids=lambda m: m.id)
+def test_greedy_output_is_token_identical_to_baseline(embedded, baseline_outputs, method):
+    """The quick tier: each lossless method at its paper's settings, one prompt x 32 tokens."""
+    assert_greedy_identical(embedded, method, "paper", PROMPTS[:1], QUICK_TOKENS, baseline_outputs)
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("prompt", range(len(PROMPTS)))
+@pytest.mark.parametrize("policy", ["paper", "auto"])
+@pytest.mark.parametrize("method", LOSSLESS, ids=lambda m: m.id)
+def test_greedy_matrix_is_token_identical_to_baseline(embedded, baseline_outputs, method, policy, prompt):
+    """The full tier: every method x policy x prompt, 64 tokens (one test per prompt so -n 2 balances)."""
+    assert_greedy_identical(embedded, method, policy, PROMPTS[prompt:prompt + 1], NEW_TOKENS,
+                            baseline_outputs[prompt:prompt + 1])
 
 
 def test_run_drafts_with_the_papers_gamma_and_says_so(embedded, capsys):
