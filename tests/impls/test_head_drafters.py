@@ -169,6 +169,7 @@ def test_top_k_acceptance_keeps_drafts_in_the_targets_top_k():
 
 
 @pytest.mark.model
+@pytest.mark.full
 @pytest.mark.parametrize("method", ["medusa", "hydra", "eagle", "eagle2", "eagle3", "fr_spec"])
 def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path, method):
     """Lossless whatever the head's quality: random heads saved in the published layout."""
@@ -199,6 +200,7 @@ def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path,
 
 
 @pytest.mark.model
+@pytest.mark.full
 def test_medusa_with_its_shipped_heads_is_greedy_identical(embedded):
     """Medusa is registered as not lossless (typical acceptance when sampling); greedy it is exact.
     The lossless head methods are covered by test_embedded_model.py with their shipped heads."""
