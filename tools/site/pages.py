@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
 
 from specatlas import bib
+from specatlas.bench.published import load_spec_bench
 from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
@@ -541,13 +541,8 @@ RESULT_COLUMNS = ("Method", "Speedup (×)", "Mean accepted tokens", "Other metri
                   "Hardware", "Batch", "Temp.", "Measured by", "Source")
 
 
-def spec_bench_file(catalog: Catalog) -> Path:
-    """Spec-Bench's published leaderboard in the shared data beside the repository, when present."""
-    return catalog.root.parent / "shared" / "data" / "spec_bench" / "reported_leaderboard.json"
-
-
 def results_page(catalog: Catalog, directory_urls: bool) -> str:
-    rows = reported.collect(catalog, spec_bench_file(catalog))
+    rows = reported.collect(catalog, load_spec_bench(catalog.root))
     href = "../papers/{}/" if directory_urls else "papers/{}.html"
     by_benchmark: dict[str, list[reported.ResultRow]] = {}
     for row in rows:
