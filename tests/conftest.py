@@ -29,3 +29,15 @@ def make_catalog(tmp_path):
         return root
 
     return build
+
+
+@pytest.fixture
+def spec_bench_questions() -> Path:
+    """Spec-Bench's question.jsonl (not shipped: its texts are theirs), for the tests that check
+    ours share none of it: $SPEC_BENCH_QUESTIONS, else the copy in a shared/ folder beside the
+    checkout; skipped when neither exists."""
+    default = REPO.parent / "shared" / "data" / "spec_bench" / "question.jsonl"
+    path = Path(os.environ.get("SPEC_BENCH_QUESTIONS") or default)
+    if not path.is_file():
+        pytest.skip("Spec-Bench questions are not available here (set SPEC_BENCH_QUESTIONS)")
+    return path

@@ -6,7 +6,6 @@ import pytest
 
 from specatlas.bench import questions
 from specatlas.cli import main
-from specatlas.paths import shared_dir
 
 
 def words(text):
@@ -26,12 +25,8 @@ def test_builtin_set_covers_the_six_subtasks_with_long_inputs_where_they_belong(
     assert all(len(words(q.turns[0])) >= 50 for q in by_category["translation"])
 
 
-def test_builtin_set_shares_no_text_with_spec_bench():
-    root = shared_dir()
-    path = root / "data" / "spec_bench" / "question.jsonl" if root else None
-    if not path or not path.is_file():
-        pytest.skip("Spec-Bench questions are not available here")
-    spec_bench = questions.load(path)
+def test_builtin_set_shares_no_text_with_spec_bench(spec_bench_questions):
+    spec_bench = questions.load(spec_bench_questions)
 
     def ngrams(text, n=8):
         w = words(text)

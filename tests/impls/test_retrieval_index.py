@@ -13,7 +13,6 @@ from specatlas.impls.retrieval import (Datastore, ReferenceCopy, RetrievalTree, 
 from specatlas.impls.drafting import Prefill, Verified
 from specatlas.impls.recycling import TokenRecycling
 from specatlas.impls.sampling import Randomness, Sampling
-from specatlas.paths import shared_dir
 
 GREEDY, RNG = Sampling(), Randomness(0)
 
@@ -143,11 +142,7 @@ def test_corpus_reader(tmp_path):
     assert read_corpus(tmp_path / "b.jsonl") == ["plain", "q1\nq2\nn"]
 
 
-def test_self_generation_instructions_are_our_own():
+def test_self_generation_instructions_are_our_own(spec_bench_questions):
     assert len(set(INSTRUCTIONS)) == len(INSTRUCTIONS) >= 60
-    shared = shared_dir()
-    bench = shared / "data" / "spec_bench" / "question.jsonl" if shared else None
-    if bench is None or not bench.is_file():
-        pytest.skip("Spec-Bench questions are not available here")
-    turns = {turn for line in bench.read_text().splitlines() for turn in json.loads(line)["turns"]}
+    turns = {turn for line in spec_bench_questions.read_text().splitlines() for turn in json.loads(line)["turns"]}
     assert not turns & set(INSTRUCTIONS)
