@@ -19,7 +19,7 @@ from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
 from specatlas.site import lineage, reported, timeline
 from specatlas.site.catalog import Catalog, chronological, posted
-from specatlas.site.text import attr, code_fence, md, md_link, md_prose, safe_url, script_json
+from specatlas.site.text import attr, code_fence, md, md_link, md_prose, safe_url, script_json, tag_name
 
 _ID = re.compile(ID_PATTERN)
 _NODE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -64,7 +64,7 @@ def generate(catalog: Catalog, *, directory_urls: bool = True) -> dict[str, str]
 
 def allowed_tags(catalog: Catalog) -> list[str]:
     """Material tags allowed on pages: one per taxonomy node, its name."""
-    return sorted({node.name for node in catalog.taxonomy.all_nodes()})
+    return sorted({tag_name(node.name) for node in catalog.taxonomy.all_nodes()})
 
 
 def bib_entries(bibtex: str) -> dict[str, str]:
@@ -113,7 +113,7 @@ def _front_matter(title: str, tags: list[str] | None = None, *, wide: bool = Fal
         lines += ["hide:", *(f"  - {h}" for h in hidden)]
     if tags:
         lines.append("tags:")
-        lines.extend(f"  - {_yaml_str(t)}" for t in tags)
+        lines.extend(f"  - {_yaml_str(tag_name(t))}" for t in tags)
     return "\n".join([*lines, "---", ""])
 
 
