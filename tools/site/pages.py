@@ -19,7 +19,8 @@ from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
 from specatlas.site import lineage, reported, timeline
 from specatlas.site.catalog import Catalog, chronological, posted
-from specatlas.site.text import attr, code_fence, md, md_link, md_prose, safe_url, script_json, tag_name
+from specatlas.site.templating import render
+from specatlas.site.text import attr, code_fence, md, md_link, md_prose, safe_url, script_json, tag_name, yaml_str
 
 _ID = re.compile(ID_PATTERN)
 _NODE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -107,98 +108,40 @@ def _paper_table(papers: list[Paper], prefix: str) -> str:
 def _front_matter(title: str, tags: list[str] | None = None, *, wide: bool = False,
                   hide: tuple[str, ...] = ()) -> str:
     # Values are quoted YAML strings; the title is HTML-escaped because themes print it raw.
-    lines = ["---", f"title: {_yaml_str(attr(title))}"]
+    lines = ["---", f"title: {yaml_str(attr(title))}"]
     hidden = [*(("navigation", "toc") if wide else ()), *hide]  # wide: tables and figures get the whole width
     if hidden:
         lines += ["hide:", *(f"  - {h}" for h in hidden)]
     if tags:
         lines.append("tags:")
-        lines.extend(f"  - {_yaml_str(tag_name(t))}" for t in tags)
+        lines.extend(f"  - {yaml_str(tag_name(t))}" for t in tags)
     return "\n".join([*lines, "---", ""])
 
 
-def _yaml_str(text: str) -> str:
-    return '"' + " ".join(text.split()).replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _page(template: str, **context: object) -> str:
+    """A page from its template, with the page helpers the shared macros use."""
+    return render(template, when=_when, venue=_venue, **context)
 
 
 # Home ----------------------------------------------------------------------------------------
 
 def home(catalog: Catalog) -> str:
     papers = catalog.papers
-    years = Counter(posted(p)[0] for p in papers)
-    used_nodes = sum(1 for ids in catalog.node_papers.values() if ids)
-    glance = [
-        "| In the catalog | |", "|---|---|",
-        f"| Papers, posts and releases | **{len(papers)}** |",
-        f"| Lossless methods | {sum(p.lossless is True for p in papers)} |",
-        f"| Lossy (relaxed) methods | {sum(p.lossless is False for p in papers)} |",
-        f"| With official code | {sum(bool(p.code) for p in papers)} |",
-        f"| Runnable here (reference implementations) | {len(catalog.implemented)} |",
-        f"| Venues | {len({p.venue for p in papers})} |",
-        f"| Taxonomy nodes in use | {used_nodes} of {len(catalog.taxonomy.all_nodes())} |",
-    ]
-    if years:
-        glance.append(f"| Years covered | {min(years)}–{max(years)} |")
-    per_year = ["| Year | Papers |", "|---|---|"] + [f"| {y} | {n} |" for y, n in sorted(years.items(), reverse=True)]
-    families = []
     drafting = catalog.taxonomy.facets.get("drafting")
-    for node in drafting.children(None) if drafting else []:
-        families.append(f"- {_node_link(node, 'taxonomy/')}: {len(catalog.node_papers.get(node.id, []))} papers")
-    implemented = [catalog.by_id[i] for i in sorted(catalog.implemented)]
-    runnable = "\n".join(f"- {_paper_link(p, 'papers/')}: `specatlas run {p.id}`" for p in implemented)
-    example = implemented[0].id if implemented else "leviathan2023fast"
-    return "\n".join([
-        _front_matter("SpecAtlas"),
-        "# SpecAtlas",
-        "",
-        "**Speculative decoding** makes a large language model generate several tokens per forward "
-        "pass without changing what it writes. A cheap *drafter* (a small model, extra heads on the "
-        "target, or plain text lookup) guesses the next few tokens; the large *target* model scores "
-        "all the guesses in one parallel pass and keeps the longest prefix it agrees with, plus one "
-        "token of its own. Because decoding is limited by memory bandwidth rather than arithmetic, "
-        "checking several tokens costs about as much as generating one, so every accepted guess is "
-        "time saved. With the right acceptance rule the output distribution is exactly the target's.",
-        "",
-        "SpecAtlas catalogs the papers on the survey taxonomy's axes (how drafts are made, how they "
-        "are verified, how drafter and target are aligned), traces how methods build on each other, "
-        "and runs reference implementations to measure how fast they really are.",
-        "",
-        "## At a glance",
-        "",
-        "\n".join(glance),
-        "",
-        "### Drafting families",
-        "",
-        "\n".join(families) or "No drafting taxonomy.",
-        "",
-        '??? note "Papers per year"',
-        "",
-        "\n".join("    " + line for line in per_year),
-        "",
-        "## Find papers",
-        "",
-        "- [Catalog](catalog.md): every paper in one table with its authors, arXiv, PDF and code "
-        "links and tags, filtered by taxonomy node, year, venue, lossless, code and implementation "
-        "or by words of the title, authors and names, sorted by any column.",
-        "- [Taxonomy](taxonomy/index.md): each axis as a tree with counts, one page per node.",
-        "- [Timeline](timeline.md): papers per quarter by drafting family.",
-        "- [Lineage](lineage.md): which methods build on which.",
-        "- [Leaderboard](leaderboard.md): speedups measured by `specatlas bench`.",
-        "- [Reported results](results.md): the papers' own numbers and third-party measurements, "
-        "one sortable table per benchmark.",
-        "- [Which method?](choose.md): a shortlist per setting (no training budget, serving, long "
-        "context, multimodal, code edits...).",
-        "- [papers.bib](papers.bib): BibTeX for the whole catalog, keyed by record id.",
-        "",
-        "## Run a method",
-        "",
-        "Reference implementations run on the embedded SmolLM2-135M model, on a CPU:",
-        "",
-        code_fence(f'make setup\n.venv/bin/specatlas run {example} --prompt "{RUN_PROMPT}"', "bash"),
-        "",
-        runnable or "No reference implementations are registered yet.",
-        "",
-    ])
+    glance = {
+        "papers": len(papers),
+        "lossless": sum(p.lossless is True for p in papers),
+        "lossy": sum(p.lossless is False for p in papers),
+        "code": sum(bool(p.code) for p in papers),
+        "runnable": len(catalog.implemented),
+        "venues": len({p.venue for p in papers}),
+        "used_nodes": sum(1 for ids in catalog.node_papers.values() if ids),
+        "nodes": len(catalog.taxonomy.all_nodes()),
+    }
+    return _page(
+        "home.md.j2", glance=glance, years=Counter(posted(p)[0] for p in papers),
+        families=[(node, len(catalog.node_papers.get(node.id, []))) for node in (drafting.children(None) if drafting else [])],
+        runnable=[catalog.by_id[i] for i in sorted(catalog.implemented)], run_prompt=RUN_PROMPT)
 
 
 # One page per paper --------------------------------------------------------------------------

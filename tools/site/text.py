@@ -78,3 +78,8 @@ def code_fence(text: str, lang: str = "") -> str:
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
+
+
+def yaml_str(text: str) -> str:
+    """One line of text as a double-quoted YAML scalar."""
+    return '"' + " ".join(text.split()).replace("\\", "\\\\").replace('"', '\\"') + '"'
