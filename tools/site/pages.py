@@ -26,11 +26,6 @@ _ID = re.compile(ID_PATTERN)
 _NODE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 METRIC_UNITS = {"speedup": "×", "throughput-gain": "×"}
-LOSSLESS_TEXT = {
-    True: "yes: the output distribution is exactly the target model's",
-    False: "no: relaxed acceptance or an approximation changes the output distribution",
-    None: "not applicable: not a decoding method (survey, benchmark or analysis)",
-}
 RUN_PROMPT = "Explain speculative decoding in two sentences."
 
 
@@ -147,86 +142,34 @@ def home(catalog: Catalog) -> str:
 # One page per paper --------------------------------------------------------------------------
 
 def paper_page(catalog: Catalog, paper: Paper, bibtex: str) -> str:
-    tag_names = []
-    badge_lines = []
+    facets = []
     for facet_id in FACETS:
         facet = catalog.taxonomy.facets.get(facet_id)
         nodes = [facet.nodes[t] for t in catalog.tags(paper, facet_id) if facet and t in facet.nodes]
         if nodes:
-            tag_names.extend(n.name for n in nodes)
-            badges = " ".join(f"{_node_link(n, '../taxonomy/')}{{ .sa-badge }}" for n in nodes)
-            badge_lines.append(f"- **{md(facet.name)}:** {badges}")
+            facets.append((facet, nodes))
     venue = VENUES.get(paper.venue)
-    venue_text = md(venue.name if venue else paper.venue)
-    if paper.venue_note:
-        venue_text += f" ({md(paper.venue_note)})"
-    facts = [
-        f"- **Authors:** {md(', '.join(paper.authors))}",
-        f"- **Published:** {paper.year}{f'-{paper.month:02d}' if paper.month else ''}, {venue_text}",
-    ]
-    if paper.kind != "paper":
-        facts.append(f"- **Kind:** {md(paper.kind)}")
-    facts.append(f"- **Links:** {' · '.join(_links(paper)) or '–'}")
-    facts.extend(badge_lines)
-    facts.append(f"- **Lossless:** {LOSSLESS_TEXT[paper.lossless]}")
-    if paper.aliases:
-        facts.append(f"- **Also known as:** {md(', '.join(paper.aliases))}")
-
-    parents = [catalog.by_id[i] for i in paper.builds_on if i in catalog.by_id]
-    children = [catalog.by_id[i] for i in catalog.built_upon_by.get(paper.id, [])]
-    lineage = [
-        "**Builds on:** " + (", ".join(_paper_link(p, "") for p in parents) or "nothing in the catalog"),
-        "",
-        "**Built upon by:** " + (", ".join(_paper_link(p, "") for p in _newest_first(children)) or "nothing in the catalog yet"),
-    ]
-    if paper.id in catalog.implemented:
-        run = code_fence(f'specatlas run {paper.id} --prompt "{RUN_PROMPT}"', "bash")
-    else:
-        run = "No reference implementation yet: see [Contributing](../contributing.md)."
-    return "\n".join([
-        # Tags feed search; the chips would repeat the linked badges above, so they are hidden.
-        _front_matter(paper.title, sorted(set(tag_names)), hide=("navigation", "tags")),
-        f"# {md(paper.title)}",
-        "",
-        "\n".join(facts),
-        "",
-        "## Summary",
-        "",
-        md_prose(paper.summary),
-        "",
-        "## Lineage { data-search-exclude }",
-        "",
-        "\n".join(lineage),
-        "",
-        "## Reported results { data-search-exclude }",
-        "",
-        _results_table(paper),
-        "",
-        "## Run it { data-search-exclude }",
-        "",
-        run,
-        "",
-        "## BibTeX { data-search-exclude }",
-        "",
-        code_fence(bibtex, "bibtex"),
-        "",
-        f"Download: [{paper.id}.bib]({paper.id}.bib){{ download=\"{paper.id}.bib\" }} · the whole catalog: [papers.bib](../papers.bib).",
-        "",
-    ])
+    return _page(
+        "paper.md.j2", paper=paper, tags=sorted({node.name for _, nodes in facets for node in nodes}), facets=facets,
+        venue_name=venue.name if venue else paper.venue, links=_links(paper),
+        parents=[catalog.by_id[i] for i in paper.builds_on if i in catalog.by_id],
+        children=_newest_first(catalog.by_id[i] for i in catalog.built_upon_by.get(paper.id, [])),
+        results=_result_cells(paper), implemented=paper.id in catalog.implemented, run_prompt=RUN_PROMPT, bibtex=bibtex)
 
 
-def _links(paper: Paper) -> list[str]:
+def _links(paper: Paper) -> list[tuple[str, str]]:
+    """(label, URL) of every link of the record; the template shows an unsafe URL as its bare label."""
     links = []
     if paper.arxiv:
-        links.append(md_link(f"arXiv:{paper.arxiv}", f"https://arxiv.org/abs/{paper.arxiv}"))
+        links.append((f"arXiv:{paper.arxiv}", f"https://arxiv.org/abs/{paper.arxiv}"))
     if paper.url:
-        links.append(md_link("Paper", paper.url))
+        links.append(("Paper", paper.url))
     if paper.pdf:
-        links.append(md_link("PDF", paper.pdf))
+        links.append(("PDF", paper.pdf))
     if paper.doi:
-        links.append(md_link(f"DOI {paper.doi}", f"https://doi.org/{paper.doi}"))
-    links.extend(md_link("Code" if len(paper.code) == 1 else f"Code {i}", url) for i, url in enumerate(paper.code, 1))
-    links.extend(md_link(name.capitalize(), url) for name, url in paper.links.items())
+        links.append((f"DOI {paper.doi}", f"https://doi.org/{paper.doi}"))
+    links.extend(("Code" if len(paper.code) == 1 else f"Code {i}", url) for i, url in enumerate(paper.code, 1))
+    links.extend((name.capitalize(), url) for name, url in paper.links.items())
     return links
 
 
@@ -244,26 +187,18 @@ def _quick_links(paper: Paper) -> list[tuple[str, str]]:
     return [(label, url) for label, url in ((label, safe_url(url)) for label, url in links) if url]
 
 
-def _results_table(paper: Paper) -> str:
-    if not paper.reported_results:
-        return "The record lists no reported numbers."
-    rows = [
-        "Numbers as the paper reports them; see the [leaderboard](../leaderboard.md) for measured "
-        "ones and [Reported results](../results.md) to compare them with other papers'.",
-        "",
-        "| Metric | Value | Benchmark | Target | Drafter | Setting | Source |",
-        "|---|---:|---|---|---|---|---|",
-    ]
+def _result_cells(paper: Paper) -> list[list[str]]:
+    """The paper's reported numbers as table cells (plain text)."""
+    rows = []
     for r in paper.reported_results:
         setting = [r.hardware or "hardware not stated"]
         if r.batch_size is not None:
             setting.append(f"batch {r.batch_size}")
         if r.temperature is not None:
             setting.append(f"T={r.temperature:g}")
-        cells = [r.metric, f"{r.value:g}{METRIC_UNITS.get(r.metric, '')}", r.benchmark, r.target_model,
-                 r.drafter or "–", ", ".join(setting), r.source + (f" ({r.note})" if r.note else "")]
-        rows.append("| " + " | ".join(md(c) for c in cells) + " |")
-    return "\n".join(rows)
+        rows.append([r.metric, f"{r.value:g}{METRIC_UNITS.get(r.metric, '')}", r.benchmark, r.target_model,
+                     r.drafter or "–", ", ".join(setting), r.source + (f" ({r.note})" if r.note else "")])
+    return rows
 
 
 # Taxonomy ------------------------------------------------------------------------------------
