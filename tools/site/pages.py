@@ -204,43 +204,20 @@ def _result_cells(paper: Paper) -> list[list[str]]:
 # Taxonomy ------------------------------------------------------------------------------------
 
 def taxonomy_index(catalog: Catalog) -> str:
-    out = [_front_matter("Taxonomy"), "# Taxonomy", "",
-           "Every paper is tagged on the survey's three axes (drafting, verification, alignment) "
-           "and by scope. Counts include the papers of all nodes below; a paper with several tags "
-           "counts once per node.", ""]
-    for facet_id in FACETS:
-        facet = catalog.taxonomy.facets.get(facet_id)
-        if facet is None:
-            continue
-        out += [f"## {md(facet.name)}", "", md(facet.description), ""]
-
-        def tree(parent: str | None, depth: int) -> None:
-            for node in facet.children(parent):
-                count = len(catalog.node_papers.get(node.id, []))
-                out.append(f"{'    ' * depth}- {_node_link(node, '')} ({count})")
-                tree(node.id, depth + 1)
-
-        tree(None, 0)
-        out.append("")
-    return "\n".join(out)
+    facets = [catalog.taxonomy.facets[f] for f in FACETS if f in catalog.taxonomy.facets]
+    return _page("taxonomy.md.j2", facets=facets, count=_counter(catalog))
 
 
 def node_page(catalog: Catalog, node: Node) -> str:
     facet = catalog.taxonomy.facets[node.facet]
-    trail = ["[Taxonomy](index.md)", md(facet.name)]
-    trail += [_node_link(facet.nodes[a], "") for a in reversed(facet.ancestors(node.id))]
-    papers = [catalog.by_id[i] for i in catalog.node_papers.get(node.id, [])]
-    children = facet.children(node.id)
-    out = [_front_matter(node.name), f"# {md(node.name)}", "", " › ".join(trail), "", md(node.description), ""]
-    if children:
-        out += ["**Sub-nodes:** " + ", ".join(
-            f"{_node_link(c, '')} ({len(catalog.node_papers.get(c.id, []))})" for c in children), ""]
-    out += [f"## Papers ({len(papers)}) {{ data-search-exclude }}", ""]  # each paper is indexed on its own page
-    if papers:
-        out.append(_paper_table(_newest_first(papers), "../papers/"))
-    else:
-        out.append(f"No paper is tagged here yet{f' (kept because: {md(node.reserved)})' if node.reserved else ''}.")
-    return "\n".join(out) + "\n"
+    return _page("node.md.j2", node=node, facet=facet, count=_counter(catalog),
+                 ancestors=[facet.nodes[a] for a in reversed(facet.ancestors(node.id))], children=facet.children(node.id),
+                 papers=_newest_first(catalog.by_id[i] for i in catalog.node_papers.get(node.id, [])))
+
+
+def _counter(catalog: Catalog):
+    """node id -> how many papers it and the nodes below it have."""
+    return lambda node_id: len(catalog.node_papers.get(node_id, []))
 
 
 # Catalog table -------------------------------------------------------------------------------
