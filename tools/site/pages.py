@@ -12,6 +12,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
+from markupsafe import Markup
+
 from specatlas import bib
 from specatlas.bench.published import load_spec_bench
 from specatlas.catalog.schema import ID_PATTERN, Paper
@@ -264,81 +266,27 @@ def catalog_page(catalog: Catalog, directory_urls: bool) -> str:
             "code": bool(paper.code),
             "implemented": paper.id in catalog.implemented,
         })
-    data = {"facets": facets, "papers": rows}
-    return "\n".join([
-        _front_matter("Catalog", wide=True),
-        "# Catalog",
-        "",
-        f"All {len(rows)} records. Filter by taxonomy node (a node includes the nodes below it), "
-        "year, venue, lossless, code and reference implementation, or by words of the title, the "
-        "authors or a method's short name; click a column header to sort. The filters and the sort "
-        "are kept in the address, so a filtered view can be shared or bookmarked. *Year* is the "
-        "cited version's (the venue's) year; the month below it is the first posting (arXiv). "
-        "*Speedup* is the highest speedup the paper reports, in its own setting (hover for it): "
-        "compare settings on [Reported results](results.md). The whole catalog as BibTeX: "
-        "[papers.bib](papers.bib).",
-        "",
-        '<div id="sa-catalog" class="sa-catalog"><noscript>The catalog table needs JavaScript; '
-        "the taxonomy pages list the same papers.</noscript></div>",
-        "",
-        f'<script type="application/json" id="sa-catalog-data">{script_json(data)}</script>',
-        "",
-    ])
+    return _page("catalog.md.j2", data={"facets": facets, "papers": rows})
 
 
 # Timeline ------------------------------------------------------------------------------------
 
 def timeline_page(catalog: Catalog) -> str:
     figure = timeline.build(catalog)
-    table = ["| Quarter | " + " | ".join(md(name) for name in figure.families) + " | Total |",
-             "|---" * (len(figure.families) + 2) + "|"]
-    for quarter, counts in figure.rows:
-        table.append(f"| {quarter} | " + " | ".join(str(c) for c in counts) + f" | {sum(counts)} |")
-    return "\n".join([
-        _front_matter("Timeline", wide=True),
-        "# Timeline",
-        "",
-        "Papers per quarter, stacked by drafting family (the top-level drafting node of a paper's "
-        "first drafting tag). The date is the arXiv posting (from the arXiv id) when there is one, "
-        "else the record's year and month; a record without a month counts in its year's first quarter.",
-        "",
-        f'<div class="sa-timeline">{figure.svg}</div>',
-        "",
-        '??? note "The numbers"',
-        "",
-        "\n".join("    " + line for line in table),
-        "",
-    ])
+    # timeline.py escapes every text it draws into the SVG
+    return _page("timeline.md.j2", svg=Markup(figure.svg), families=figure.families, rows=figure.rows)
 
 
 # Lineage -------------------------------------------------------------------------------------
 
 def lineage_page(catalog: Catalog, directory_urls: bool) -> str:
-    families = lineage.components(catalog)
     href = "../papers/{}/" if directory_urls else "papers/{}.html"
-    out = [
-        _front_matter("Lineage", wide=True),
-        "# Lineage",
-        "",
-        "Which methods build on which (the records' `builds_on`). Only papers with such an edge "
-        "appear; each connected family has its own diagram, largest first. Columns are generations, "
-        "left to right: a paper sits one column right of the latest work it builds on. Click a box "
-        "for the paper; on a narrow screen, scroll a diagram sideways.",
-        "",
-    ]
-    if not families:
-        out.append("No record lists `builds_on` yet.")
-    for members in families:
-        root = catalog.by_id[members[0]]
-        out += [
-            f"## {md(root.title)} ({len(members)} papers)",
-            "",
-            f'<div class="sa-lineage">{lineage.svg(catalog, members, href)}</div>',
-            "",
-            ", ".join(f"{_paper_link(catalog.by_id[i], 'papers/')} ({posted(catalog.by_id[i])[0]})" for i in members),
-            "",
-        ]
-    return "\n".join(out)
+    families = [{
+        "root": catalog.by_id[members[0]],
+        "members": [(catalog.by_id[i], posted(catalog.by_id[i])[0]) for i in members],
+        "svg": Markup(lineage.svg(catalog, members, href)),  # lineage.py escapes every text it draws
+    } for members in lineage.components(catalog)]
+    return _page("lineage.md.j2", families=families)
 
 
 # Leaderboard and contributing ----------------------------------------------------------------
