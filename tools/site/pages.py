@@ -339,88 +339,27 @@ def contributing_page(catalog: Catalog) -> str:
 
 # Reported results compared -------------------------------------------------------------------
 
-LONG_CELL = ' class="sa-long"'  # may break inside a word (commit hashes, URLs) rather than overflow
 RESULT_COLUMNS = ("Method", "Speedup (×)", "Mean accepted tokens", "Other metric", "Target model", "Drafter",
                   "Hardware", "Batch", "Temp.", "Measured by", "Source")
 
 
 def results_page(catalog: Catalog, directory_urls: bool) -> str:
     rows = reported.collect(catalog, load_spec_bench(catalog.root))
-    href = "../papers/{}/" if directory_urls else "papers/{}.html"
     by_benchmark: dict[str, list[reported.ResultRow]] = {}
     for row in rows:
         by_benchmark.setdefault(row.benchmark, []).append(row)
     order = [name for name, _ in reported.BENCHMARKS if name in by_benchmark]
     order += [reported.MIXED] if reported.MIXED in by_benchmark else []
-    papers = len({r.source_id for r in rows if r.measured_by == reported.OWN})
+    tables = [{
+        "name": name, "slug": "results-" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"),
+        "columns": [*RESULT_COLUMNS[:1], *(("Benchmark",) if name == reported.MIXED else ()), *RESULT_COLUMNS[1:]],
+        "show_benchmark": name == reported.MIXED,
+        "rows": sorted(by_benchmark[name], key=lambda r: (r.speedup is None, -(r.speedup or 0), r.method)),
+    } for name in order]
     third = sum(r.measured_by == reported.THIRD_PARTY for r in rows)
-    out = [
-        _front_matter("Reported results", wide=True),
-        "# Reported results",
-        "",
-        f"Every number the catalog's records report ({papers} papers, "
-        f"{len(rows) - third} settings){f', and {third} third-party measurements' if third else ''}, "
-        "one table per benchmark, sorted by speedup; click a column header to sort by it, and filter "
-        "by the target model's family and size and by hardware (the filters apply to every table "
-        "and are kept in the address). *Measured by* tells a paper's numbers for its own method from "
-        "third-party measurements taken on one shared setup (Spec-Bench's published leaderboard). "
-        "Settings differ from row to row: compare rows only where target, hardware and batch agree. "
-        "For speedups measured by this repository, see the [leaderboard](leaderboard.md).",
-        "",
-        "A number belongs to a benchmark's table when its source names that benchmark alone; "
-        f"numbers averaged over several benchmarks or reported without one are under *{md(reported.MIXED)}*, "
-        "with the benchmark text as the source gives it.",
-        "",
-        "Jump to: " + " · ".join(f"[{md(name)}](#{_slug(name)}) ({len(by_benchmark[name])})" for name in order),
-        "",
-        '<div id="sa-results-filters" class="sa-filters"></div>',
-        "",
-    ]
-    if not rows:
-        out.append("No record reports results yet.")
-    for name in order:
-        out += [f"## {md(name)} {{ #{_slug(name)} }}", "", _results_html(by_benchmark[name], href, name == reported.MIXED), ""]
-    return "\n".join(out)
-
-
-def _slug(name: str) -> str:
-    return "results-" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def _results_html(rows: list[reported.ResultRow], href: str, show_benchmark: bool) -> str:
-    columns = [*RESULT_COLUMNS[:1], *(("Benchmark",) if show_benchmark else ()), *RESULT_COLUMNS[1:]]
-    ordered = sorted(rows, key=lambda r: (r.speedup is None, -(r.speedup or 0), r.method))
-    head = "".join(f'<th><button type="button" class="sa-sort">{attr(c)}</button></th>' for c in columns)
-    body = []
-    for r in ordered:
-        method = (f'<a href="{attr(href.format(r.paper_id))}" title="{attr(r.paper_title)}">{attr(r.method)}</a>'
-                  if r.paper_id else attr(r.method))
-        source = attr(r.source)
-        if r.measured_by == reported.THIRD_PARTY:
-            reporter = (f'<a href="{attr(href.format(r.source_id))}">{attr(r.source_name)}</a>' if r.source_id
-                        else attr(r.source_name))
-            source = f"{reporter}: {source}"
-        cells = [
-            (method, r.method.lower()),
-            *(((attr(r.benchmark_text), r.benchmark_text.lower()),) if show_benchmark else ()),
-            (_num(r.speedup, "×"), _sort_num(r.speedup)),
-            (_num(r.accepted, ""), _sort_num(r.accepted)),
-            (attr(r.other or "–"), (r.other or "").lower()),
-            (attr(r.target), r.target.lower()),
-            (attr(r.drafter), r.drafter.lower()),
-            (attr(r.hardware), r.hardware.lower()),
-            ("–" if r.batch is None else str(r.batch), _sort_num(r.batch)),
-            ("–" if r.temperature is None else f"{r.temperature:g}", _sort_num(r.temperature)),
-            (attr(r.measured_by), r.measured_by),
-            (source, r.source.lower()),
-        ]
-        long = {len(cells) - 1, len(cells) - 5} | ({1} if show_benchmark else set())  # source, hardware, benchmark
-        tds = "".join(f'<td data-sort="{attr(key)}"{LONG_CELL if k in long else ""}>{text}</td>'
-                      for k, (text, key) in enumerate(cells))
-        body.append(f'<tr data-family="{attr(r.family)}" data-size="{attr(r.size)}" data-hardware="{attr(r.hardware_class)}" '
-                    f'data-by="{attr(r.measured_by)}">{tds}</tr>')
-    return ('<div class="sa-table-wrap"><table class="sa-results sa-sortable">'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
+    return _page("results.md.j2", tables=tables, papers=len({r.source_id for r in rows if r.measured_by == reported.OWN}),
+                 settings=len(rows) - third, third=third, mixed=reported.MIXED, third_party=reported.THIRD_PARTY,
+                 href="../papers/{}/" if directory_urls else "papers/{}.html", num=_num, sort_num=_sort_num)
 
 
 def _num(value: float | int | None, suffix: str) -> str:
