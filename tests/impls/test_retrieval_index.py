@@ -4,7 +4,6 @@ import json
 import random
 
 import numpy as np
-import pytest
 import torch
 
 from specatlas.datastore import INSTRUCTIONS, read_corpus

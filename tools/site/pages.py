@@ -1,9 +1,10 @@
 """Markdown for every page that is derived from the catalog.
 
 `generate(catalog)` returns {path under docs/: content}: the Markdown pages plus papers.bib. It is
-a pure function of the catalog, linear in its size, and all record text goes through
-`specatlas.site.text` escaping. Links between pages are relative links to .md files, so MkDocs
-checks every one of them.
+a pure function of the catalog, linear in its size. This module gathers each page's data; its
+markup is in templates/*.md.j2 (see `specatlas.site.templating`), where every value is escaped
+for where it lands. Links between pages are relative links to .md files, so MkDocs checks every
+one of them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from specatlas.catalog.venues import VENUES
 from specatlas.site import lineage, reported, timeline
 from specatlas.site.catalog import Catalog, chronological, posted
 from specatlas.site.templating import render
-from specatlas.site.text import attr, code_fence, md, md_link, md_prose, safe_url, script_json, tag_name, yaml_str
+from specatlas.site.text import safe_url, tag_name
 
 _ID = re.compile(ID_PATTERN)
 _NODE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -73,14 +74,6 @@ def bib_entries(bibtex: str) -> dict[str, str]:
 
 # Shared pieces -------------------------------------------------------------------------------
 
-def _paper_link(paper: Paper, prefix: str) -> str:
-    return f"[{md(paper.title)}]({prefix}{paper.id}.md)"
-
-
-def _node_link(node: Node, prefix: str) -> str:
-    return f"[{md(node.name)}]({prefix}{node.id}.md)"
-
-
 def _venue(paper: Paper) -> str:
     return paper.venue if paper.venue in VENUES else "?"
 
@@ -92,27 +85,6 @@ def _when(paper: Paper) -> str:
 
 def _newest_first(papers: Iterable[Paper]) -> list[Paper]:
     return sorted(papers, key=chronological, reverse=True)
-
-
-def _paper_table(papers: list[Paper], prefix: str) -> str:
-    rows = ["| Paper | Posted | Venue | Lossless |", "|---|---|---|---|"]
-    for paper in papers:
-        lossless = {True: "yes", False: "no", None: "–"}[paper.lossless]
-        rows.append(f"| {_paper_link(paper, prefix)} | {_when(paper)} | {md(_venue(paper))} | {lossless} |")
-    return "\n".join(rows)
-
-
-def _front_matter(title: str, tags: list[str] | None = None, *, wide: bool = False,
-                  hide: tuple[str, ...] = ()) -> str:
-    # Values are quoted YAML strings; the title is HTML-escaped because themes print it raw.
-    lines = ["---", f"title: {yaml_str(attr(title))}"]
-    hidden = [*(("navigation", "toc") if wide else ()), *hide]  # wide: tables and figures get the whole width
-    if hidden:
-        lines += ["hide:", *(f"  - {h}" for h in hidden)]
-    if tags:
-        lines.append("tags:")
-        lines.extend(f"  - {yaml_str(tag_name(t))}" for t in tags)
-    return "\n".join([*lines, "---", ""])
 
 
 def _page(template: str, **context: object) -> str:
@@ -306,35 +278,19 @@ def measured_results(catalog: Catalog):
 
 
 def leaderboard_page(catalog: Catalog, loaded=None) -> str:
-    results = catalog.root / "results"
-    head = [_front_matter("Leaderboard", wide=True), "# Leaderboard", "",
-            "Speedups measured here, by `specatlas bench`. For the numbers the papers report, by "
-            "benchmark, see [Reported results](results.md); for a shortlist by use case, "
-            "[Which method?](choose.md).", ""]
+    tables = None
     if loaded:
         from specatlas.bench.leaderboard import render_markdown
 
         link = lambda method_id: f"papers/{method_id}.md" if method_id in catalog.by_id else None  # noqa: E731
-        return "\n".join([*head, render_markdown(results, link=link, papers=catalog.by_id, loaded=loaded), ""])
-    return "\n".join([
-        *head,
-        "No measured results exist yet. The leaderboard shows only runs that were actually "
-        "executed, never numbers copied from papers (each paper page lists those as reported results).",
-        "",
-        "To produce results, run the benchmark; it writes them under `results/`, and the next site "
-        "build renders them here:",
-        "",
-        code_fence("specatlas bench --help", "bash"),
-        "",
-    ])
+        # Markdown that specatlas.bench.leaderboard escapes text by text, as results/LEADERBOARD.md
+        tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded))
+    return _page("leaderboard.md.j2", tables=tables)
 
 
 def contributing_page(catalog: Catalog) -> str:
     source = catalog.root / "CONTRIBUTING.md"
-    if not source.is_file():
-        return _front_matter("Contributing") + "# Contributing\n\nSee the repository's CONTRIBUTING.md.\n"
-    return source.read_text(encoding="utf-8")
-
+    return source.read_text(encoding="utf-8") if source.is_file() else _page("contributing.md.j2")
 
 
 # Reported results compared -------------------------------------------------------------------
@@ -420,18 +376,8 @@ def choose_page(catalog: Catalog, loaded=None) -> str:
 
         for row in measured_rows(catalog.root / "results", loaded):
             measured.setdefault(row.method_id, row)  # fastest first: keep each method's best
-    out = [
-        _front_matter("Which method?", wide=True),
-        "# Which method should I use?",
-        "",
-        "A shortlist per setting, generated from the catalog: the candidates' taxonomy tags decide "
-        "which settings they fit; they are ordered by whether they run here (with this repository's "
-        "measured speedup), then by the highest speedup their paper reports. Reported numbers come "
-        "from different models and hardware: follow them to [Reported results](results.md) to "
-        "compare like with like. Only decoding methods are listed (not surveys or benchmarks).",
-        "",
-    ]
     names = {n.id: n for n in catalog.taxonomy.all_nodes()}
+    settings = []
     for title, meaning, fits, nodes in _settings(catalog):
         candidates = [p for p in catalog.papers if p.lossless is not None and fits(p)]
 
@@ -441,25 +387,9 @@ def choose_page(catalog: Catalog, loaded=None) -> str:
             return (paper.id not in catalog.implemented, -(row.speedup if row else 0), -(best[0] if best else 0),
                     tuple(-x for x in chronological(paper)[:2]))
 
-        ordered = sorted(candidates, key=rank)
-        browse = ", ".join(f"{_node_link(names[n], 'taxonomy/')} ({len(catalog.node_papers.get(n, []))})"
-                           for n in nodes if n in names)
-        out += [f"## {md(title)}", "", md(meaning), ""]
-        if not ordered:
-            out += ["No method in the catalog fits yet.", ""]
-            continue
-        out += [f"{len(ordered)} methods fit; the first {min(SHORTLIST, len(ordered))}:", "",
-                "| Method | Measured here | Reported speedup (best) | Lossless | Runs here | Code |",
-                "|---|---|---|---|---|---|"]
-        for paper in ordered[:SHORTLIST]:
-            row = measured.get(paper.id)
-            here = (f"[{row.speedup:.2f}×](leaderboard.md) ({md(row.model)}, {md(row.hardware)}, {md(row.policy)})"
-                    if row else "–")
-            best = reported.best_speedup(paper)
-            claimed = f"{best[0]:g}× ({md(best[1])})" if best else "–"
-            run = f"`specatlas run {paper.id}`" if paper.id in catalog.implemented else "–"
-            code = md_link("code", paper.code[0]) if paper.code else "–"
-            out.append(f"| {_paper_link(paper, 'papers/')} | {here} | {claimed} | "
-                       f"{ {True: 'yes', False: 'no'}[paper.lossless]} | {run} | {code} |")
-        out += ["", f"More: {browse}." if browse else "", ""]
-    return "\n".join(out)
+        shortlist = sorted(candidates, key=rank)[:SHORTLIST]
+        settings.append({"title": title, "meaning": meaning, "fit": len(candidates),
+                         "shortlist": [(p, measured.get(p.id), reported.best_speedup(p)) for p in shortlist],
+                         "browse": [names[n] for n in nodes if n in names]})
+    return _page("choose.md.j2", settings=settings, implemented=catalog.implemented, num=_num,
+                 count=_counter(catalog))
