@@ -77,4 +77,4 @@ def load_spec_bench(root: Path) -> SpecBenchLeaderboard:
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"]) or "the file"
-        raise PublishedDataError(f"{shown}: {where}: {error['msg']}") from None
+        raise PublishedDataError(f"{shown}: {where}: {error['msg'].removeprefix('Value error, ')}") from None
