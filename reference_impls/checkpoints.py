@@ -1,5 +1,5 @@
 """Draft-head checkpoints in the layouts people download: EAGLE-1/2, EAGLE-3, Medusa v1 and v2,
-Hydra (also vLLM's and the speculators library's renames of them). See shared/docs/draft-checkpoint-formats.md.
+Hydra (also vLLM's and the speculators library's renames of them). See reference_impls/CHECKPOINT_FORMATS.md.
 
 `load(source, target)` reads a local folder or a hub id (config.json + safetensors, or a .bin/.pt
 read with `torch.load(weights_only=True)`), detects the layout from the keys, builds the head, and

@@ -1,7 +1,7 @@
 """Trained draft heads that read the target's hidden states: Medusa (v1 / v2), Hydra, EAGLE-1/2 and EAGLE-3.
 
 Each module's `state_dict()` is the published checkpoint layout as it is (see
-shared/docs/draft-checkpoint-formats.md), so saving and loading need no key renames:
+reference_impls/CHECKPOINT_FORMATS.md), so saving and loading need no key renames:
 
 - `MedusaHeads`: head k is `x + SiLU(W x + b)` ResBlocks on the target's final (normed) hidden state
   at position t, predicting the token at t + k + 2 (the target's own head predicts t + 1). v1 ends

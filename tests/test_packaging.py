@@ -2,6 +2,7 @@
 specatlas.impls), so a new subfolder must be added there or it will be missing from installs."""
 
 import tomllib
+from fnmatch import fnmatch
 
 from specatlas.paths import repo_root
 
@@ -17,3 +18,11 @@ def test_every_package_folder_is_listed():
             relative = init.parent.relative_to(root / folder).parts
             found.add(".".join((package, *relative)))
     assert found == listed
+
+
+def test_the_site_templates_are_package_data():
+    root = repo_root()
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["specatlas.site"]
+    site = root / "tools" / "site"
+    templates = [p.relative_to(site).as_posix() for p in (site / "templates").rglob("*") if p.is_file()]
+    assert templates and [t for t in templates if not any(fnmatch(t, g) for g in globs)] == []

@@ -40,9 +40,3 @@ def papers_dir() -> Path:
 
 def taxonomy_dir() -> Path:
     return repo_root() / "taxonomy"
-
-
-def shared_dir() -> Path | None:
-    """The read-only ../shared folder beside the checkout, when present."""
-    candidate = repo_root().parent / "shared"
-    return candidate if candidate.is_dir() else None

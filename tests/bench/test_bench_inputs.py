@@ -6,7 +6,7 @@ import pytest
 
 from specatlas.bench import questions
 from specatlas.cli import main
-from specatlas.paths import shared_dir
+from tests.fingerprints import shared_text
 
 
 def words(text):
@@ -27,19 +27,7 @@ def test_builtin_set_covers_the_six_subtasks_with_long_inputs_where_they_belong(
 
 
 def test_builtin_set_shares_no_text_with_spec_bench():
-    root = shared_dir()
-    path = root / "data" / "spec_bench" / "question.jsonl" if root else None
-    if not path or not path.is_file():
-        pytest.skip("Spec-Bench questions are not available here")
-    spec_bench = questions.load(path)
-
-    def ngrams(text, n=8):
-        w = words(text)
-        return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
-
-    theirs = set().union(*(ngrams(t) for q in spec_bench.questions for t in q.turns))
-    ours = set().union(*(ngrams(t) for q in questions.load().questions for t in q.turns))
-    assert not ours & theirs
+    assert not shared_text([turn for q in questions.load().questions for turn in q.turns])
 
 
 def test_spec_bench_categories_map_to_its_subtasks(tmp_path):

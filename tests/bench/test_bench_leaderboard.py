@@ -10,6 +10,7 @@ import pytest
 from benchruns import HARDWARE, build_run, sample, turn
 
 from specatlas.bench.leaderboard import measured_markdown, render_markdown
+from specatlas.bench.published import SPEC_BENCH_FILE, PublishedDataError
 from specatlas.bench.results import config_hash
 from specatlas.cli import main
 from specatlas.paths import repo_root
@@ -120,18 +121,23 @@ def test_reported_numbers_are_a_separate_section(two_method_run, write_run, tmp_
     run = build_run([sample("baseline", "1", "qa", turn([1], 1.0)), sample("saxena2023prompt", "1", "qa", turn([1], 0.5))],
                     methods=("baseline", "saxena2023prompt"))
     folder = write_run(run, folder=root / "results").parent
-    spec_bench = tmp_path / "shared" / "data" / "spec_bench"
-    spec_bench.mkdir(parents=True)
-    (spec_bench / "reported_leaderboard.json").write_text(json.dumps({
-        "source": "test", "settings": "greedy", "hardware": {"X": "GPU X"},
+    spec_bench = root / SPEC_BENCH_FILE
+    spec_bench.parent.mkdir(parents=True)
+    spec_bench.write_text(json.dumps({
+        "source": "test", "url": "https://example.org/t", "licence": "Apache-2.0", "settings": "greedy",
+        "hardware": {"X": "GPU X"},
         "rows": [{"device": "X", "target_model": "M", "method": "PLD<1>", "Translation": 1.5, "Overall": 1.2}]}))
     page = render_markdown(folder)
     measured, reported = page.split("## Reported, not measured")
     assert page.startswith(measured_markdown(folder))
     assert "Mistral" not in measured and "[saxena2023prompt](../papers/saxena2023prompt.yaml)" in reported
     assert "### Spec-Bench's published leaderboard" in reported and "PLD&lt;1&gt;" in reported
-    (spec_bench / "reported_leaderboard.json").unlink()
-    assert "### Spec-Bench's published" not in render_markdown(folder)
+    assert "[test](https://example.org/t) (Apache\\-2\\.0)" in reported
+    # the page promises Spec-Bench's numbers: without them it is refused in one line, not cut short
+    spec_bench.unlink()
+    with pytest.raises(PublishedDataError, match=r"^results/published/spec-bench-leaderboard.json is missing"):
+        render_markdown(folder)
+    assert main(["leaderboard", "--print", "--results", str(folder)]) == 1
 
 
 def test_committed_leaderboard_matches_committed_results():
@@ -184,6 +190,7 @@ def test_site_page_embeds_the_leaderboard_and_markdown_keeps_tables_and_charts(t
 
     run = build_run([sample("baseline", "1", "qa", turn([1, 2], 1.0)), sample("fast", "1", "qa", turn([1, 2], 0.5))])
     folder = write_run(run, folder=tmp_path / "root" / "results").parent
+    shutil.copytree(repo_root() / SPEC_BENCH_FILE.parent, folder.parent / SPEC_BENCH_FILE.parent)
     catalog = Catalog(folder.parent, [], None)
     page = leaderboard_page(catalog, measured_results(catalog))
     assert render_markdown(folder, link=lambda _: None, papers={}) in page

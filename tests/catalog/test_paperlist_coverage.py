@@ -1,70 +1,86 @@
-"""Every row of the public paper list maps to a record or to a reasoned exclusion, and a record
-listed under a topical section carries that section's facet."""
+"""Every row of a public paper list maps to a record or to a reasoned exclusion, and a record
+listed under a topical section carries that section's facet. Checked here on a small synthetic
+list (tests/fixtures/paperlist) against the base fixture records; `specatlas list-coverage --list
+PATH` checks the real list."""
+
+import dataclasses
 
 import pytest
 
 from specatlas.catalog import paperlist
 from specatlas.catalog.validate import validate
+from specatlas.cli import main
+from specatlas.paths import repo_root
 
-LIST = paperlist.list_path()
-pytestmark = pytest.mark.skipif(LIST is None, reason="../shared/data/speculative_decoding_papers_list.json is not present")
+FIXTURE = repo_root() / "tests" / "fixtures" / "paperlist"
+ALPHA, BETA = "alpha2023drafting", "beta2024verifying"
 
 
-@pytest.fixture(scope="module")
-def catalog():
-    _, records, taxonomy = validate()
+@pytest.fixture
+def catalog(make_catalog):
+    _, records, taxonomy = validate(root=make_catalog())
     return {r.paper.id: r.paper for r in records if r.paper}, taxonomy
 
 
-def test_every_row_maps_to_a_record_or_an_exclusion(catalog):
-    papers, _ = catalog
-    rows = paperlist.load_rows(LIST)
-    mapping = paperlist.map_rows(rows, papers.values())
-    exclusions = paperlist.load_exclusions()
-    missing = [f"line {r['source_line']}: {r['title']}" for r in rows if mapping[r["source_line"]] is None and r["source_line"] not in exclusions]
-    assert not missing, f"{len(missing)} rows have no record:\n" + "\n".join(missing)
-    stale = [line for line in exclusions if mapping.get(line)]
-    assert not stale, f"excluded rows that now have a record: {stale}"
-    assert all(len(reason) > 15 for reason in exclusions.values())
-    assert set(paperlist.matched_rows().values()) <= set(papers), "matched_rows names unknown records"
+@pytest.fixture
+def rows():
+    return paperlist.load_rows(FIXTURE / "list.json")
 
 
-def test_hand_matches_are_needed(catalog):
-    """A hand match is only for rows that title and arXiv id cannot match."""
-    papers, _ = catalog
-    rows = [r for r in paperlist.load_rows(LIST) if r["source_line"] in paperlist.matched_rows()]
-    from specatlas.catalog.validate import normalize_title
-
-    titles = {normalize_title(p.title) for p in papers.values()}
-    arxivs = {p.arxiv for p in papers.values() if p.arxiv}
-    redundant = [r["source_line"] for r in rows if normalize_title(r["title"]) in titles or r.get("arxiv_id") in arxivs]
-    assert not redundant
+@pytest.fixture
+def exclusions():
+    return paperlist.load_exclusions(FIXTURE / "exclusions.yaml")
 
 
-def test_section_facets_are_tagged(catalog):
+def problems(catalog, rows, exclusions, **changes):
     papers, taxonomy = catalog
-    rows = paperlist.load_rows(LIST)
-    mapping = paperlist.map_rows(rows, papers.values())
-    disagreements = paperlist.section_disagreements()
-    wrong = []
-    for row in rows:
-        paper = papers.get(mapping[row["source_line"]] or "")
-        if not paper or row["section"] not in paperlist.SECTION_FACETS or paper.id in disagreements:
-            continue
-        facet, nodes = paperlist.SECTION_FACETS[row["section"]]
-        reached = {a for t in getattr(paper.taxonomy, facet) if t in taxonomy.facets[facet].nodes
-                   for a in (t, *taxonomy.facets[facet].ancestors(t))}
-        if not reached.intersection(nodes):
-            wrong.append(f"{paper.id}: listed under '{row['section']}' but has no {facet} tag in {nodes}")
-    assert not wrong, "\n".join(wrong)
-    assert set(disagreements) <= set(papers), "section_disagreements names unknown records"
+    return paperlist.coverage_problems(rows, papers, taxonomy, dataclasses.replace(exclusions, **changes))
 
 
-def test_alignment_section_records_have_alignment_tags(catalog):
+def test_rows_map_by_title_then_arxiv_id_then_by_hand(catalog, rows, exclusions):
     papers, _ = catalog
-    rows = paperlist.load_rows(LIST)
-    mapping = paperlist.map_rows(rows, papers.values())
-    disagreements = paperlist.section_disagreements()
-    untagged = [mapping[r["source_line"]] for r in rows if r["section"] == "Alignment" and mapping[r["source_line"]]
-                and mapping[r["source_line"]] not in disagreements and not papers[mapping[r["source_line"]]].taxonomy.alignment]
-    assert not untagged
+    assert paperlist.map_rows(rows, papers.values(), exclusions.matched) == {10: ALPHA, 11: BETA, 12: BETA, 13: None, 14: ALPHA}
+    assert problems(catalog, rows, exclusions) == []
+
+
+def test_a_row_without_record_or_exclusion_and_a_stale_exclusion_are_reported(catalog, rows, exclusions):
+    assert problems(catalog, rows, exclusions, excluded={}) == [
+        "line 13: no record and no exclusion: SpecTacular: Speculative Spectacles for Smart Glasses"]
+    stale = {**exclusions.excluded, 10: "Once had no record; now one matches its title."}
+    assert problems(catalog, rows, exclusions, excluded=stale) == [f"line 10: excluded, but record {ALPHA} matches it now"]
+    assert problems(catalog, rows, exclusions, excluded={13: "no"}) == ["line 13: the exclusion's reason is too short to say why"]
+
+
+def test_hand_matches_must_be_needed_and_name_records(catalog, rows, exclusions):
+    needless = {**exclusions.matched, 11: BETA}
+    assert problems(catalog, rows, exclusions, matched=needless) == [
+        "line 11: matched by hand, but its title or arXiv id already matches"]
+    assert "matched_rows names gone2020paper, which is not a record" in problems(
+        catalog, rows, exclusions, matched={12: "gone2020paper"})
+    assert problems(catalog, rows, exclusions, disagreements={**exclusions.disagreements, "gone2020paper": "x" * 20}) == [
+        "section_disagreements names gone2020paper, which is not a record"]
+
+
+def test_a_record_listed_under_a_section_carries_its_facet(catalog, rows, exclusions):
+    assert problems(catalog, rows, exclusions, disagreements={}) == [
+        f"{ALPHA}: listed under 'Multimodal Speculative Decoding' but has no scope tag in ('multimodal',)"]
+    aligned = [{**row, "section": "Alignment"} if row["source_line"] == 11 else row for row in rows]
+    assert problems(catalog, aligned, exclusions) == [f"{BETA}: listed under 'Alignment' but has no alignment tag"]
+
+
+def test_the_committed_exclusions_name_records_and_give_reasons():
+    _, records, _ = validate()
+    ids = {r.paper.id for r in records if r.paper}
+    exclusions = paperlist.load_exclusions()
+    assert set(exclusions.matched.values()) <= ids and set(exclusions.disagreements) <= ids
+    assert all(len(reason) >= paperlist.MIN_REASON for reason in exclusions.excluded.values())
+
+
+def test_the_command_takes_the_list_path_and_refuses_a_bad_file_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["list-coverage"])  # --list is required: nothing is looked up beside the checkout
+    capsys.readouterr()
+    (tmp_path / "list.json").write_text('{"rows": []}')
+    assert main(["list-coverage", "--list", str(tmp_path / "list.json")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("specatlas list-coverage: ") and "KeyError" in error and "\n" not in error

@@ -110,7 +110,7 @@ def _result_file(folder: Path) -> None:
 def make_root(tmp: Path) -> Path:
     root = tmp / "catalog"
     (root / "papers").mkdir(parents=True)
-    (root / "results").mkdir()
+    shutil.copytree(REPO / "results" / "published", root / "results" / "published")
     shutil.copytree(REPO / "taxonomy", root / "taxonomy")
     for path in BASE.glob("*.yaml"):
         shutil.copy(path, root / "papers" / path.name)

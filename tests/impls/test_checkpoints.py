@@ -1,6 +1,6 @@
 """Published draft-checkpoint layouts load, bad ones fail in one line, and saving round-trips.
 
-The synthetic checkpoints are written key by key from shared/docs/draft-checkpoint-formats.md,
+The synthetic checkpoints are written key by key from reference_impls/CHECKPOINT_FORMATS.md,
 not from our modules' state dicts, so a drift of our layout from the published one fails here.
 """
 

@@ -1,12 +1,9 @@
 """The retrieval drafters' indexes against brute force, and the drafting rules of each paper."""
 
-import hashlib
 import json
 import random
-from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 
 from specatlas.datastore import INSTRUCTIONS, read_corpus
@@ -15,6 +12,7 @@ from specatlas.impls.retrieval import (Datastore, ReferenceCopy, RetrievalTree, 
 from specatlas.impls.drafting import Prefill, Verified
 from specatlas.impls.recycling import TokenRecycling
 from specatlas.impls.sampling import Randomness, Sampling
+from tests.fingerprints import shared_text
 
 GREEDY, RNG = Sampling(), Randomness(0)
 
@@ -144,12 +142,6 @@ def test_corpus_reader(tmp_path):
     assert read_corpus(tmp_path / "b.jsonl") == ["plain", "q1\nq2\nn"]
 
 
-SPEC_BENCH_TURNS = Path(__file__).resolve().parents[1] / "fixtures" / "benchmarks" / "spec_bench_turns.sha256"
-
-
 def test_self_generation_instructions_are_our_own():
     assert len(set(INSTRUCTIONS)) == len(INSTRUCTIONS) >= 60
-    fingerprints = set(SPEC_BENCH_TURNS.read_text().split())
-    assert len(fingerprints) == 560
-    ours = {hashlib.sha256(text.strip().encode()).hexdigest()[:16]: text for text in INSTRUCTIONS}
-    assert not fingerprints & set(ours), [ours[h] for h in fingerprints & set(ours)]
+    assert not shared_text(INSTRUCTIONS)

@@ -8,18 +8,22 @@ from pathlib import Path
 
 import yaml
 
+from specatlas.bench.published import SPEC_BENCH_FILE
 from specatlas.catalog.schema import BibtexOverrides, Paper, ReportedResult, TaxonomyTags
 from specatlas.catalog.taxonomy import load_taxonomy
 from specatlas.paths import repo_root
 from specatlas.site.catalog import Catalog
 
 FIXTURE_PAPERS = Path(__file__).parent / "fixtures" / "papers"
+PUBLISHED = SPEC_BENCH_FILE.parent
 
 
 def make_root(directory: Path, papers: Path | None = FIXTURE_PAPERS) -> Path:
-    """A catalog root at `directory`: the real taxonomy and CONTRIBUTING.md, plus `papers`."""
+    """A catalog root at `directory`: the real taxonomy, published results and CONTRIBUTING.md,
+    plus `papers`."""
     real = repo_root()
     shutil.copytree(real / "taxonomy", directory / "taxonomy")
+    shutil.copytree(real / PUBLISHED, directory / PUBLISHED)
     shutil.copy(real / "CONTRIBUTING.md", directory / "CONTRIBUTING.md")
     if papers:
         shutil.copytree(papers, directory / "papers")

@@ -5,6 +5,7 @@ import re
 
 import pytest
 
+from specatlas.bench.published import SPEC_BENCH_FILE
 from specatlas.catalog.taxonomy import FACETS
 from specatlas.site import pages
 from specatlas.site.catalog import posted
@@ -179,10 +180,9 @@ def test_results_page_shows_third_party_measurements_apart(tmp_path):
     from specatlas.site.catalog import load_catalog
 
     catalog = load_catalog(make_root(tmp_path / "repo"))
-    shared = tmp_path / "shared" / "data" / "spec_bench"
-    shared.mkdir(parents=True)
-    (shared / "reported_leaderboard.json").write_text(json.dumps({
-        "source": "Spec-Bench Leaderboard.md", "settings": "greedy, FP16, batch size 1",
+    (catalog.root / SPEC_BENCH_FILE).write_text(json.dumps({
+        "source": "Spec-Bench Leaderboard.md", "url": "https://example.org/Leaderboard.md", "licence": "Apache-2.0",
+        "settings": "greedy, FP16, batch size 1",
         "hardware": {"A100": "1x A100 80GB"},
         "rows": [{"device": "A100", "target_model": "Vicuna-7B-v1.3", "method": "EAGLE", "Overall": 2.1,
                   "#Mean Accepted Tokens": 3.58},

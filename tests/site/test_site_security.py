@@ -35,6 +35,13 @@ EVIL = {
                           "benchmark": "<a href=javascript:alert(7)>MT-Bench</a>", "source": "Table | 1"}],
 }
 
+# A summary and a node description that would open Material's boxes (a collapsible details block,
+# an admonition) at a line start, and a node name that is markup: each must stay inert text.
+BOXES = {**EVIL, "id": "evil2024boxes", "title": "Boxes", "aliases": [],
+         "summary": '??? danger "Your session expired: sign in again"'}
+NODE_NAME = 'Heads <img src=x onerror=alert("tag")>'
+NODE_DESCRIPTION = '!!! danger "Your session expired: sign in again"'
+
 
 class Collector(HTMLParser):
     def __init__(self):
@@ -66,7 +73,12 @@ class Collector(HTMLParser):
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     root = make_root(tmp_path_factory.mktemp("evil-catalog"))
-    (root / "papers" / "evil2024decoding.yaml").write_text(yaml.safe_dump(EVIL, allow_unicode=True), encoding="utf-8")
+    for record in (EVIL, BOXES):
+        (root / "papers" / f"{record['id']}.yaml").write_text(yaml.safe_dump(record, allow_unicode=True), encoding="utf-8")
+    drafting = yaml.safe_load((root / "taxonomy" / "drafting.yaml").read_text(encoding="utf-8"))
+    node = next(n for n in drafting["nodes"] if n["id"] == "extra-heads")
+    node.update(name=NODE_NAME, description=NODE_DESCRIPTION)
+    (root / "taxonomy" / "drafting.yaml").write_text(yaml.safe_dump(drafting, allow_unicode=True), encoding="utf-8")
     out = tmp_path_factory.mktemp("evil-site")
     build(out, load_unvalidated(root))
     return out
@@ -127,3 +139,40 @@ def test_results_and_lineage_show_record_text_literally(site):
     lineage = parsed(site / "lineage" / "index.html")
     assert TITLE in "".join(lineage.text)  # the node's tooltip
     assert all(not (a.get("href") or "").startswith("javascript") for _, a in lineage.tags)
+
+
+def test_a_node_name_is_text_in_tags_and_search_results(site):
+    """Material prints tag names unescaped (its tags partial, and its search results through
+    innerHTML), so the name reaches both already escaped."""
+    for page in ("papers/evil2024decoding/index.html", "papers/cai2024medusa/index.html", "taxonomy/extra-heads/index.html"):
+        doc = parsed(site / page)
+        assert not [a for t, a in doc.tags if t == "img" and "onerror" in a], page
+        assert NODE_NAME in "".join(doc.text), page
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    tags = [tag for doc in index["docs"] for tag in doc.get("tags", [])]
+    assert "Heads &lt;img src=x onerror=alert(&quot;tag&quot;)&gt;" in tags and not [t for t in tags if "<" in t]
+
+
+def test_record_and_taxonomy_text_cannot_open_a_box(site):
+    for page, text in (("papers/evil2024boxes/index.html", BOXES["summary"]), ("taxonomy/extra-heads/index.html", NODE_DESCRIPTION)):
+        doc = parsed(site / page)
+        classes = " ".join(a.get("class") or "" for _, a in doc.tags)
+        assert "admonition" not in classes and "details" not in {t for t, _ in doc.tags}, page
+        assert text in "".join(doc.text), page
+
+
+def test_templates_escape_every_value_they_insert_as_it_is():
+    """Page markup lives in templates rendered with autoescape: a value inserted without a filter
+    is HTML-escaped, a filtered one is escaped once for where it lands, and no template opts out."""
+    from specatlas.site.templating import TEMPLATES, environment
+
+    hostile = '<img src=x onerror=alert(1)> "q" & [x](javascript:y)'
+    out = environment().from_string('<a title="{{ v }}">{{ v }}</a> {{ v|html }} {{ v|md }}').render(v=hostile)
+    assert "<img" not in out and "&amp;lt;" not in out
+    assert out.count("&lt;img src=x onerror=alert(1)&gt;") == 3  # the attribute, the body, |html
+    assert "&lt;img src=x onerror=alert\\(1\\)&gt;" in out and "\\[x\\]\\(javascript:y\\)" in out  # |md
+    templates = sorted(TEMPLATES.glob("*.j2"))
+    assert len(templates) >= 10
+    for path in templates:
+        environment().get_template(path.name)  # every template compiles
+        assert "|safe" not in path.read_text(encoding="utf-8").replace(" ", ""), path.name

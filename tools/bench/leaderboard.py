@@ -4,8 +4,9 @@
 `measured_markdown`, depends on the result files alone (and on which measured methods have a
 record in papers/, to link them); `specatlas leaderboard` writes it to
 results/LEADERBOARD.md (or checks that file), so the committed page is exactly what the committed
-results say. The reported part reads the catalog beside results/ and the Spec-Bench data in
-../shared when present, which change independently of the results.
+results say. The reported part reads the catalog beside results/ and Spec-Bench's published
+leaderboard (results/published/, see `specatlas.bench.published`), which change independently of
+the measured runs.
 
 Tables are per (hardware, model, dtype, prompt set): a speedup only means something on the
 machine and model it was measured on, so nothing is ranked across them. Rows whose lossless check
@@ -16,7 +17,6 @@ schema are listed as failed too.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,10 +24,11 @@ from pathlib import Path
 from statistics import fmean, stdev
 
 from specatlas.bench import charts
+from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS
 from specatlas.bench.results import Run, load
 from specatlas.catalog.schema import Paper
-from specatlas.site.text import md
+from specatlas.site.text import md, md_link
 
 PAGE_FILE = "LEADERBOARD.md"
 DEFAULT_POLICY = "cost-aware"
@@ -410,9 +411,7 @@ def reported_markdown(method_ids: list[str], root: Path, link: Linker | None = N
            "Spec-Bench's published leaderboard. Hardware, models, prompts and settings differ from "
            "the measured tables above and between sources: they are context, not a ranking."]
     out += ["", _papers_table(method_ids, root, link or _record_linker(root), papers)]
-    spec_bench = root.parent / "shared" / "data" / "spec_bench" / "reported_leaderboard.json"
-    if spec_bench.is_file():
-        out += ["", _spec_bench_tables(spec_bench)]
+    out += ["", _spec_bench_tables(load_spec_bench(root))]
     return "\n".join(out)
 
 
@@ -438,23 +437,16 @@ def _papers_table(method_ids: list[str], root: Path, link: Linker, papers: dict[
     return "\n".join(out) if len(out) > 4 else "The measured methods' records report no numbers."
 
 
-def _spec_bench_tables(path: Path) -> str:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        rows = data["rows"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return f"Spec-Bench's published leaderboard could not be read ({md(type(exc).__name__)})."
+def _spec_bench_tables(data: SpecBenchLeaderboard) -> str:
     columns = [*SUBTASKS.values(), "#Mean Accepted Tokens", "Overall"]
     out = ["### Spec-Bench's published leaderboard", "",
-           f"Source: {md(data.get('source', path.name))}. Settings: {md(data.get('settings', 'unknown'))}."]
-    for device in dict.fromkeys(row.get("device") for row in rows):
-        hardware = data.get("hardware", {}).get(device, device)
-        out += ["", f"**{md(device)}**: {md(hardware)}", "",
+           f"Source: {md_link(data.source, data.url)} ({md(data.licence)}). Settings: {md(data.settings)}."]
+    for device in dict.fromkeys(row["device"] for row in data.rows):
+        out += ["", f"**{md(device)}**: {md(data.hardware.get(device, device))}", "",
                 "| Method | Target | " + " | ".join(md(c) for c in columns) + " |", "|---" * (2 + len(columns)) + "|"]
-        for row in (r for r in rows if r.get("device") == device):
-            values = ["–" if row.get(c) is None else md(f"{row[c]:g}" if isinstance(row[c], (int, float)) else row[c])
-                      for c in columns]
-            out.append(f"| {md(row.get('method', '?'))} | {md(row.get('target_model', '?'))} | " + " | ".join(values) + " |")
+        for row in (r for r in data.rows if r["device"] == device):
+            values = ["–" if row.get(c) is None else md(f"{row[c]:g}") for c in columns]
+            out.append(f"| {md(row['method'])} | {md(row['target_model'])} | " + " | ".join(values) + " |")
     return "\n".join(out)
 
 
@@ -476,7 +468,12 @@ def execute(args: argparse.Namespace) -> int:
         print(f"specatlas leaderboard: no results folder at {results_dir}", file=sys.stderr)
         return 2
     if args.print:
-        sys.stdout.write(render_markdown(results_dir) + "\n")
+        try:
+            page = render_markdown(results_dir)
+        except PublishedDataError as exc:
+            print(f"specatlas leaderboard: {exc}", file=sys.stderr)
+            return 1
+        sys.stdout.write(page + "\n")
         return 0
     page, expected = results_dir / PAGE_FILE, measured_markdown(results_dir) + "\n"
     if args.check:

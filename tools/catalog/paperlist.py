@@ -1,21 +1,28 @@
-"""Coverage of the public hand-edited paper list (../shared/data/speculative_decoding_papers_list.json).
+"""Coverage of a public hand-edited paper list (a JSON export of an awesome-list, with a `papers`
+array of rows: section, title, arxiv_id, source_line), given by path: `specatlas list-coverage --list PATH`.
 
-Every row of the list maps to one record (by normalized title, then arXiv id) or to a reasoned
-exclusion in paperlist_exclusions.yaml. Rows repeated under several sections map to one record,
-which must carry the facet each section stands for.
+Every row of the list maps to one record (by normalized title, then arXiv id, then a hand match)
+or to a reasoned exclusion in paperlist_exclusions.yaml. Rows repeated under several sections map
+to one record, which must carry the facet each section stands for.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from specatlas.catalog.schema import Paper
+from specatlas.catalog.taxonomy import Taxonomy
 from specatlas.catalog.validate import normalize_title
-from specatlas.paths import shared_dir
 
 EXCLUSIONS_FILE = Path(__file__).with_name("paperlist_exclusions.yaml")
+MIN_REASON = 16  # characters: a reason says why, not just "no"
 
 # A list section -> (facet, nodes): a record listed there carries one of the nodes or a descendant.
 SECTION_FACETS = {
@@ -32,45 +39,111 @@ SECTION_FACETS = {
     # applications there alike, so the section implies no facet.
     "Multi-Token Prediction": ("drafting", ("multi-token-prediction",)),
 }
+ALIGNMENT_SECTION = "Alignment"  # any alignment tag will do
 
 
-def list_path() -> Path | None:
-    shared = shared_dir()
-    path = shared / "data" / "speculative_decoding_papers_list.json" if shared else None
-    return path if path and path.exists() else None
+class PaperListError(ValueError):
+    """The list or the exclusions file cannot be read (the message is one line)."""
+
+
+@dataclass(frozen=True)
+class Exclusions:
+    """How rows that cannot be matched automatically are accounted for (see the YAML file)."""
+
+    matched: dict[int, str]  # source_line of a row matched by hand -> record id
+    excluded: dict[int, str]  # source_line of a row without a record -> why
+    disagreements: dict[str, str]  # record id -> why it lacks the facet of a section listing it
 
 
 def load_rows(path: Path) -> list[dict]:
-    return json.loads(path.read_text(encoding="utf-8"))["papers"]
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))["papers"]
+        if not all(isinstance(r, dict) and isinstance(r.get("title"), str) and isinstance(r.get("source_line"), int)
+                   for r in rows):
+            raise TypeError("every row needs a title and a source_line")
+    except OSError as exc:
+        raise PaperListError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise PaperListError(f"{path}: not a paper list ({type(exc).__name__}: {exc})") from None
+    return rows
 
 
-def _exclusions() -> dict:
-    return yaml.safe_load(EXCLUSIONS_FILE.read_text(encoding="utf-8")) or {}
+def load_exclusions(path: Path = EXCLUSIONS_FILE) -> Exclusions:
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return Exclusions(
+        matched={int(e["source_line"]): str(e["id"]) for e in data.get("matched_rows") or []},
+        excluded={int(e["source_line"]): str(e["reason"]) for e in data.get("excluded_rows") or []},
+        disagreements={str(e["id"]): str(e["reason"]) for e in data.get("section_disagreements") or []},
+    )
 
 
-def matched_rows() -> dict[int, str]:
-    """source_line of a row matched by hand -> record id."""
-    return {int(e["source_line"]): str(e["id"]) for e in _exclusions().get("matched_rows") or []}
-
-
-def load_exclusions() -> dict[int, str]:
-    """source_line of an excluded row -> why it has no record."""
-    return {int(e["source_line"]): str(e["reason"]) for e in _exclusions().get("excluded_rows") or []}
-
-
-def section_disagreements() -> dict[str, str]:
-    """record id -> why it does not carry the facet of a section the list files it under."""
-    return {str(e["id"]): str(e["reason"]) for e in _exclusions().get("section_disagreements") or []}
-
-
-def map_rows(rows: list[dict], papers) -> dict[int, str | None]:
+def map_rows(rows: list[dict], papers: Iterable[Paper], matched: dict[int, str]) -> dict[int, str | None]:
     """source_line -> record id (None when no record matches)."""
+    papers = list(papers)
     by_title = {normalize_title(p.title): p.id for p in papers}
     by_arxiv = {p.arxiv: p.id for p in papers if p.arxiv}
-    by_hand = matched_rows()
     # Titles first: the list links at least one row to the wrong arXiv paper.
     return {
         row["source_line"]: by_title.get(normalize_title(row["title"])) or by_arxiv.get(row.get("arxiv_id"))
-        or by_hand.get(row["source_line"])
+        or matched.get(row["source_line"])
         for row in rows
     }
+
+
+def coverage_problems(rows: list[dict], papers: dict[str, Paper], taxonomy: Taxonomy,
+                      exclusions: Exclusions) -> list[str]:
+    """Everything that keeps the list and the catalog from agreeing, one line each."""
+    mapping = map_rows(rows, papers.values(), exclusions.matched)
+    problems = [f"line {r['source_line']}: no record and no exclusion: {r['title']}" for r in rows
+                if mapping[r["source_line"]] is None and r["source_line"] not in exclusions.excluded]
+    problems += [f"line {line}: excluded, but record {mapping[line]} matches it now"
+                 for line in exclusions.excluded if mapping.get(line)]
+    problems += [f"line {line}: the exclusion's reason is too short to say why" for line, why in exclusions.excluded.items()
+                 if len(why) < MIN_REASON]
+    problems += [f"matched_rows names {i}, which is not a record" for i in exclusions.matched.values() if i not in papers]
+    problems += [f"section_disagreements names {i}, which is not a record" for i in exclusions.disagreements
+                 if i not in papers]
+    titles = {normalize_title(p.title) for p in papers.values()}
+    arxivs = {p.arxiv for p in papers.values() if p.arxiv}
+    problems += [f"line {r['source_line']}: matched by hand, but its title or arXiv id already matches" for r in rows
+                 if r["source_line"] in exclusions.matched
+                 and (normalize_title(r["title"]) in titles or r.get("arxiv_id") in arxivs)]
+    for row in rows:
+        paper = papers.get(mapping[row["source_line"]] or "")
+        if paper is None or paper.id in exclusions.disagreements:
+            continue
+        if row["section"] in SECTION_FACETS:
+            facet, nodes = SECTION_FACETS[row["section"]]
+            if not _reached(paper, facet, taxonomy) & set(nodes):
+                problems.append(f"{paper.id}: listed under '{row['section']}' but has no {facet} tag in {nodes}")
+        elif row["section"] == ALIGNMENT_SECTION and not paper.taxonomy.alignment:
+            problems.append(f"{paper.id}: listed under '{ALIGNMENT_SECTION}' but has no alignment tag")
+    return list(dict.fromkeys(problems))  # a row listed twice is one problem
+
+
+def _reached(paper: Paper, facet_id: str, taxonomy: Taxonomy) -> set[str]:
+    """The paper's tags on the facet and every node above them."""
+    facet = taxonomy.facets[facet_id]
+    return {node for tag in getattr(paper.taxonomy, facet_id) if tag in facet.nodes
+            for node in (tag, *facet.ancestors(tag))}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--list", type=Path, required=True, dest="list_path", metavar="PATH",
+                        help="the paper list as JSON (a `papers` array of rows with section, title, arxiv_id, source_line)")
+
+
+def execute(args: argparse.Namespace) -> int:
+    from specatlas.catalog.validate import validate
+
+    try:
+        rows = load_rows(args.list_path)
+    except PaperListError as exc:
+        print(f"specatlas list-coverage: {exc}", file=sys.stderr)
+        return 2
+    _, records, taxonomy = validate()
+    problems = coverage_problems(rows, {r.paper.id: r.paper for r in records if r.paper}, taxonomy, load_exclusions())
+    for problem in problems:
+        print(problem)
+    print(f"{len(rows)} rows, {len(problems)} problems", file=sys.stderr)
+    return 1 if problems else 0

@@ -1,9 +1,10 @@
 """Markdown for every page that is derived from the catalog.
 
 `generate(catalog)` returns {path under docs/: content}: the Markdown pages plus papers.bib. It is
-a pure function of the catalog, linear in its size, and all record text goes through
-`specatlas.site.text` escaping. Links between pages are relative links to .md files, so MkDocs
-checks every one of them.
+a pure function of the catalog, linear in its size. This module gathers each page's data; its
+markup is in templates/*.md.j2 (see `specatlas.site.templating`), where every value is escaped
+for where it lands. Links between pages are relative links to .md files, so MkDocs checks every
+one of them.
 """
 
 from __future__ import annotations
@@ -11,25 +12,23 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
+
+from markupsafe import Markup
 
 from specatlas import bib
+from specatlas.bench.published import load_spec_bench
 from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
 from specatlas.site import lineage, reported, timeline
 from specatlas.site.catalog import Catalog, chronological, posted
-from specatlas.site.text import attr, code_fence, md, md_link, md_prose, safe_url, script_json
+from specatlas.site.templating import render
+from specatlas.site.text import safe_url, tag_name
 
 _ID = re.compile(ID_PATTERN)
 _NODE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 METRIC_UNITS = {"speedup": "×", "throughput-gain": "×"}
-LOSSLESS_TEXT = {
-    True: "yes: the output distribution is exactly the target model's",
-    False: "no: relaxed acceptance or an approximation changes the output distribution",
-    None: "not applicable: not a decoding method (survey, benchmark or analysis)",
-}
 RUN_PROMPT = "Explain speculative decoding in two sentences."
 
 
@@ -64,7 +63,7 @@ def generate(catalog: Catalog, *, directory_urls: bool = True) -> dict[str, str]
 
 def allowed_tags(catalog: Catalog) -> list[str]:
     """Material tags allowed on pages: one per taxonomy node, its name."""
-    return sorted({node.name for node in catalog.taxonomy.all_nodes()})
+    return sorted({tag_name(node.name) for node in catalog.taxonomy.all_nodes()})
 
 
 def bib_entries(bibtex: str) -> dict[str, str]:
@@ -74,14 +73,6 @@ def bib_entries(bibtex: str) -> dict[str, str]:
 
 
 # Shared pieces -------------------------------------------------------------------------------
-
-def _paper_link(paper: Paper, prefix: str) -> str:
-    return f"[{md(paper.title)}]({prefix}{paper.id}.md)"
-
-
-def _node_link(node: Node, prefix: str) -> str:
-    return f"[{md(node.name)}]({prefix}{node.id}.md)"
-
 
 def _venue(paper: Paper) -> str:
     return paper.venue if paper.venue in VENUES else "?"
@@ -96,194 +87,63 @@ def _newest_first(papers: Iterable[Paper]) -> list[Paper]:
     return sorted(papers, key=chronological, reverse=True)
 
 
-def _paper_table(papers: list[Paper], prefix: str) -> str:
-    rows = ["| Paper | Posted | Venue | Lossless |", "|---|---|---|---|"]
-    for paper in papers:
-        lossless = {True: "yes", False: "no", None: "–"}[paper.lossless]
-        rows.append(f"| {_paper_link(paper, prefix)} | {_when(paper)} | {md(_venue(paper))} | {lossless} |")
-    return "\n".join(rows)
-
-
-def _front_matter(title: str, tags: list[str] | None = None, *, wide: bool = False,
-                  hide: tuple[str, ...] = ()) -> str:
-    # Values are quoted YAML strings; the title is HTML-escaped because themes print it raw.
-    lines = ["---", f"title: {_yaml_str(attr(title))}"]
-    hidden = [*(("navigation", "toc") if wide else ()), *hide]  # wide: tables and figures get the whole width
-    if hidden:
-        lines += ["hide:", *(f"  - {h}" for h in hidden)]
-    if tags:
-        lines.append("tags:")
-        lines.extend(f"  - {_yaml_str(t)}" for t in tags)
-    return "\n".join([*lines, "---", ""])
-
-
-def _yaml_str(text: str) -> str:
-    return '"' + " ".join(text.split()).replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _page(template: str, **context: object) -> str:
+    """A page from its template, with the page helpers the shared macros use."""
+    return render(template, when=_when, venue=_venue, **context)
 
 
 # Home ----------------------------------------------------------------------------------------
 
 def home(catalog: Catalog) -> str:
     papers = catalog.papers
-    years = Counter(posted(p)[0] for p in papers)
-    used_nodes = sum(1 for ids in catalog.node_papers.values() if ids)
-    glance = [
-        "| In the catalog | |", "|---|---|",
-        f"| Papers, posts and releases | **{len(papers)}** |",
-        f"| Lossless methods | {sum(p.lossless is True for p in papers)} |",
-        f"| Lossy (relaxed) methods | {sum(p.lossless is False for p in papers)} |",
-        f"| With official code | {sum(bool(p.code) for p in papers)} |",
-        f"| Runnable here (reference implementations) | {len(catalog.implemented)} |",
-        f"| Venues | {len({p.venue for p in papers})} |",
-        f"| Taxonomy nodes in use | {used_nodes} of {len(catalog.taxonomy.all_nodes())} |",
-    ]
-    if years:
-        glance.append(f"| Years covered | {min(years)}–{max(years)} |")
-    per_year = ["| Year | Papers |", "|---|---|"] + [f"| {y} | {n} |" for y, n in sorted(years.items(), reverse=True)]
-    families = []
     drafting = catalog.taxonomy.facets.get("drafting")
-    for node in drafting.children(None) if drafting else []:
-        families.append(f"- {_node_link(node, 'taxonomy/')}: {len(catalog.node_papers.get(node.id, []))} papers")
-    implemented = [catalog.by_id[i] for i in sorted(catalog.implemented)]
-    runnable = "\n".join(f"- {_paper_link(p, 'papers/')}: `specatlas run {p.id}`" for p in implemented)
-    example = implemented[0].id if implemented else "leviathan2023fast"
-    return "\n".join([
-        _front_matter("SpecAtlas"),
-        "# SpecAtlas",
-        "",
-        "**Speculative decoding** makes a large language model generate several tokens per forward "
-        "pass without changing what it writes. A cheap *drafter* (a small model, extra heads on the "
-        "target, or plain text lookup) guesses the next few tokens; the large *target* model scores "
-        "all the guesses in one parallel pass and keeps the longest prefix it agrees with, plus one "
-        "token of its own. Because decoding is limited by memory bandwidth rather than arithmetic, "
-        "checking several tokens costs about as much as generating one, so every accepted guess is "
-        "time saved. With the right acceptance rule the output distribution is exactly the target's.",
-        "",
-        "SpecAtlas catalogs the papers on the survey taxonomy's axes (how drafts are made, how they "
-        "are verified, how drafter and target are aligned), traces how methods build on each other, "
-        "and runs reference implementations to measure how fast they really are.",
-        "",
-        "## At a glance",
-        "",
-        "\n".join(glance),
-        "",
-        "### Drafting families",
-        "",
-        "\n".join(families) or "No drafting taxonomy.",
-        "",
-        '??? note "Papers per year"',
-        "",
-        "\n".join("    " + line for line in per_year),
-        "",
-        "## Find papers",
-        "",
-        "- [Catalog](catalog.md): every paper in one table with its authors, arXiv, PDF and code "
-        "links and tags, filtered by taxonomy node, year, venue, lossless, code and implementation "
-        "or by words of the title, authors and names, sorted by any column.",
-        "- [Taxonomy](taxonomy/index.md): each axis as a tree with counts, one page per node.",
-        "- [Timeline](timeline.md): papers per quarter by drafting family.",
-        "- [Lineage](lineage.md): which methods build on which.",
-        "- [Leaderboard](leaderboard.md): speedups measured by `specatlas bench`.",
-        "- [Reported results](results.md): the papers' own numbers and third-party measurements, "
-        "one sortable table per benchmark.",
-        "- [Which method?](choose.md): a shortlist per setting (no training budget, serving, long "
-        "context, multimodal, code edits...).",
-        "- [papers.bib](papers.bib): BibTeX for the whole catalog, keyed by record id.",
-        "",
-        "## Run a method",
-        "",
-        "Reference implementations run on the embedded SmolLM2-135M model, on a CPU:",
-        "",
-        code_fence(f'make setup\n.venv/bin/specatlas run {example} --prompt "{RUN_PROMPT}"', "bash"),
-        "",
-        runnable or "No reference implementations are registered yet.",
-        "",
-    ])
+    glance = {
+        "papers": len(papers),
+        "lossless": sum(p.lossless is True for p in papers),
+        "lossy": sum(p.lossless is False for p in papers),
+        "code": sum(bool(p.code) for p in papers),
+        "runnable": len(catalog.implemented),
+        "venues": len({p.venue for p in papers}),
+        "used_nodes": sum(1 for ids in catalog.node_papers.values() if ids),
+        "nodes": len(catalog.taxonomy.all_nodes()),
+    }
+    return _page(
+        "home.md.j2", glance=glance, years=Counter(posted(p)[0] for p in papers),
+        families=[(node, len(catalog.node_papers.get(node.id, []))) for node in (drafting.children(None) if drafting else [])],
+        runnable=[catalog.by_id[i] for i in sorted(catalog.implemented)], run_prompt=RUN_PROMPT)
 
 
 # One page per paper --------------------------------------------------------------------------
 
 def paper_page(catalog: Catalog, paper: Paper, bibtex: str) -> str:
-    tag_names = []
-    badge_lines = []
+    facets = []
     for facet_id in FACETS:
         facet = catalog.taxonomy.facets.get(facet_id)
         nodes = [facet.nodes[t] for t in catalog.tags(paper, facet_id) if facet and t in facet.nodes]
         if nodes:
-            tag_names.extend(n.name for n in nodes)
-            badges = " ".join(f"{_node_link(n, '../taxonomy/')}{{ .sa-badge }}" for n in nodes)
-            badge_lines.append(f"- **{md(facet.name)}:** {badges}")
+            facets.append((facet, nodes))
     venue = VENUES.get(paper.venue)
-    venue_text = md(venue.name if venue else paper.venue)
-    if paper.venue_note:
-        venue_text += f" ({md(paper.venue_note)})"
-    facts = [
-        f"- **Authors:** {md(', '.join(paper.authors))}",
-        f"- **Published:** {paper.year}{f'-{paper.month:02d}' if paper.month else ''}, {venue_text}",
-    ]
-    if paper.kind != "paper":
-        facts.append(f"- **Kind:** {md(paper.kind)}")
-    facts.append(f"- **Links:** {' · '.join(_links(paper)) or '–'}")
-    facts.extend(badge_lines)
-    facts.append(f"- **Lossless:** {LOSSLESS_TEXT[paper.lossless]}")
-    if paper.aliases:
-        facts.append(f"- **Also known as:** {md(', '.join(paper.aliases))}")
-
-    parents = [catalog.by_id[i] for i in paper.builds_on if i in catalog.by_id]
-    children = [catalog.by_id[i] for i in catalog.built_upon_by.get(paper.id, [])]
-    lineage = [
-        "**Builds on:** " + (", ".join(_paper_link(p, "") for p in parents) or "nothing in the catalog"),
-        "",
-        "**Built upon by:** " + (", ".join(_paper_link(p, "") for p in _newest_first(children)) or "nothing in the catalog yet"),
-    ]
-    if paper.id in catalog.implemented:
-        run = code_fence(f'specatlas run {paper.id} --prompt "{RUN_PROMPT}"', "bash")
-    else:
-        run = "No reference implementation yet: see [Contributing](../contributing.md)."
-    return "\n".join([
-        # Tags feed search; the chips would repeat the linked badges above, so they are hidden.
-        _front_matter(paper.title, sorted(set(tag_names)), hide=("navigation", "tags")),
-        f"# {md(paper.title)}",
-        "",
-        "\n".join(facts),
-        "",
-        "## Summary",
-        "",
-        md_prose(paper.summary),
-        "",
-        "## Lineage { data-search-exclude }",
-        "",
-        "\n".join(lineage),
-        "",
-        "## Reported results { data-search-exclude }",
-        "",
-        _results_table(paper),
-        "",
-        "## Run it { data-search-exclude }",
-        "",
-        run,
-        "",
-        "## BibTeX { data-search-exclude }",
-        "",
-        code_fence(bibtex, "bibtex"),
-        "",
-        f"Download: [{paper.id}.bib]({paper.id}.bib){{ download=\"{paper.id}.bib\" }} · the whole catalog: [papers.bib](../papers.bib).",
-        "",
-    ])
+    return _page(
+        "paper.md.j2", paper=paper, tags=sorted({node.name for _, nodes in facets for node in nodes}), facets=facets,
+        venue_name=venue.name if venue else paper.venue, links=_links(paper),
+        parents=[catalog.by_id[i] for i in paper.builds_on if i in catalog.by_id],
+        children=_newest_first(catalog.by_id[i] for i in catalog.built_upon_by.get(paper.id, [])),
+        results=_result_cells(paper), implemented=paper.id in catalog.implemented, run_prompt=RUN_PROMPT, bibtex=bibtex)
 
 
-def _links(paper: Paper) -> list[str]:
+def _links(paper: Paper) -> list[tuple[str, str]]:
+    """(label, URL) of every link of the record; the template shows an unsafe URL as its bare label."""
     links = []
     if paper.arxiv:
-        links.append(md_link(f"arXiv:{paper.arxiv}", f"https://arxiv.org/abs/{paper.arxiv}"))
+        links.append((f"arXiv:{paper.arxiv}", f"https://arxiv.org/abs/{paper.arxiv}"))
     if paper.url:
-        links.append(md_link("Paper", paper.url))
+        links.append(("Paper", paper.url))
     if paper.pdf:
-        links.append(md_link("PDF", paper.pdf))
+        links.append(("PDF", paper.pdf))
     if paper.doi:
-        links.append(md_link(f"DOI {paper.doi}", f"https://doi.org/{paper.doi}"))
-    links.extend(md_link("Code" if len(paper.code) == 1 else f"Code {i}", url) for i, url in enumerate(paper.code, 1))
-    links.extend(md_link(name.capitalize(), url) for name, url in paper.links.items())
+        links.append((f"DOI {paper.doi}", f"https://doi.org/{paper.doi}"))
+    links.extend(("Code" if len(paper.code) == 1 else f"Code {i}", url) for i, url in enumerate(paper.code, 1))
+    links.extend((name.capitalize(), url) for name, url in paper.links.items())
     return links
 
 
@@ -301,68 +161,37 @@ def _quick_links(paper: Paper) -> list[tuple[str, str]]:
     return [(label, url) for label, url in ((label, safe_url(url)) for label, url in links) if url]
 
 
-def _results_table(paper: Paper) -> str:
-    if not paper.reported_results:
-        return "The record lists no reported numbers."
-    rows = [
-        "Numbers as the paper reports them; see the [leaderboard](../leaderboard.md) for measured "
-        "ones and [Reported results](../results.md) to compare them with other papers'.",
-        "",
-        "| Metric | Value | Benchmark | Target | Drafter | Setting | Source |",
-        "|---|---:|---|---|---|---|---|",
-    ]
+def _result_cells(paper: Paper) -> list[list[str]]:
+    """The paper's reported numbers as table cells (plain text)."""
+    rows = []
     for r in paper.reported_results:
         setting = [r.hardware or "hardware not stated"]
         if r.batch_size is not None:
             setting.append(f"batch {r.batch_size}")
         if r.temperature is not None:
             setting.append(f"T={r.temperature:g}")
-        cells = [r.metric, f"{r.value:g}{METRIC_UNITS.get(r.metric, '')}", r.benchmark, r.target_model,
-                 r.drafter or "–", ", ".join(setting), r.source + (f" ({r.note})" if r.note else "")]
-        rows.append("| " + " | ".join(md(c) for c in cells) + " |")
-    return "\n".join(rows)
+        rows.append([r.metric, f"{r.value:g}{METRIC_UNITS.get(r.metric, '')}", r.benchmark, r.target_model,
+                     r.drafter or "–", ", ".join(setting), r.source + (f" ({r.note})" if r.note else "")])
+    return rows
 
 
 # Taxonomy ------------------------------------------------------------------------------------
 
 def taxonomy_index(catalog: Catalog) -> str:
-    out = [_front_matter("Taxonomy"), "# Taxonomy", "",
-           "Every paper is tagged on the survey's three axes (drafting, verification, alignment) "
-           "and by scope. Counts include the papers of all nodes below; a paper with several tags "
-           "counts once per node.", ""]
-    for facet_id in FACETS:
-        facet = catalog.taxonomy.facets.get(facet_id)
-        if facet is None:
-            continue
-        out += [f"## {md(facet.name)}", "", md(facet.description), ""]
-
-        def tree(parent: str | None, depth: int) -> None:
-            for node in facet.children(parent):
-                count = len(catalog.node_papers.get(node.id, []))
-                out.append(f"{'    ' * depth}- {_node_link(node, '')} ({count})")
-                tree(node.id, depth + 1)
-
-        tree(None, 0)
-        out.append("")
-    return "\n".join(out)
+    facets = [catalog.taxonomy.facets[f] for f in FACETS if f in catalog.taxonomy.facets]
+    return _page("taxonomy.md.j2", facets=facets, count=_counter(catalog))
 
 
 def node_page(catalog: Catalog, node: Node) -> str:
     facet = catalog.taxonomy.facets[node.facet]
-    trail = ["[Taxonomy](index.md)", md(facet.name)]
-    trail += [_node_link(facet.nodes[a], "") for a in reversed(facet.ancestors(node.id))]
-    papers = [catalog.by_id[i] for i in catalog.node_papers.get(node.id, [])]
-    children = facet.children(node.id)
-    out = [_front_matter(node.name), f"# {md(node.name)}", "", " › ".join(trail), "", md(node.description), ""]
-    if children:
-        out += ["**Sub-nodes:** " + ", ".join(
-            f"{_node_link(c, '')} ({len(catalog.node_papers.get(c.id, []))})" for c in children), ""]
-    out += [f"## Papers ({len(papers)}) {{ data-search-exclude }}", ""]  # each paper is indexed on its own page
-    if papers:
-        out.append(_paper_table(_newest_first(papers), "../papers/"))
-    else:
-        out.append(f"No paper is tagged here yet{f' (kept because: {md(node.reserved)})' if node.reserved else ''}.")
-    return "\n".join(out) + "\n"
+    return _page("node.md.j2", node=node, facet=facet, count=_counter(catalog),
+                 ancestors=[facet.nodes[a] for a in reversed(facet.ancestors(node.id))], children=facet.children(node.id),
+                 papers=_newest_first(catalog.by_id[i] for i in catalog.node_papers.get(node.id, [])))
+
+
+def _counter(catalog: Catalog):
+    """node id -> how many papers it and the nodes below it have."""
+    return lambda node_id: len(catalog.node_papers.get(node_id, []))
 
 
 # Catalog table -------------------------------------------------------------------------------
@@ -409,81 +238,27 @@ def catalog_page(catalog: Catalog, directory_urls: bool) -> str:
             "code": bool(paper.code),
             "implemented": paper.id in catalog.implemented,
         })
-    data = {"facets": facets, "papers": rows}
-    return "\n".join([
-        _front_matter("Catalog", wide=True),
-        "# Catalog",
-        "",
-        f"All {len(rows)} records. Filter by taxonomy node (a node includes the nodes below it), "
-        "year, venue, lossless, code and reference implementation, or by words of the title, the "
-        "authors or a method's short name; click a column header to sort. The filters and the sort "
-        "are kept in the address, so a filtered view can be shared or bookmarked. *Year* is the "
-        "cited version's (the venue's) year; the month below it is the first posting (arXiv). "
-        "*Speedup* is the highest speedup the paper reports, in its own setting (hover for it): "
-        "compare settings on [Reported results](results.md). The whole catalog as BibTeX: "
-        "[papers.bib](papers.bib).",
-        "",
-        '<div id="sa-catalog" class="sa-catalog"><noscript>The catalog table needs JavaScript; '
-        "the taxonomy pages list the same papers.</noscript></div>",
-        "",
-        f'<script type="application/json" id="sa-catalog-data">{script_json(data)}</script>',
-        "",
-    ])
+    return _page("catalog.md.j2", data={"facets": facets, "papers": rows})
 
 
 # Timeline ------------------------------------------------------------------------------------
 
 def timeline_page(catalog: Catalog) -> str:
     figure = timeline.build(catalog)
-    table = ["| Quarter | " + " | ".join(md(name) for name in figure.families) + " | Total |",
-             "|---" * (len(figure.families) + 2) + "|"]
-    for quarter, counts in figure.rows:
-        table.append(f"| {quarter} | " + " | ".join(str(c) for c in counts) + f" | {sum(counts)} |")
-    return "\n".join([
-        _front_matter("Timeline", wide=True),
-        "# Timeline",
-        "",
-        "Papers per quarter, stacked by drafting family (the top-level drafting node of a paper's "
-        "first drafting tag). The date is the arXiv posting (from the arXiv id) when there is one, "
-        "else the record's year and month; a record without a month counts in its year's first quarter.",
-        "",
-        f'<div class="sa-timeline">{figure.svg}</div>',
-        "",
-        '??? note "The numbers"',
-        "",
-        "\n".join("    " + line for line in table),
-        "",
-    ])
+    # timeline.py escapes every text it draws into the SVG
+    return _page("timeline.md.j2", svg=Markup(figure.svg), families=figure.families, rows=figure.rows)
 
 
 # Lineage -------------------------------------------------------------------------------------
 
 def lineage_page(catalog: Catalog, directory_urls: bool) -> str:
-    families = lineage.components(catalog)
     href = "../papers/{}/" if directory_urls else "papers/{}.html"
-    out = [
-        _front_matter("Lineage", wide=True),
-        "# Lineage",
-        "",
-        "Which methods build on which (the records' `builds_on`). Only papers with such an edge "
-        "appear; each connected family has its own diagram, largest first. Columns are generations, "
-        "left to right: a paper sits one column right of the latest work it builds on. Click a box "
-        "for the paper; on a narrow screen, scroll a diagram sideways.",
-        "",
-    ]
-    if not families:
-        out.append("No record lists `builds_on` yet.")
-    for members in families:
-        root = catalog.by_id[members[0]]
-        out += [
-            f"## {md(root.title)} ({len(members)} papers)",
-            "",
-            f'<div class="sa-lineage">{lineage.svg(catalog, members, href)}</div>',
-            "",
-            ", ".join(f"{_paper_link(catalog.by_id[i], 'papers/')} ({posted(catalog.by_id[i])[0]})" for i in members),
-            "",
-        ]
-    return "\n".join(out)
+    families = [{
+        "root": catalog.by_id[members[0]],
+        "members": [(catalog.by_id[i], posted(catalog.by_id[i])[0]) for i in members],
+        "svg": Markup(lineage.svg(catalog, members, href)),  # lineage.py escapes every text it draws
+    } for members in lineage.components(catalog)]
+    return _page("lineage.md.j2", families=families)
 
 
 # Leaderboard and contributing ----------------------------------------------------------------
@@ -503,126 +278,44 @@ def measured_results(catalog: Catalog):
 
 
 def leaderboard_page(catalog: Catalog, loaded=None) -> str:
-    results = catalog.root / "results"
-    head = [_front_matter("Leaderboard", wide=True), "# Leaderboard", "",
-            "Speedups measured here, by `specatlas bench`. For the numbers the papers report, by "
-            "benchmark, see [Reported results](results.md); for a shortlist by use case, "
-            "[Which method?](choose.md).", ""]
+    tables = None
     if loaded:
         from specatlas.bench.leaderboard import render_markdown
 
         link = lambda method_id: f"papers/{method_id}.md" if method_id in catalog.by_id else None  # noqa: E731
-        return "\n".join([*head, render_markdown(results, link=link, papers=catalog.by_id, loaded=loaded), ""])
-    return "\n".join([
-        *head,
-        "No measured results exist yet. The leaderboard shows only runs that were actually "
-        "executed, never numbers copied from papers (each paper page lists those as reported results).",
-        "",
-        "To produce results, run the benchmark; it writes them under `results/`, and the next site "
-        "build renders them here:",
-        "",
-        code_fence("specatlas bench --help", "bash"),
-        "",
-    ])
+        # Markdown that specatlas.bench.leaderboard escapes text by text, as results/LEADERBOARD.md
+        tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded))
+    return _page("leaderboard.md.j2", tables=tables)
 
 
 def contributing_page(catalog: Catalog) -> str:
     source = catalog.root / "CONTRIBUTING.md"
-    if not source.is_file():
-        return _front_matter("Contributing") + "# Contributing\n\nSee the repository's CONTRIBUTING.md.\n"
-    return source.read_text(encoding="utf-8")
-
+    return source.read_text(encoding="utf-8") if source.is_file() else _page("contributing.md.j2")
 
 
 # Reported results compared -------------------------------------------------------------------
 
-LONG_CELL = ' class="sa-long"'  # may break inside a word (commit hashes, URLs) rather than overflow
 RESULT_COLUMNS = ("Method", "Speedup (×)", "Mean accepted tokens", "Other metric", "Target model", "Drafter",
                   "Hardware", "Batch", "Temp.", "Measured by", "Source")
 
 
-def spec_bench_file(catalog: Catalog) -> Path:
-    """Spec-Bench's published leaderboard in the shared data beside the repository, when present."""
-    return catalog.root.parent / "shared" / "data" / "spec_bench" / "reported_leaderboard.json"
-
-
 def results_page(catalog: Catalog, directory_urls: bool) -> str:
-    rows = reported.collect(catalog, spec_bench_file(catalog))
-    href = "../papers/{}/" if directory_urls else "papers/{}.html"
+    rows = reported.collect(catalog, load_spec_bench(catalog.root))
     by_benchmark: dict[str, list[reported.ResultRow]] = {}
     for row in rows:
         by_benchmark.setdefault(row.benchmark, []).append(row)
     order = [name for name, _ in reported.BENCHMARKS if name in by_benchmark]
     order += [reported.MIXED] if reported.MIXED in by_benchmark else []
-    papers = len({r.source_id for r in rows if r.measured_by == reported.OWN})
+    tables = [{
+        "name": name, "slug": "results-" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-"),
+        "columns": [*RESULT_COLUMNS[:1], *(("Benchmark",) if name == reported.MIXED else ()), *RESULT_COLUMNS[1:]],
+        "show_benchmark": name == reported.MIXED,
+        "rows": sorted(by_benchmark[name], key=lambda r: (r.speedup is None, -(r.speedup or 0), r.method)),
+    } for name in order]
     third = sum(r.measured_by == reported.THIRD_PARTY for r in rows)
-    out = [
-        _front_matter("Reported results", wide=True),
-        "# Reported results",
-        "",
-        f"Every number the catalog's records report ({papers} papers, "
-        f"{len(rows) - third} settings){f', and {third} third-party measurements' if third else ''}, "
-        "one table per benchmark, sorted by speedup; click a column header to sort by it, and filter "
-        "by the target model's family and size and by hardware (the filters apply to every table "
-        "and are kept in the address). *Measured by* tells a paper's numbers for its own method from "
-        "third-party measurements taken on one shared setup (Spec-Bench's published leaderboard). "
-        "Settings differ from row to row: compare rows only where target, hardware and batch agree. "
-        "For speedups measured by this repository, see the [leaderboard](leaderboard.md).",
-        "",
-        "A number belongs to a benchmark's table when its source names that benchmark alone; "
-        f"numbers averaged over several benchmarks or reported without one are under *{md(reported.MIXED)}*, "
-        "with the benchmark text as the source gives it.",
-        "",
-        "Jump to: " + " · ".join(f"[{md(name)}](#{_slug(name)}) ({len(by_benchmark[name])})" for name in order),
-        "",
-        '<div id="sa-results-filters" class="sa-filters"></div>',
-        "",
-    ]
-    if not rows:
-        out.append("No record reports results yet.")
-    for name in order:
-        out += [f"## {md(name)} {{ #{_slug(name)} }}", "", _results_html(by_benchmark[name], href, name == reported.MIXED), ""]
-    return "\n".join(out)
-
-
-def _slug(name: str) -> str:
-    return "results-" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def _results_html(rows: list[reported.ResultRow], href: str, show_benchmark: bool) -> str:
-    columns = [*RESULT_COLUMNS[:1], *(("Benchmark",) if show_benchmark else ()), *RESULT_COLUMNS[1:]]
-    ordered = sorted(rows, key=lambda r: (r.speedup is None, -(r.speedup or 0), r.method))
-    head = "".join(f'<th><button type="button" class="sa-sort">{attr(c)}</button></th>' for c in columns)
-    body = []
-    for r in ordered:
-        method = (f'<a href="{attr(href.format(r.paper_id))}" title="{attr(r.paper_title)}">{attr(r.method)}</a>'
-                  if r.paper_id else attr(r.method))
-        source = attr(r.source)
-        if r.measured_by == reported.THIRD_PARTY:
-            reporter = (f'<a href="{attr(href.format(r.source_id))}">{attr(r.source_name)}</a>' if r.source_id
-                        else attr(r.source_name))
-            source = f"{reporter}: {source}"
-        cells = [
-            (method, r.method.lower()),
-            *(((attr(r.benchmark_text), r.benchmark_text.lower()),) if show_benchmark else ()),
-            (_num(r.speedup, "×"), _sort_num(r.speedup)),
-            (_num(r.accepted, ""), _sort_num(r.accepted)),
-            (attr(r.other or "–"), (r.other or "").lower()),
-            (attr(r.target), r.target.lower()),
-            (attr(r.drafter), r.drafter.lower()),
-            (attr(r.hardware), r.hardware.lower()),
-            ("–" if r.batch is None else str(r.batch), _sort_num(r.batch)),
-            ("–" if r.temperature is None else f"{r.temperature:g}", _sort_num(r.temperature)),
-            (attr(r.measured_by), r.measured_by),
-            (source, r.source.lower()),
-        ]
-        long = {len(cells) - 1, len(cells) - 5} | ({1} if show_benchmark else set())  # source, hardware, benchmark
-        tds = "".join(f'<td data-sort="{attr(key)}"{LONG_CELL if k in long else ""}>{text}</td>'
-                      for k, (text, key) in enumerate(cells))
-        body.append(f'<tr data-family="{attr(r.family)}" data-size="{attr(r.size)}" data-hardware="{attr(r.hardware_class)}" '
-                    f'data-by="{attr(r.measured_by)}">{tds}</tr>')
-    return ('<div class="sa-table-wrap"><table class="sa-results sa-sortable">'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
+    return _page("results.md.j2", tables=tables, papers=len({r.source_id for r in rows if r.measured_by == reported.OWN}),
+                 settings=len(rows) - third, third=third, mixed=reported.MIXED, third_party=reported.THIRD_PARTY,
+                 href="../papers/{}/" if directory_urls else "papers/{}.html", num=_num, sort_num=_sort_num)
 
 
 def _num(value: float | int | None, suffix: str) -> str:
@@ -683,18 +376,8 @@ def choose_page(catalog: Catalog, loaded=None) -> str:
 
         for row in measured_rows(catalog.root / "results", loaded):
             measured.setdefault(row.method_id, row)  # fastest first: keep each method's best
-    out = [
-        _front_matter("Which method?", wide=True),
-        "# Which method should I use?",
-        "",
-        "A shortlist per setting, generated from the catalog: the candidates' taxonomy tags decide "
-        "which settings they fit; they are ordered by whether they run here (with this repository's "
-        "measured speedup), then by the highest speedup their paper reports. Reported numbers come "
-        "from different models and hardware: follow them to [Reported results](results.md) to "
-        "compare like with like. Only decoding methods are listed (not surveys or benchmarks).",
-        "",
-    ]
     names = {n.id: n for n in catalog.taxonomy.all_nodes()}
+    settings = []
     for title, meaning, fits, nodes in _settings(catalog):
         candidates = [p for p in catalog.papers if p.lossless is not None and fits(p)]
 
@@ -704,25 +387,9 @@ def choose_page(catalog: Catalog, loaded=None) -> str:
             return (paper.id not in catalog.implemented, -(row.speedup if row else 0), -(best[0] if best else 0),
                     tuple(-x for x in chronological(paper)[:2]))
 
-        ordered = sorted(candidates, key=rank)
-        browse = ", ".join(f"{_node_link(names[n], 'taxonomy/')} ({len(catalog.node_papers.get(n, []))})"
-                           for n in nodes if n in names)
-        out += [f"## {md(title)}", "", md(meaning), ""]
-        if not ordered:
-            out += ["No method in the catalog fits yet.", ""]
-            continue
-        out += [f"{len(ordered)} methods fit; the first {min(SHORTLIST, len(ordered))}:", "",
-                "| Method | Measured here | Reported speedup (best) | Lossless | Runs here | Code |",
-                "|---|---|---|---|---|---|"]
-        for paper in ordered[:SHORTLIST]:
-            row = measured.get(paper.id)
-            here = (f"[{row.speedup:.2f}×](leaderboard.md) ({md(row.model)}, {md(row.hardware)}, {md(row.policy)})"
-                    if row else "–")
-            best = reported.best_speedup(paper)
-            claimed = f"{best[0]:g}× ({md(best[1])})" if best else "–"
-            run = f"`specatlas run {paper.id}`" if paper.id in catalog.implemented else "–"
-            code = md_link("code", paper.code[0]) if paper.code else "–"
-            out.append(f"| {_paper_link(paper, 'papers/')} | {here} | {claimed} | "
-                       f"{ {True: 'yes', False: 'no'}[paper.lossless]} | {run} | {code} |")
-        out += ["", f"More: {browse}." if browse else "", ""]
-    return "\n".join(out)
+        shortlist = sorted(candidates, key=rank)[:SHORTLIST]
+        settings.append({"title": title, "meaning": meaning, "fit": len(candidates),
+                         "shortlist": [(p, measured.get(p.id), reported.best_speedup(p)) for p in shortlist],
+                         "browse": [names[n] for n in nodes if n in names]})
+    return _page("choose.md.j2", settings=settings, implemented=catalog.implemented, num=_num,
+                 count=_counter(catalog))

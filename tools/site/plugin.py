@@ -5,9 +5,11 @@ taxonomy. Nothing is written into docs/."""
 from __future__ import annotations
 
 from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin, event_priority
 from mkdocs.structure.files import File, Files
 
+from specatlas.bench.published import PublishedDataError
 from specatlas.paths import repo_root
 from specatlas.site.catalog import Catalog, load_catalog
 from specatlas.site.pages import allowed_tags, generate
@@ -33,7 +35,11 @@ class SpecAtlasPlugin(BasePlugin):
 
     def on_files(self, files: Files, config: MkDocsConfig) -> Files:
         assert self.catalog is not None
-        for src_uri, content in generate(self.catalog, directory_urls=config.use_directory_urls).items():
+        try:
+            generated = generate(self.catalog, directory_urls=config.use_directory_urls)
+        except PublishedDataError as exc:  # a page would lack numbers it promises: stop, in one line
+            raise PluginError(f"specatlas: {exc}") from None
+        for src_uri, content in generated.items():
             files.append(File.generated(config, src_uri, content=content))
         return files
 

@@ -1,5 +1,5 @@
 """Reported results compared: every number the catalog's records report (`reported_results`), plus
-third-party measurements (Spec-Bench's published leaderboard, when its data is present), as rows
+third-party measurements (Spec-Bench's published leaderboard, committed in results/published/), as rows
 grouped by benchmark, with the target model's family and size and the hardware read from the
 record's free text so that the results page can filter on them.
 
@@ -10,11 +10,10 @@ together under "Several or unnamed benchmarks", their text shown as written.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
+from specatlas.bench.published import SpecBenchLeaderboard
 from specatlas.catalog.schema import Paper
 from specatlas.site.catalog import Catalog, short_name
 
@@ -115,13 +114,10 @@ def hardware_class(hardware: str) -> str:
     return _first(HARDWARE, hardware) or "other"
 
 
-def collect(catalog: Catalog, spec_bench: Path | None = None) -> list[ResultRow]:
+def collect(catalog: Catalog, spec_bench: SpecBenchLeaderboard) -> list[ResultRow]:
     """Every reported number of the catalog (one row per setting), then Spec-Bench's published
-    leaderboard when `spec_bench` is a readable file."""
-    rows = [row for paper in catalog.papers for row in _paper_rows(paper)]
-    if spec_bench is not None and spec_bench.is_file():
-        rows += _spec_bench_rows(catalog, spec_bench)
-    return rows
+    leaderboard."""
+    return [row for paper in catalog.papers for row in _paper_rows(paper)] + _spec_bench_rows(catalog, spec_bench)
 
 
 def _paper_rows(paper: Paper) -> list[ResultRow]:
@@ -149,29 +145,20 @@ def _paper_rows(paper: Paper) -> list[ResultRow]:
     ) for key, row in merged.items()]
 
 
-def _spec_bench_rows(catalog: Catalog, path: Path) -> list[ResultRow]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        rows = [r for r in data["rows"] if isinstance(r, dict)]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
+def _spec_bench_rows(catalog: Catalog, data: SpecBenchLeaderboard) -> list[ResultRow]:
     by_alias = {alias: p.id for p in catalog.papers for alias in p.aliases}
     reporter = by_alias.get("spec-bench")
-    settings = str(data.get("settings", ""))
-    batch = 1 if "batch size 1" in settings else None
+    batch = 1 if "batch size 1" in data.settings else None
     out = []
-    for r in rows:
-        method = str(r.get("method", "?"))
+    for r in data.rows:
+        method = r["method"]
         paper_id = _paper_for(method, by_alias)
-        overall, accepted = r.get("Overall"), r.get("#Mean Accepted Tokens")
-        device = str(r.get("device", ""))
         out.append(ResultRow(
             benchmark="Spec-Bench", benchmark_text="Spec-Bench (overall)", method=method,
-            paper_id=paper_id, speedup=overall if isinstance(overall, (int, float)) else None,
-            accepted=accepted if isinstance(accepted, (int, float)) else None, other=None,
-            target=str(r.get("target_model", "?")), drafter="Spec-Bench's setup for the method",
-            hardware=str(data.get("hardware", {}).get(device, device)), batch=batch,
-            temperature=0.0 if "greedy" in settings else None, source=str(data.get("source", path.name)),
+            paper_id=paper_id, speedup=r.get("Overall"), accepted=r.get("#Mean Accepted Tokens"), other=None,
+            target=r["target_model"], drafter="Spec-Bench's setup for the method",
+            hardware=data.hardware.get(r["device"], r["device"]), batch=batch,
+            temperature=0.0 if "greedy" in data.settings else None, source=data.source,
             measured_by=THIRD_PARTY, source_name="Spec-Bench leaderboard", source_id=reporter,
             paper_title=catalog.by_id[paper_id].title if paper_id else None))
     return out

@@ -23,19 +23,33 @@ def md(text: object) -> str:
 @lru_cache(maxsize=1 << 16)  # titles and names recur on many pages of a large catalog
 def _md(text: str) -> str:
     flat = " ".join(text.split())
-    return html.escape(_MD_ESCAPABLE.sub(r"\\\1", flat), quote=False)
+    return _inert_start(html.escape(_MD_ESCAPABLE.sub(r"\\\1", flat), quote=False))
 
 
 def md_prose(text: str) -> str:
     """Like `md`, but keeps *emphasis* and _emphasis_, which records may use in summaries.
-    Links, images, attribute lists and HTML stay inert."""
+    Links, images, attribute lists, HTML and Material's boxes stay inert."""
     flat = " ".join(text.split())
-    return html.escape(_MD_ESCAPABLE_KEEP_EMPHASIS.sub(r"\\\1", flat), quote=False)
+    return _inert_start(html.escape(_MD_ESCAPABLE_KEEP_EMPHASIS.sub(r"\\\1", flat), quote=False))
+
+
+def _inert_start(markdown: str) -> str:
+    """Text that may start a line cannot open a collapsible block ('??? note'). '!!!' (an
+    admonition) is backslash-escaped already; '?' has no Markdown escape, so it becomes a
+    character reference."""
+    return "&#63;" + markdown[1:] if markdown.startswith("?") else markdown
 
 
 def attr(text: object) -> str:
     """Text for an HTML attribute value or element body."""
     return html.escape(str(text), quote=True)
+
+
+def tag_name(name: str) -> str:
+    """A taxonomy node's name as a Material tag. The theme inserts tag names as raw HTML (its
+    tags partial, and its search results through innerHTML), so the name is stored escaped, in
+    the page's front matter and in the tags plugin's allow-list alike."""
+    return attr(name)
 
 
 def safe_url(url: str | None) -> str | None:
@@ -64,3 +78,8 @@ def code_fence(text: str, lang: str = "") -> str:
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
+
+
+def yaml_str(text: str) -> str:
+    """One line of text as a double-quoted YAML scalar."""
+    return '"' + " ".join(text.split()).replace("\\", "\\\\").replace('"', '\\"') + '"'
