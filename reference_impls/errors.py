@@ -4,3 +4,9 @@ answered before the heavy imports)."""
 
 class ModelLoadError(Exception):
     """A model or tokenizer could not be loaded; the message is one line for the user."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as one short line for a message (pickle and torch errors run to pages)."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
