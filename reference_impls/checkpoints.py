@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specatlas.impls.errors import first_line
+from specatlas.impls.errors import first_line, unpickle_failure
 from specatlas.impls.heads import Eagle3Head, EagleHead, HydraHeads, KangarooAdapter, LayerConfig, MedusaHeads, eagle3_layers
 
 SHIPPED_HEADS = Path(__file__).resolve().parent / "trained_heads"
@@ -117,7 +117,7 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
         else:
             weights = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise CheckpointError(f"{path}: cannot read weights ({first_line(exc)})") from None
+        raise CheckpointError(f"{path}: cannot read weights ({unpickle_failure(exc)})") from None
     if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
         raise CheckpointError(f"{path}: expected a flat dict of tensors")
     return weights

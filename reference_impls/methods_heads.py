@@ -27,7 +27,7 @@ from specatlas.impls.drafting import Draft, Drafter
 from specatlas.impls.heads import HeadCache
 from specatlas.impls.layer_view import Kangaroo
 from specatlas.impls.methods import PAPER, draft_policy
-from specatlas.impls.errors import ModelLoadError, first_line
+from specatlas.impls.errors import ModelLoadError, unpickle_failure
 from specatlas.impls.recycling import tree_nodes
 from specatlas.impls.verification import GreedyMatch, Verifier
 
@@ -497,7 +497,7 @@ def frequent_tokens(folder: Path, size: int, is_shipped: bool) -> torch.Tensor:
         if ranked.dim() != 1 or not len(ranked):
             raise ValueError("not a list of token ids")
     except Exception as exc:  # noqa: BLE001 - unpickling refused, truncated, wrong content...
-        raise ModelLoadError(f"{path}: cannot read FR-Spec's token ranking ({first_line(exc)})") from None
+        raise ModelLoadError(f"{path}: cannot read FR-Spec's token ranking ({unpickle_failure(exc)})") from None
     return ranked
 
 

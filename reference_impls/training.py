@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from specatlas.impls.errors import first_line
+from specatlas.impls.errors import unpickle_failure
 from specatlas.impls.heads import eagle3_layers
 from specatlas.impls.models import cache_root, encode_chat, eos_ids
 
@@ -141,7 +141,7 @@ def read_conversation(path: Path, layers: tuple[int, ...]) -> dict:
                 and isinstance(record["greedy"], torch.Tensor)):
             raise ValueError("not a conversation generate() wrote")
     except Exception as exc:  # noqa: BLE001 - unpickling refused, truncated, wrong layout...
-        raise DataError(f"cached training data {path} cannot be used ({first_line(exc)}); delete it and run again "
+        raise DataError(f"cached training data {path} cannot be used ({unpickle_failure(exc)}); delete it and run again "
                         "to generate it anew") from None
     return record
 
@@ -219,7 +219,7 @@ def resume(checkpoint: Path, module, optimizer) -> Progress:
         optimizer.load_state_dict(saved["optimizer"])
         return Progress(**saved["progress"])
     except Exception as exc:  # noqa: BLE001 - unpickling refused, truncated, another version's layout...
-        print(f"specatlas train: ignoring the training checkpoint {checkpoint} ({first_line(exc)}); training from the start",
+        print(f"specatlas train: ignoring the training checkpoint {checkpoint} ({unpickle_failure(exc)}); training from the start",
               file=sys.stderr)
         return Progress()
 

@@ -220,7 +220,7 @@ def place_problem(target: Path, allowed: Path | None = None) -> str | None:
             return f"it contains the checkout {root}"
         for name in DATA_FOLDERS:
             if target.is_relative_to(root / name) and not (allowed and target.is_relative_to(allowed)):
-                return f"it is inside the catalog's {name}/ folder"
+                return f"it is {'' if target == root / name else 'inside '}the catalog's {name}/ folder"
     return None
 
 
@@ -272,6 +272,8 @@ def output_file(path: Path, what: str, is_own: Callable[[Path], bool], allowed: 
     """The file `path` (absolute) if the command may write it: it does not exist, or `is_own`
     recognises it as the command's earlier output. A device or pipe (/dev/null) is the caller's."""
     target = output_place(path, what, allowed)
+    if target.is_dir():
+        raise _refusal(path, what, "it is a folder; name a file")
     if target.is_file():
         try:
             own = is_own(target)

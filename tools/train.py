@@ -89,15 +89,20 @@ def execute(args: argparse.Namespace) -> int:
 
     torch.manual_seed(args.seed)
     family = TRAINABLE[paper][0]
+
+    def checked(output: Path) -> Path:
+        try:
+            return output_dir(output, f"the {family} head", TRAIN_MARKER, allowed=SHIPPED_HEADS,
+                              legacy=lambda folder: (folder / "training.json").is_file())
+        except WriteError as exc:
+            raise CommandError(str(exc)) from None
+
+    output = args.output and checked(args.output)  # a given folder before the model loads, the default after
     try:
         loaded = load_model(args.model, pick_device(args.device), torch.float32, args.trust_remote_code)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
-    try:  # before hours of data generation and training
-        output = output_dir(args.output or training.default_output(family, loaded.name), f"the {family} head",
-                            TRAIN_MARKER, allowed=SHIPPED_HEADS, legacy=lambda folder: (folder / "training.json").is_file())
-    except WriteError as exc:
-        raise CommandError(str(exc))
+    output = output or checked(training.default_output(family, loaded.name))
     folder = training.data_dir(loaded.name, PROMPTS, args.max_new_tokens)
     print(f"specatlas train: {paper} ({family}) for {loaded.name}; data in {folder}", file=sys.stderr)
     index, workers = map(int, args.worker.split("/"))

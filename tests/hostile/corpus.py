@@ -135,9 +135,11 @@ def _address_space() -> int:
         return int(f.read().split()[0]) * resource.getpagesize()
 
 
-def run_cli(argv: list[str], root: Path, tmp: Path, timeout: float) -> tuple[int | None, str, str]:
-    """`specatlas argv` in a forked child with root as its catalog: (exit status or None on a
-    hang / memory blow-up, stdout, stderr)."""
+def run_cli(argv: list[str], root: Path, tmp: Path, timeout: float, cwd: Path | None = None,
+            stdin: Path | None = None) -> tuple[int | None, str, str]:
+    """`specatlas argv` in a forked child with root as its catalog, run in `cwd` (default: root)
+    with `stdin` as its standard input (default: /dev/null): (exit status or None on a hang /
+    memory blow-up, stdout, stderr)."""
     out_path, err_path = tmp / ".stdout", tmp / ".stderr"
     pid = os.fork()
     if pid == 0:  # child: never returns
@@ -149,11 +151,10 @@ def run_cli(argv: list[str], root: Path, tmp: Path, timeout: float) -> tuple[int
             err = open(err_path, "w", encoding="utf-8", errors="backslashreplace")
             os.dup2(out.fileno(), 1)
             os.dup2(err.fileno(), 2)
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
+            os.dup2(os.open(stdin or os.devnull, os.O_RDONLY), 0)
             sys.stdin, sys.stdout, sys.stderr = open(0, closefd=False), out, err
             os.environ.update(SPECATLAS_ROOT=str(root), SPECATLAS_CACHE=str(tmp / "cache"), HF_HUB_OFFLINE="1")
-            os.chdir(root)
+            os.chdir(cwd or root)
             import logging
 
             logging.root.handlers.clear()  # a fresh process has none (pytest installs its own)
