@@ -293,10 +293,40 @@ def _bib_round_trips(root: Path, tmp: Path, text: str) -> str | None:
 
 def _old_site_intact(root: Path, tmp: Path, text: str) -> str | None:
     files = sorted(p.name for p in (tmp / "site").iterdir())
-    if files != ["index.html"] or (tmp / "site" / "index.html").read_text() != "the old site":
+    if files != [".specatlas-site", "index.html"] or (tmp / "site" / "index.html").read_text() != "the old site":
         return f"the failed build changed the old site: {files[:5]}"
     leftovers = [p.name for p in tmp.iterdir() if p.name.startswith(".site")]
     return f"left {leftovers}" if leftovers else None
+
+
+USER_FILES = {"../mine/notes.txt": "my notes\n", "../mine/LEADERBOARD.md": "my page\n", "README.md": "# mine\n",
+              "docs/style.css": "body {}\n"}
+
+
+def _user_files_intact(root: Path, tmp: Path, text: str) -> str | None:
+    """The files of USER_FILES and the checkout's .git are still there, byte for byte."""
+    changed = [name for name, content in USER_FILES.items() if not (root / name).is_file()
+               or (root / name).read_text(encoding="utf-8") != content]
+    return f"changed or deleted: {', '.join(changed)}" if changed or not (root / ".git" / "HEAD").is_file() else None
+
+
+def _checkout(root: Path, tmp: Path) -> None:
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+
+
+def _auto_map_model(root: Path, tmp: Path) -> None:
+    """A model folder whose config asks transformers to import its evil.py, which would write tmp/code-ran."""
+    import json
+
+    (tmp / "model").mkdir()
+    (tmp / "model" / "config.json").write_text(json.dumps({"vocab_size": 16, "auto_map": {
+        "AutoConfig": "evil.Config", "AutoModelForCausalLM": "evil.Model"}}))
+    (tmp / "model" / "evil.py").write_text(f"open({str(tmp / 'code-ran')!r}, 'w').close()\n")
+
+
+def _no_code_ran(root: Path, tmp: Path, text: str) -> str | None:
+    return "the model folder's code ran" if (tmp / "code-ran").exists() else None
 
 
 def _alias_bomb(levels: int = 9) -> str:
@@ -488,8 +518,31 @@ def cases() -> list[Case]:
         Case("site-out-is-file", ["site", "build", "--out", "{tmp}/file"], {"../file": "x"}, message="site"),
         Case("site-out-unwritable", ["site", "build", "--out", "/proc/specatlas-site"], message="cannot write"),
         Case("site-failed-build-keeps-old-site", ["site", "build", "--out", "{tmp}/site"],
-             {NEW: record(title="2024-02-30"), "../site/index.html": "the old site"}, message="gamma2024case.yaml",
+             {NEW: record(title="2024-02-30"), "../site/index.html": "the old site", "../site/.specatlas-site": ""},
+             message="gamma2024case.yaml",
              check=_old_site_intact, timeout=120),  # a real (small) mkdocs build
+        # -- outputs never replace what the command did not write (issue 30)
+        *[Case(f"{name}-into-{where}", [*argv, target], USER_FILES, prepare=_checkout, check=_user_files_intact,
+               message="it is a folder" if name == "bib-out" and where not in ("record", "readme") else "refusing",
+               timeout=60)
+          for name, argv in (("site-out", ["site", "build", "--out"]), ("bib-out", ["bib", "-o"]),
+                             ("datastore-output", ["datastore", "build", "{root}/README.md", "--output"]),
+                             ("leaderboard-results", ["leaderboard", "--results"]))
+          for where, target in (("checkout", "{root}"), ("papers", "papers"), ("user-folder", "{tmp}/mine"),
+                                ("record", "{root}/papers/alpha2023drafting.yaml"), ("readme", "{root}/README.md"),
+                                ("docs", "{root}/docs"), ("parent", "{tmp}"))
+          if not (name == "leaderboard-results" and where in ("record", "readme"))],  # files: no results folder
+        Case("bench-out-into-papers", ["bench", "baseline", "--out", "papers"], message="refusing"),
+        Case("bench-out-into-checkout", ["bench", "baseline", "--out", "{root}"], message="refusing"),
+        Case("train-output-into-checkout", ["train", "medusa", "--output", "{root}"], USER_FILES, prepare=_checkout,
+             message="refusing", check=_user_files_intact),
+        Case("train-output-into-user-folder", ["train", "medusa", "--output", "{tmp}/mine"], USER_FILES,
+             prepare=_checkout, message="refusing", check=_user_files_intact),
+        # -- a model folder's own code never runs unasked, and nothing asks on standard input
+        *[Case(f"{argv[0]}-model-auto-map", [*argv, "--model", "{tmp}/model"], prepare=_auto_map_model,
+               message="--trust-remote-code", check=_no_code_ran, timeout=60)
+          for argv in (["run", "pld", "--prompt", "hi"], ["bench", "baseline"], ["train", "medusa"],
+                       ["datastore", "build", "{root}/papers/alpha2023drafting.yaml", "--output", "{tmp}/ds.npz"])],
         # -- specatlas new
         Case("new-id-traversal", ["new", "--title", "A Title Here", "--authors", "Ada Alpha", "--year", "2024",
                                   "--venue", "arXiv", "--id", "../../x"], message="--id", check=_nothing_outside),

@@ -146,7 +146,7 @@ def remote_code_folder(tmp_path: Path, marker: Path, where: str = "config.json")
     """A model folder whose `where` names code (auto_map) that writes the marker when imported."""
     folder = tmp_path / "model"
     folder.mkdir()
-    config = {"model_type": "llama", "vocab_size": 16, "hidden_size": 8, "num_hidden_layers": 1,
+    config = {"vocab_size": 16,  # no model_type: transformers would ask whether to run evil.py "hidden_size": 8, "num_hidden_layers": 1,
               "num_attention_heads": 2, "intermediate_size": 16}
     tokenizer = {"tokenizer_class": "PreTrainedTokenizerFast"}
     code = {"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel",
