@@ -215,9 +215,10 @@ def resume(checkpoint: Path, module, optimizer) -> Progress:
         return Progress()
     try:
         saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        progress = Progress(**saved["progress"])
         module.load_state_dict(saved["module"])
         optimizer.load_state_dict(saved["optimizer"])
-        return Progress(**saved["progress"])
+        return progress
     except Exception as exc:  # noqa: BLE001 - unpickling refused, truncated, another version's layout...
         print(f"specatlas train: ignoring the training checkpoint {checkpoint} ({unpickle_failure(exc)}); training from the start",
               file=sys.stderr)

@@ -273,7 +273,7 @@ def output_file(path: Path, what: str, is_own: Callable[[Path], bool], allowed: 
     recognises it as the command's earlier output. A device or pipe (/dev/null) is the caller's."""
     target = output_place(path, what, allowed)
     if target.is_dir():
-        raise _refusal(path, what, "it is a folder; name a file")
+        raise WriteError(f"cannot write {what} to {path}: it is a folder; name a file")
     if target.is_file():
         try:
             own = is_own(target)

@@ -523,7 +523,8 @@ def cases() -> list[Case]:
              check=_old_site_intact, timeout=120),  # a real (small) mkdocs build
         # -- outputs never replace what the command did not write (issue 30)
         *[Case(f"{name}-into-{where}", [*argv, target], USER_FILES, prepare=_checkout, check=_user_files_intact,
-               message="it is a folder" if name == "bib-out" and where not in ("record", "readme") else "refusing",
+               message="it is a folder" if (name, where) == ("datastore-output", "user-folder")
+               or (name == "bib-out" and where not in ("record", "readme")) else "refusing",
                timeout=60)
           for name, argv in (("site-out", ["site", "build", "--out"]), ("bib-out", ["bib", "-o"]),
                              ("datastore-output", ["datastore", "build", "{root}/README.md", "--output"]),
