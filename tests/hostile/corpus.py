@@ -523,12 +523,13 @@ def cases() -> list[Case]:
              check=_old_site_intact, timeout=120),  # a real (small) mkdocs build
         # -- outputs never replace what the command did not write (issue 30)
         *[Case(f"{name}-into-{where}", [*argv, target], USER_FILES, prepare=_checkout, check=_user_files_intact,
-               message="it is a folder" if (name, where) == ("datastore-output", "user-folder")
+               message="it is a folder" if (name in ("datastore-output", "freshness-out") and where == "user-folder")
                or (name == "bib-out" and where not in ("record", "readme")) else "refusing",
                timeout=60)
           for name, argv in (("site-out", ["site", "build", "--out"]), ("bib-out", ["bib", "-o"]),
                              ("datastore-output", ["datastore", "build", "{root}/README.md", "--output"]),
-                             ("leaderboard-results", ["leaderboard", "--results"]))
+                             ("leaderboard-results", ["leaderboard", "--results"]),
+                             ("freshness-out", ["freshness", "--out"]))
           for where, target in (("checkout", "{root}"), ("papers", "papers"), ("user-folder", "{tmp}/mine"),
                                 ("record", "{root}/papers/alpha2023drafting.yaml"), ("readme", "{root}/README.md"),
                                 ("docs", "{root}/docs"), ("parent", "{tmp}"))
