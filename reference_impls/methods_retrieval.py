@@ -68,7 +68,8 @@ def datastore_for(target) -> Datastore:
     try:
         datastore = _load(path)
     except Exception as exc:  # noqa: BLE001 - not a zip, a pickled array refused, keys missing...
-        raise ModelLoadError(f"datastore {path} cannot be read ({first_line(exc)}); build one with `specatlas datastore build`") from None
+        raise ModelLoadError(f"datastore {path} cannot be read ({first_line(exc)}); "
+                             "build one with `specatlas datastore build`") from None
     if datastore.meta.get("vocab_size") != target.config.vocab_size:
         raise ModelLoadError(f"datastore {path} was built for {datastore.meta.get('model')!r}, whose vocabulary "
                              f"differs from the target's; build one with `specatlas datastore build --model ...` "

@@ -227,7 +227,7 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
     except Exception as exc:  # transformers raises OSError, ValueError, HF hub errors...: all mean "cannot load"
         reason = first_line(exc)
         if "trust_remote_code" in str(exc):  # a hub model with its own code
-            raise ModelLoadError(f"cannot load model {shown!r}: {REMOTE_CODE_REFUSAL}") from None
+            raise ModelLoadError(f"cannot load model {shown!r}: its config {REMOTE_CODE}") from None
         where = f" from {source}" if isinstance(source, Path) and str(source) not in reason else ""
         fix = f"; delete {source} to convert it again" if shown == EMBEDDED else ""
         raise ModelLoadError(f"cannot load model {shown!r}{where}: {reason}{fix}") from None
@@ -243,8 +243,8 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
     return LoadedModel(model, tokenizer, shown)
 
 
-REMOTE_CODE_REFUSAL = ("its config asks to run Python code shipped with the model (auto_map); "
-                       "pass --trust-remote-code to allow that on purpose")
+REMOTE_CODE = ("asks to run Python code shipped with the model (auto_map); "
+               "pass --trust-remote-code to allow that on purpose")
 
 
 def refuse_remote_code(folder: Path, shown: str) -> None:
@@ -255,7 +255,7 @@ def refuse_remote_code(folder: Path, shown: str) -> None:
         except (OSError, ValueError):
             continue  # missing or broken: transformers says so when it loads the folder
         if isinstance(config, dict) and config.get("auto_map"):
-            raise ModelLoadError(f"refusing model folder {shown}: its {name} {REMOTE_CODE_REFUSAL.removeprefix('its config ')}")
+            raise ModelLoadError(f"refusing model folder {shown}: its {name} {REMOTE_CODE}")
 
 
 def _looks_like_path(name: str) -> bool:

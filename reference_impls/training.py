@@ -220,8 +220,8 @@ def resume(checkpoint: Path, module, optimizer) -> Progress:
         optimizer.load_state_dict(saved["optimizer"])
         return progress
     except Exception as exc:  # noqa: BLE001 - unpickling refused, truncated, another version's layout...
-        print(f"specatlas train: ignoring the training checkpoint {checkpoint} ({unpickle_failure(exc)}); training from the start",
-              file=sys.stderr)
+        print(f"specatlas train: ignoring the training checkpoint {checkpoint} ({unpickle_failure(exc)}); "
+              "training from the start", file=sys.stderr)
         return Progress()
 
 

@@ -159,7 +159,8 @@ def render(papers: list[Paper]) -> str:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, default=Path("papers.bib"),
-                        help="where to write the BibTeX file: a new file or an earlier output (default: papers.bib; '-' for stdout)")
+                        help="where to write the BibTeX file, new or an earlier output of this command "
+                             "(default: papers.bib; '-' for stdout)")
 
 
 def execute(args: argparse.Namespace) -> int:

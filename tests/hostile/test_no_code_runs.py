@@ -53,6 +53,7 @@ def one_line(text: str) -> None:
     assert text.strip() and "\n" not in text.strip(), text
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")  # torch's note on the bare pickle's protocol
 @pytest.mark.parametrize("legacy", [False, True], ids=["torch-zip", "bare-pickle"])
 def test_a_planted_training_checkpoint_is_ignored_and_training_starts_over(tmp_path, marker, capsys, legacy):
     module = torch.nn.Linear(2, 2)
@@ -146,8 +147,9 @@ def remote_code_folder(tmp_path: Path, marker: Path, where: str = "config.json")
     """A model folder whose `where` names code (auto_map) that writes the marker when imported."""
     folder = tmp_path / "model"
     folder.mkdir()
-    config = {"vocab_size": 16,  # no model_type: transformers would ask whether to run evil.py "hidden_size": 8, "num_hidden_layers": 1,
-              "num_attention_heads": 2, "intermediate_size": 16}
+    # No model_type: without our refusal, transformers would ask whether to run evil.py.
+    config = {"vocab_size": 16, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+              "intermediate_size": 16}
     tokenizer = {"tokenizer_class": "PreTrainedTokenizerFast"}
     code = {"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel",
             "AutoTokenizer": ["evil.EvilTokenizer", None]}
@@ -189,3 +191,20 @@ def test_every_command_refuses_the_folder_in_one_line_with_a_yes_on_stdin(tmp_pa
     assert code not in (0, None) and "Traceback" not in out + err, out + err
     refusal = [line for line in err.splitlines() if "--trust-remote-code" in line]
     assert len(refusal) == 1 and str(folder) in refusal[0], err
+
+
+def test_a_hub_model_with_its_own_code_is_refused_and_transformers_is_told_not_to_run_it(monkeypatch):
+    import transformers
+
+    calls = []
+
+    def from_pretrained(source, **kwargs):
+        calls.append(kwargs.get("trust_remote_code", "not passed"))
+        raise ValueError("The repository org/custom contains custom code which must be executed to correctly load "
+                         "the model. Please pass the argument `trust_remote_code=True` to allow custom code to be run.")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", from_pretrained)
+    with pytest.raises(ModelLoadError) as caught:
+        models.load_model("org/custom", torch.device("cpu"), torch.float32)
+    one_line(str(caught.value))
+    assert "--trust-remote-code" in str(caught.value) and calls == [False]

@@ -79,6 +79,7 @@ def test_the_site_goes_where_a_relative_out_says_and_rebuilds_only_its_own_folde
     assert code == 0, err
     site = elsewhere / "built"
     assert (site / "index.html").is_file() and (site / SITE_MARKER).is_file()
+    # Nothing was staged beside the catalog or beside mkdocs.yml (where MkDocs resolved a relative --out).
     assert not any(p.name.startswith(".built") for p in (*checkout.iterdir(), *Path(fsutil.__file__).parents[1].iterdir()))
     code, out, err = run_cli(["site", "build", "--out", "built"], checkout, tmp / "run", 120, cwd=elsewhere)
     assert code == 0, err  # its own earlier build: replaced
