@@ -55,11 +55,12 @@ def execute(args: argparse.Namespace) -> int:
     from specatlas.fsutil import WriteError, install_dir, output_dir, writable_dir
 
     # Built beside the target, then swapped in: a failed or killed build leaves the old site whole.
+    requested = args.out or repo_root() / "site"
     try:
-        out = output_dir(args.out or repo_root() / "site", "the site", SITE_MARKER, legacy=_older_build)
+        out = output_dir(requested, "the site", SITE_MARKER, legacy=_older_build)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-new-", dir=writable_dir(out.parent)))
     except (WriteError, OSError) as exc:
-        logging.error("%s", exc if isinstance(exc, WriteError) else f"cannot write the site to {args.out}: {exc.strerror or exc}")
+        logging.error("%s", exc if isinstance(exc, WriteError) else f"cannot write the site to {requested}: {exc.strerror or exc}")
         return 1
     try:
         build(staging)
