@@ -4,6 +4,9 @@ caches or the site.
 A write goes to a temp file in the same folder, is fsynced, then renamed over the target
 (`os.replace` is atomic on POSIX), so a kill at any point leaves either the old file or the new
 one, never a truncated mix. `create_exclusive` does the same but refuses to replace anything.
+
+Where a command may write at all is decided here too, once for every command (see "Where a
+command may write" below): `output_dir`, `output_file` and `output_place`.
 """
 
 from __future__ import annotations
@@ -270,10 +273,13 @@ def install_dir(staging: Path, target: Path, marker: str, what: str) -> None:
 
 def output_file(path: Path, what: str, is_own: Callable[[Path], bool], allowed: Path | None = None) -> Path:
     """The file `path` (absolute) if the command may write it: it does not exist, or `is_own`
-    recognises it as the command's earlier output. A device or pipe (/dev/null) is the caller's."""
+    recognises it as the command's earlier output. A device or pipe is refused: the atomic rename
+    would replace it (a command that streams into /dev/stdout handles that before asking)."""
     target = output_place(path, what, allowed)
     if target.is_dir():
         raise WriteError(f"cannot write {what} to {path}: it is a folder; name a file")
+    if target.exists() and not target.is_file():
+        raise WriteError(f"cannot write {what} to {path}: it is not a regular file")
     if target.is_file():
         try:
             own = is_own(target)

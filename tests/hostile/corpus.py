@@ -541,6 +541,10 @@ def cases() -> list[Case]:
                                 ("record", "{root}/papers/alpha2023drafting.yaml"), ("readme", "{root}/README.md"),
                                 ("docs", "{root}/docs"), ("parent", "{tmp}"))
           if not (name == "leaderboard-results" and where in ("record", "readme"))],  # files: no results folder
+        Case("datastore-output-device", ["datastore", "build", "{root}/papers/alpha2023drafting.yaml", "--output",
+                                         "/dev/null"], message="not a regular file"),  # the rename would replace it
+        Case("leaderboard-page-fifo", ["leaderboard"], prepare=_fifo("results/LEADERBOARD.md"),
+             message="not a regular file"),
         Case("bench-out-into-papers", ["bench", "baseline", "--out", "papers"], message="refusing"),
         Case("bench-out-into-checkout", ["bench", "baseline", "--out", "{root}"], message="refusing"),
         Case("train-output-into-checkout", ["train", "medusa", "--output", "{root}"], USER_FILES, prepare=_checkout,
