@@ -195,7 +195,7 @@ def read_limited(path: Path, limit: int) -> bytes:
 DATA_FOLDERS = ("papers", "taxonomy", "results", "docs", "reference_impls", "tools", "tests")
 
 
-def absolute(path: Path) -> Path:
+def _absolute(path: Path) -> Path:
     """`path` as an absolute path, relative to the working folder, symlinks resolved (a link into
     papers/ is papers/)."""
     return Path(path).expanduser().resolve()
@@ -213,9 +213,9 @@ def _checkouts() -> set[Path]:
     return roots
 
 
-def place_problem(target: Path, allowed: Path | None = None) -> str | None:
+def _place_problem(target: Path, allowed: Path | None = None) -> str | None:
     """Why the absolute path `target` is no place for a command's output, or None."""
-    allowed = absolute(allowed) if allowed is not None else None
+    allowed = _absolute(allowed) if allowed is not None else None
     for root in sorted(_checkouts()):
         if target == root:
             return "it is the checkout itself"
@@ -233,8 +233,8 @@ def _refusal(path: Path, what: str, why: str) -> WriteError:
 
 def output_place(path: Path, what: str, allowed: Path | None = None) -> Path:
     """`path` made absolute, refused (WriteError) when it lies in the catalog or on the checkout."""
-    target = absolute(path)
-    problem = place_problem(target, allowed)
+    target = _absolute(path)
+    problem = _place_problem(target, allowed)
     if problem:
         raise _refusal(path, what, problem)
     return target
