@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from specatlas.impls.errors import first_line, unpickle_failure
 from specatlas.impls.heads import Eagle3Head, EagleHead, HydraHeads, KangarooAdapter, LayerConfig, MedusaHeads, eagle3_layers
 
 SHIPPED_HEADS = Path(__file__).resolve().parent / "trained_heads"
@@ -90,7 +91,7 @@ def _locate(source: str) -> Path:
     except CheckpointError:
         raise
     except Exception as exc:
-        raise CheckpointError(f"{source}: cannot download ({_first_line(exc)})") from None
+        raise CheckpointError(f"{source}: cannot download ({first_line(exc)})") from None
 
 
 def _read_config(folder: Path) -> dict:
@@ -100,7 +101,7 @@ def _read_config(folder: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path}: not valid JSON ({_first_line(exc)})") from None
+        raise CheckpointError(f"{path}: not valid JSON ({first_line(exc)})") from None
 
 
 def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -116,7 +117,7 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
         else:
             weights = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise CheckpointError(f"{path}: cannot read weights ({_first_line(exc)})") from None
+        raise CheckpointError(f"{path}: cannot read weights ({unpickle_failure(exc)})") from None
     if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
         raise CheckpointError(f"{path}: expected a flat dict of tensors")
     return weights
@@ -324,11 +325,6 @@ def _short(name: str) -> str:
 def _listing(keys: list[str], shown: int = 6) -> str:
     more = f" (+{len(keys) - shown} more)" if len(keys) > shown else ""
     return ", ".join(keys[:shown]) + more
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # --------------------------------------------------------------------------------------------

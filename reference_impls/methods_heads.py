@@ -27,7 +27,7 @@ from specatlas.impls.drafting import Draft, Drafter
 from specatlas.impls.heads import HeadCache
 from specatlas.impls.layer_view import Kangaroo
 from specatlas.impls.methods import PAPER, draft_policy
-from specatlas.impls.errors import ModelLoadError
+from specatlas.impls.errors import ModelLoadError, unpickle_failure
 from specatlas.impls.recycling import tree_nodes
 from specatlas.impls.verification import GreedyMatch, Verifier
 
@@ -492,7 +492,13 @@ def frequent_tokens(folder: Path, size: int, is_shipped: bool) -> torch.Tensor:
         error = HeadNotShipped if is_shipped else ModelLoadError
         raise error(f"no FR-Spec token ranking {path.name} beside the EAGLE head in {folder}; compute it with "
                     f"`specatlas train fr-spec{'' if is_shipped else ' --output ' + str(folder)}`")
-    return torch.tensor(torch.load(path, weights_only=True), dtype=torch.long)
+    try:  # weights_only: a list of ints, never code to run
+        ranked = torch.tensor(torch.load(path, map_location="cpu", weights_only=True), dtype=torch.long)
+        if ranked.dim() != 1 or not len(ranked):
+            raise ValueError("not a list of token ids")
+    except Exception as exc:  # noqa: BLE001 - unpickling refused, truncated, wrong content...
+        raise ModelLoadError(f"{path}: cannot read FR-Spec's token ranking ({unpickle_failure(exc)})") from None
+    return ranked
 
 
 # Kangaroo's Vicuna-7B command (its README): exit after layer 2 (of 32), at most 6 draft steps, stop

@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from specatlas.impls.decoding import SpeculativeDecoder
+from specatlas.impls.errors import first_line
 from specatlas.impls.methods import COST_AWARE, draft_policy
 from specatlas.impls.methods_parallel import recycling_template
 from specatlas.impls.recycling import TokenRecycling
@@ -64,7 +65,11 @@ def datastore_for(target) -> Datastore:
     path = Path(os.environ.get("SPECATLAS_DATASTORE") or DEFAULT_DATASTORE).expanduser()
     if not path.is_file():
         raise ModelLoadError(f"no datastore at {path}; build one with `specatlas datastore build`")
-    datastore = _load(path)
+    try:
+        datastore = _load(path)
+    except Exception as exc:  # noqa: BLE001 - not a zip, a pickled array refused, keys missing...
+        raise ModelLoadError(f"datastore {path} cannot be read ({first_line(exc)}); "
+                             "build one with `specatlas datastore build`") from None
     if datastore.meta.get("vocab_size") != target.config.vocab_size:
         raise ModelLoadError(f"datastore {path} was built for {datastore.meta.get('model')!r}, whose vocabulary "
                              f"differs from the target's; build one with `specatlas datastore build --model ...` "

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specatlas.impls.errors import ModelLoadError
+from specatlas.impls.errors import ModelLoadError, first_line
 
 EMBEDDED = "smollm2-135m-instruct"
 
@@ -112,9 +112,11 @@ def cache_problem(target: Path) -> str | None:
         return "has no tokenizer.json"
     for name in _CACHE_FILES:
         try:
-            json.loads((target / name).read_text(encoding="utf-8"))
+            config = json.loads((target / name).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             return f"has an unreadable {name} ({type(exc).__name__})"
+        if isinstance(config, dict) and "auto_map" in config:  # the conversion never writes one
+            return f"has a {name} that names code to run (auto_map)"
     try:
         size = weights.stat().st_size
         with weights.open("rb") as f:
@@ -134,8 +136,8 @@ def _convert_gguf(folder: Path, gguf_name: str, target: Path) -> None:
     from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_name)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_name, dtype=torch.float32, trust_remote_code=False)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_name, trust_remote_code=False)
     # The weights are dequantized now; without this the saved config would claim GGUF quantization.
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
@@ -180,8 +182,11 @@ def install_cache(staging: Path, target: Path) -> None:
             shutil.rmtree(broken, ignore_errors=True)
 
 
-def load_model(name: str | None = None, device: torch.device | None = None, dtype: torch.dtype | None = None) -> LoadedModel:
-    """`name`: None for the embedded model, a local HF folder, or a hub id (cached locally or online)."""
+def load_model(name: str | None = None, device: torch.device | None = None, dtype: torch.dtype | None = None,
+               trust_remote_code: bool = False) -> LoadedModel:
+    """`name`: None for the embedded model, a local HF folder, or a hub id (cached locally or online).
+    A model whose config names its own code (`auto_map`) is refused unless `trust_remote_code`:
+    transformers would otherwise run that code, or ask on standard input whether to."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -194,6 +199,8 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
         if not (source / "config.json").is_file():
             problem = "is not a Hugging Face model folder (no config.json)" if source.is_dir() else "does not exist"
             raise ModelLoadError(f"{name} {problem}")
+        if not trust_remote_code:
+            refuse_remote_code(source, name)
     else:
         source, shown = name, name
     verbosity = hf_logging.get_verbosity()
@@ -204,20 +211,23 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:  # the local HF cache first: no network round trips for models already downloaded
-                tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
-                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True)
+                tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, trust_remote_code=trust_remote_code)
+                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True,
+                                                             trust_remote_code=trust_remote_code)
             except OSError:
                 if isinstance(source, Path):
                     raise  # a local folder: its own error (a corrupt config.json...) says what is wrong
                 if not _hub_reachable():
                     raise ModelLoadError(f"cannot load model {shown!r}: not in the local Hugging Face cache "
                                          "and the hub is unreachable") from None
-                tokenizer = AutoTokenizer.from_pretrained(source)
-                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+                tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=trust_remote_code)
     except ModelLoadError:
         raise
     except Exception as exc:  # transformers raises OSError, ValueError, HF hub errors...: all mean "cannot load"
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = first_line(exc)
+        if "trust_remote_code" in str(exc):  # a hub model with its own code
+            raise ModelLoadError(f"cannot load model {shown!r}: its config {REMOTE_CODE}") from None
         where = f" from {source}" if isinstance(source, Path) and str(source) not in reason else ""
         fix = f"; delete {source} to convert it again" if shown == EMBEDDED else ""
         raise ModelLoadError(f"cannot load model {shown!r}{where}: {reason}{fix}") from None
@@ -231,6 +241,21 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
 
         pack_linears(model)  # float32 layers only; a no-op where torch lacks oneDNN
     return LoadedModel(model, tokenizer, shown)
+
+
+REMOTE_CODE = ("asks to run Python code shipped with the model (auto_map); "
+               "pass --trust-remote-code to allow that on purpose")
+
+
+def refuse_remote_code(folder: Path, shown: str) -> None:
+    """ModelLoadError when the folder's config.json or tokenizer_config.json names code to run."""
+    for name in ("config.json", "tokenizer_config.json"):
+        try:
+            config = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # missing or broken: transformers says so when it loads the folder
+        if isinstance(config, dict) and config.get("auto_map"):
+            raise ModelLoadError(f"refusing model folder {shown}: its {name} {REMOTE_CODE}")
 
 
 def _looks_like_path(name: str) -> bool:

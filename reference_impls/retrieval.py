@@ -73,7 +73,7 @@ class Datastore:
 
     @classmethod
     def load(cls, path: Path) -> Datastore:
-        with np.load(path) as data:
+        with np.load(path, allow_pickle=False) as data:  # arrays only: a pickled object never loads
             return cls(data["tokens"], json.loads(str(data["meta"])), data["suffixes"])
 
     def __len__(self) -> int:

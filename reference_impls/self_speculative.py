@@ -316,7 +316,8 @@ def calibration_prompts(model, count: int) -> list[list[int]]:
     from specatlas.train_prompts import PROMPTS
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model.config._name_or_path, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(model.config._name_or_path, local_files_only=True,
+                                                  trust_remote_code=False)
     except (OSError, ValueError) as exc:
         raise ValueError("Draft & Verify's layer search needs the model's tokenizer (or pass the skipped layers)") from exc
     stride = len(PROMPTS) // count
@@ -343,6 +344,18 @@ def search_identity(model) -> tuple[str, str]:
     return identity, f"{hashlib.sha256(identity.encode()).hexdigest()[:16]}.json"
 
 
+def _cached_search(path: Path, layers: int) -> list[int] | None:
+    """The skipped layers a search stored in `path` (JSON, never code), or None if they are not a
+    list of distinct layer indices of this model."""
+    try:
+        skipped = json.loads(path.read_text(encoding="utf-8"))["skipped"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    valid = (isinstance(skipped, list) and len(set(skipped)) == len(skipped) < layers
+             and all(type(layer) is int and 0 <= layer < layers for layer in skipped))
+    return skipped if valid else None
+
+
 def skipped_layers(model) -> list[int]:
     """The skipped set for `model`, searched once per model identity and cached in the user cache."""
     from specatlas.impls.models import cache_root
@@ -351,7 +364,10 @@ def skipped_layers(model) -> list[int]:
     identity, file = search_identity(model)
     for folder in (SHIPPED_SEARCHES, cache_root() / "draft-and-verify"):
         if (folder / file).is_file():
-            return json.loads((folder / file).read_text())["skipped"]
+            skipped = _cached_search(folder / file, model.config.num_hidden_layers)
+            if skipped is not None:
+                return skipped
+            print(f"Draft & Verify: ignoring the unreadable search result {folder / file}", file=sys.stderr)
     path = cache_root() / "draft-and-verify" / file
     print(f"Draft & Verify: searching which layers to skip ({iterations} iterations, once for this model; "
           f"cached in {path.parent})", file=sys.stderr)

@@ -22,10 +22,13 @@ tokens at each draft position, given the earlier ones matched.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import io
 import json
 import math
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +36,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
+from specatlas.impls.errors import unpickle_failure
 from specatlas.impls.heads import eagle3_layers
 from specatlas.impls.models import cache_root, encode_chat, eos_ids
 
@@ -109,19 +113,37 @@ def shortest(prompts: list[str], count: int | None) -> list[int]:
     return sorted(order[:count] if count else order)
 
 
+class DataError(Exception):
+    """The cached training data cannot be used; the message is one line naming the file."""
+
+
 def read_data(folder: Path, ids: list[int], layers: tuple[int, ...]) -> Features:
     missing = [i for i in ids if not (folder / f"{i:05d}.pt").exists()]
     if missing:
         raise FileNotFoundError(f"{len(missing)} of {len(ids)} conversations are not generated yet in {folder}")
     features = Features([], [], {layer: [] for layer in layers}, [])
     for i in ids:
-        record = torch.load(folder / f"{i:05d}.pt", weights_only=True)
+        record = read_conversation(folder / f"{i:05d}.pt", layers)
         features.tokens.append(torch.tensor(record["prompt"] + record["response"]))
         features.prompt_lengths.append(len(record["prompt"]))
         for layer in features.hidden:  # once each, though a small target's EAGLE-3 layers may repeat
             features.hidden[layer].append(record["hidden"][layer])
         features.greedy.append(record["greedy"])
     return features
+
+
+def read_conversation(path: Path, layers: tuple[int, ...]) -> dict:
+    """One conversation as generate() stored it, read without running anything (weights_only)."""
+    try:
+        record = torch.load(path, map_location="cpu", weights_only=True)
+        if not (isinstance(record["prompt"], list) and isinstance(record["response"], list)
+                and all(isinstance(record["hidden"][layer], torch.Tensor) for layer in layers)
+                and isinstance(record["greedy"], torch.Tensor)):
+            raise ValueError("not a conversation generate() wrote")
+    except Exception as exc:  # noqa: BLE001 - unpickling refused, truncated, wrong layout...
+        raise DataError(f"cached training data {path} cannot be used ({unpickle_failure(exc)}); delete it and run again "
+                        "to generate it anew") from None
+    return record
 
 
 def frequency_ranked(features: Features, conversations: list[int], vocab_size: int) -> torch.Tensor:
@@ -186,18 +208,39 @@ class Progress:
     losses: list[float] = field(default_factory=list)  # mean loss per logged interval
 
 
+def resume(checkpoint: Path, module, optimizer) -> Progress:
+    """The progress saved in `checkpoint` with the module's and optimizer's states restored; a fresh
+    start when there is none or it cannot be used (said in one line, and replaced at the next save)."""
+    if not checkpoint.exists():
+        return Progress()
+    try:
+        saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        progress = Progress(**saved["progress"])
+        module.load_state_dict(saved["module"])
+        optimizer.load_state_dict(saved["optimizer"])
+        return progress
+    except Exception as exc:  # noqa: BLE001 - unpickling refused, truncated, another version's layout...
+        print(f"specatlas train: ignoring the training checkpoint {checkpoint} ({unpickle_failure(exc)}); "
+              "training from the start", file=sys.stderr)
+        return Progress()
+
+
+def atomic_save(obj, path: Path) -> None:
+    """torch.save to `path` through fsutil.atomic_write: a kill never leaves a torn checkpoint."""
+    from specatlas.fsutil import atomic_write
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    atomic_write(path, buffer.getvalue())
+
+
 def train_loop(module, optimizer, batches, loss_fn, checkpoint: Path, budget_minutes: float, max_steps: int,
                progress=None, warmup: int = 30, log_every: int = 20) -> Progress:
     """Minimise `loss_fn(batch)` over `batches(step)` for `max_steps` or `budget_minutes`, whichever
     ends first, saving (module, optimizer, progress) to `checkpoint` every few minutes and resuming
     from it. The learning rate warms up, then follows a cosine to zero over whichever of steps or
     time is further along, so a budget cut still ends on a decayed rate."""
-    state = Progress()
-    if checkpoint.exists():
-        saved = torch.load(checkpoint, weights_only=False)
-        module.load_state_dict(saved["module"])
-        optimizer.load_state_dict(saved["optimizer"])
-        state = saved["progress"]
+    state = resume(checkpoint, module, optimizer)
     budget = budget_minutes * 60
     peak = [group.setdefault("initial_lr", group["lr"]) for group in optimizer.param_groups]
     bar = progress(total=max_steps, initial=state.step, desc="training", unit="step") if progress else None
@@ -205,7 +248,10 @@ def train_loop(module, optimizer, batches, loss_fn, checkpoint: Path, budget_min
 
     def save():
         state.seconds = time.monotonic() - started
-        torch.save({"module": module.state_dict(), "optimizer": optimizer.state_dict(), "progress": state}, checkpoint)
+        # Tensors, numbers and strings only (Progress as a dict), so that resume() can read it
+        # with weights_only=True: the cache is a file anyone may have placed, never code to run.
+        atomic_save({"module": module.state_dict(), "optimizer": optimizer.state_dict(),
+                     "progress": dataclasses.asdict(state)}, checkpoint)
 
     module.train()
     while state.step < max_steps and time.monotonic() - started < budget:

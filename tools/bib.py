@@ -159,7 +159,8 @@ def render(papers: list[Paper]) -> str:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, default=Path("papers.bib"),
-                        help="where to write the BibTeX file (default: papers.bib; '-' for stdout)")
+                        help="where to write the BibTeX file, new or an earlier output of this command "
+                             "(default: papers.bib; '-' for stdout)")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -175,7 +176,7 @@ def execute(args: argparse.Namespace) -> int:
     if str(args.output) == "-":
         sys.stdout.write(text)
         return 0
-    from specatlas.fsutil import WriteError, atomic_write
+    from specatlas.fsutil import WriteError, atomic_write, output_file
 
     try:
         if args.output.is_dir():
@@ -183,7 +184,8 @@ def execute(args: argparse.Namespace) -> int:
         if args.output.exists() and not args.output.is_file():  # /dev/full, a FIFO: not replaced by a file
             args.output.write_text(text, encoding="utf-8")
         else:
-            atomic_write(args.output, text)
+            ids = {r.paper.id for r in records}
+            atomic_write(output_file(args.output, "the BibTeX", lambda path: _earlier_output(path, ids)), text)
     except WriteError as exc:
         print(f"specatlas bib: {exc}", file=sys.stderr)
         return 1
@@ -192,3 +194,16 @@ def execute(args: argparse.Namespace) -> int:
         return 1
     print(f"wrote {len(records)} entries to {args.output}", file=sys.stderr)
     return 0
+
+
+def _earlier_output(path: Path, ids: set[str]) -> bool:
+    """Whether `path` is BibTeX this command wrote: entries only, each keyed by a record of the
+    catalog. Someone's own .bib (or any other file) is never overwritten."""
+    from specatlas.fsutil import ReadError, read_limited
+
+    try:
+        library = bibtexparser.parse_string(read_limited(path, 64 << 20).decode("utf-8"))
+    except (ReadError, UnicodeDecodeError):
+        return False
+    return (bool(library.entries) and not library.failed_blocks and len(library.blocks) == len(library.entries)
+            and all(e.key in ids for e in library.entries))

@@ -35,6 +35,13 @@ class CommandError(Exception):
         self.status = status
 
 
+def add_trust_remote_code(parser: argparse.ArgumentParser) -> None:
+    """The one switch that lets a model folder's own Python code run (config.json `auto_map`)."""
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="allow a --model whose config asks to run its own code (auto_map); off by default, "
+                             "because that code runs with your rights")
+
+
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="specatlas",

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from specatlas.cli import CommandError
+from specatlas.cli import CommandError, add_trust_remote_code
 
 # Our own instructions, varied in task and register: (template, subjects).
 TASKS: list[tuple[str, tuple[str, ...]]] = [
@@ -126,8 +126,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="add the model's greedy answers to this project's fixed instruction set")
     build.add_argument("--model", help="local HF folder or hub id whose tokenizer (and answers) to use "
                                        "(default: the embedded SmolLM2-135M-Instruct)")
-    build.add_argument("--output", type=Path, help="the .npz to write (default for the embedded model "
-                                                  "with --self-generate: the datastore shipped with the package)")
+    build.add_argument("--output", type=Path, help="the .npz to write, new or an earlier datastore (default for the "
+                                                  "embedded model with --self-generate: the datastore shipped with the package)")
+    add_trust_remote_code(build)
     build.add_argument("--max-new-tokens", type=int, default=96, help="answer length cap for --self-generate")
     build.add_argument("--batch-size", type=int, default=32, help="prompts generated together for --self-generate")
 
@@ -147,11 +148,12 @@ def execute(args: argparse.Namespace) -> int:
         if not (args.self_generate and not args.inputs and args.model in (None, EMBEDDED)):
             raise CommandError("--output is required unless rebuilding the embedded model's default datastore")
         output = DEFAULT_DATASTORE
-    from specatlas.fsutil import WriteError, writable_dir
+    from specatlas.fsutil import WriteError, output_file, writable_dir
 
-    try:
-        writable_dir(Path(output).parent, "output folder")  # before the model and the corpus pass
-        loaded = load_model(args.model)
+    try:  # before the model and the corpus pass
+        output = output_file(output, "the datastore", _earlier_output, allowed=DEFAULT_DATASTORE)
+        writable_dir(output.parent, "output folder")
+        loaded = load_model(args.model, trust_remote_code=args.trust_remote_code)
     except WriteError as exc:
         raise CommandError(str(exc), status=1)
     except ModelLoadError as exc:
@@ -174,6 +176,18 @@ def execute(args: argparse.Namespace) -> int:
     print(f"wrote {output}: {len(documents)} documents, {len(datastore)} tokens "
           f"({time.perf_counter() - started:.1f}s)", file=sys.stderr)
     return 0
+
+
+def _earlier_output(path: Path) -> bool:
+    """Whether `path` is a datastore this command wrote (Datastore.save's arrays, nothing pickled)."""
+    import zipfile
+
+    import numpy as np
+
+    if not zipfile.is_zipfile(path):
+        return False
+    with np.load(path, allow_pickle=False) as data:
+        return set(data.files) == {"tokens", "suffixes", "meta"}
 
 
 def read_corpus(path: Path) -> list[str]:

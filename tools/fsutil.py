@@ -4,6 +4,9 @@ caches or the site.
 A write goes to a temp file in the same folder, is fsynced, then renamed over the target
 (`os.replace` is atomic on POSIX), so a kill at any point leaves either the old file or the new
 one, never a truncated mix. `create_exclusive` does the same but refuses to replace anything.
+
+Where a command may write at all is decided here too, once for every command (see "Where a
+command may write" below): `output_dir`, `output_file` and `output_place`.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -176,3 +180,112 @@ def read_limited(path: Path, limit: int) -> bytes:
         raise ReadError(f"cannot be read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
+
+
+# Where a command may write ---------------------------------------------------------------------
+#
+# The one rule every command's output goes through. A path given on the command line is relative
+# to the working folder (never to the checkout or to mkdocs.yml). A command never writes into the
+# catalog's own folders (records, taxonomy, results, site sources, code, tests) except the one
+# place it owns there (`allowed`: results/ for bench, the shipped heads for train), never onto the
+# checkout itself or a folder that contains it, and never replaces what it did not write: a
+# folder must be new, empty or carry the command's marker file from an earlier build; a file must
+# be new or look like the command's own earlier output.
+
+DATA_FOLDERS = ("papers", "taxonomy", "results", "docs", "reference_impls", "tools", "tests")
+
+
+def _absolute(path: Path) -> Path:
+    """`path` as an absolute path, relative to the working folder, symlinks resolved (a link into
+    papers/ is papers/)."""
+    return Path(path).expanduser().resolve()
+
+
+def _checkouts() -> set[Path]:
+    """The catalog in use (SPECATLAS_ROOT or the checkout found from here) and this code's checkout."""
+    from specatlas.paths import is_catalog_root, repo_root
+
+    roots = {root for root in (Path(__file__).resolve().parent.parent,) if is_catalog_root(root)}
+    try:
+        roots.add(repo_root())
+    except SystemExit:  # no catalog found: only this code's checkout is guarded
+        pass
+    return roots
+
+
+def _place_problem(target: Path, allowed: Path | None = None) -> str | None:
+    """Why the absolute path `target` is no place for a command's output, or None."""
+    allowed = _absolute(allowed) if allowed is not None else None
+    for root in sorted(_checkouts()):
+        if target == root:
+            return "it is the checkout itself"
+        if root.is_relative_to(target):
+            return f"it contains the checkout {root}"
+        for name in DATA_FOLDERS:
+            if target.is_relative_to(root / name) and not (allowed and target.is_relative_to(allowed)):
+                return f"it is {'' if target == root / name else 'inside '}the catalog's {name}/ folder"
+    return None
+
+
+def _refusal(path: Path, what: str, why: str) -> WriteError:
+    return WriteError(f"refusing to write {what} to {path}: {why}")
+
+
+def output_place(path: Path, what: str, allowed: Path | None = None) -> Path:
+    """`path` made absolute, refused (WriteError) when it lies in the catalog or on the checkout."""
+    target = _absolute(path)
+    problem = _place_problem(target, allowed)
+    if problem:
+        raise _refusal(path, what, problem)
+    return target
+
+
+def output_dir(path: Path, what: str, marker: str, allowed: Path | None = None,
+               legacy: Callable[[Path], bool] | None = None) -> Path:
+    """The folder `path` (absolute) if the command may fill or replace it: it does not exist, is
+    empty, holds `marker` (written by the command's earlier build), or passes `legacy` (an output of
+    a version that wrote no marker). Anything else is refused with a one-line WriteError."""
+    target = output_place(path, what, allowed)
+    if target.exists() and not target.is_dir():
+        raise _refusal(path, what, "it exists and is not a folder")
+    if target.is_dir() and not (target / marker).is_file() and not (legacy and legacy(target)):
+        try:
+            empty = next(target.iterdir(), None) is None
+        except OSError as exc:
+            raise WriteError(f"cannot write {what} to {path}: {exc.strerror or exc}") from None
+        if not empty:
+            raise _refusal(path, what, f"the folder holds files this command did not write (no {marker} in it); "
+                                       "choose a new or empty folder")
+    return target
+
+
+def install_dir(staging: Path, target: Path, marker: str, what: str) -> None:
+    """Mark the completely built folder `staging` and swap it in for `target` (replace_dir). A
+    target without the marker (an older build, accepted by output_dir's `legacy`) is replaced only
+    when the new build writes every name it holds, so nothing else in it can be lost."""
+    (staging / marker).write_text(f"written by specatlas; {what} may replace this folder\n", encoding="utf-8")
+    if target.is_dir() and not (target / marker).is_file():
+        foreign = sorted({p.name for p in target.iterdir()} - {p.name for p in staging.iterdir()})
+        if foreign:
+            raise _refusal(target, what, f"it holds {', '.join(foreign[:3])}, which a build does not write")
+    replace_dir(staging, target)
+
+
+def output_file(path: Path, what: str, is_own: Callable[[Path], bool], allowed: Path | None = None) -> Path:
+    """The file `path` (absolute) if the command may write it: it does not exist, or `is_own`
+    recognises it as the command's earlier output. A device or pipe is refused: the atomic rename
+    would replace it (a command that streams into /dev/stdout handles that before asking)."""
+    target = output_place(path, what, allowed)
+    if target.is_dir():
+        raise WriteError(f"cannot write {what} to {path}: it is a folder; name a file")
+    if target.exists() and not target.is_file():
+        raise WriteError(f"cannot write {what} to {path}: it is not a regular file")
+    if target.is_file():
+        try:
+            own = is_own(target)
+        except (OSError, ValueError):
+            own = False
+        if not own:
+            raise _refusal(path, what, "the file exists and is not an earlier output of this command; "
+                                       "delete it or choose another name")
+    return target

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 
-def _is_root(path: Path) -> bool:
+def is_catalog_root(path: Path) -> bool:
     return (path / "taxonomy").is_dir() and (path / "papers").is_dir()
 
 
@@ -23,10 +23,10 @@ def repo_root() -> Path:
         return Path(env).resolve()
     cwd = Path.cwd().resolve()
     for candidate in (cwd, *cwd.parents):
-        if _is_root(candidate):
+        if is_catalog_root(candidate):
             return candidate
     source_checkout = Path(__file__).resolve().parent.parent
-    if _is_root(source_checkout):
+    if is_catalog_root(source_checkout):
         return source_checkout
     raise SystemExit(
         "specatlas: cannot find the catalog (a folder with papers/ and taxonomy/). "

@@ -16,7 +16,7 @@ import resource
 import sys
 from pathlib import Path
 
-from specatlas.cli import CommandError
+from specatlas.cli import CommandError, add_trust_remote_code
 from specatlas.paths import papers_dir
 
 # Bounds on what a user can mean. Beyond them a value is a typo (1e9 for 1.0) or an attack, and
@@ -50,6 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="'paper' (default: the paper's draft length, tree and window), 'auto' (the cost-aware "
                              "policy, structures sized for the device) or a fixed number of draft tokens")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    add_trust_remote_code(parser)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -75,8 +76,9 @@ def execute(args: argparse.Namespace) -> int:
     try:
         device = pick_device(args.device)
         dtype = pick_dtype(args.dtype, device)
-        target = load_model(args.model, device, dtype)
-        draft = load_model(args.draft_model, device, dtype) if args.draft_model and spec.uses_draft_model else None
+        target = load_model(args.model, device, dtype, args.trust_remote_code)
+        draft = (load_model(args.draft_model, device, dtype, args.trust_remote_code)
+                 if args.draft_model and spec.uses_draft_model else None)
         if draft and draft.model.config.vocab_size != target.model.config.vocab_size:
             raise ModelLoadError(f"draft model {draft.name!r} has a different vocabulary from {target.name!r}")
         head = {"drafter_checkpoint": args.drafter_checkpoint} if args.drafter_checkpoint and spec.trained_head else {}

@@ -23,7 +23,7 @@ import difflib
 import sys
 from pathlib import Path
 
-from specatlas.cli import CommandError
+from specatlas.cli import CommandError, add_trust_remote_code
 
 # paper id -> (head family, aliases)
 TRAINABLE: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -41,8 +41,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("method", metavar="PAPER_ID", help=f"paper id or alias: {', '.join(TRAINABLE)}")
     parser.add_argument("--model", help="local HF folder or hub id (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
-    parser.add_argument("--output", type=Path, help="folder for the trained checkpoint (default: the shipped "
-                                                     "heads folder for the embedded model, else ./<family>-head)")
+    parser.add_argument("--output", type=Path, help="folder for the trained checkpoint, new, empty or an earlier "
+                                                     "output (default: the shipped heads folder for the embedded "
+                                                     "model, else ./<family>-head)")
     parser.add_argument("--budget-minutes", type=float, default=45.0, help="stop training after this long")
     parser.add_argument("--steps", type=int, help="training steps (default: the family's; the budget may stop earlier)")
     parser.add_argument("--max-new-tokens", type=int, default=320, help="answer length cap when generating data")
@@ -50,8 +51,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompts", type=int, help="use only the N shortest prompts of the corpus (default: all)")
     parser.add_argument("--data-only", action="store_true", help="build the cached data, do not train")
     parser.add_argument("--seed", type=int, default=0)
+    add_trust_remote_code(parser)
     parser.add_argument("--worker", default="0/1", help="I/N: build only the data of prompts with id %% N == I "
                                                      "(run N processes to build it in parallel; implies --data-only)")
+
+
+# In every folder `specatlas train` writes: a later run may write there again (fsutil.output_dir).
+TRAIN_MARKER = ".specatlas-train"
 
 
 def resolve(name: str) -> str | None:
@@ -75,16 +81,28 @@ def execute(args: argparse.Namespace) -> int:
     import torch
     from tqdm import tqdm
 
+    from specatlas.fsutil import WriteError, output_dir
     from specatlas.impls import training
+    from specatlas.impls.checkpoints import SHIPPED_HEADS
     from specatlas.impls.models import ModelLoadError, load_model, pick_device
     from specatlas.train_prompts import PROMPTS
 
     torch.manual_seed(args.seed)
     family = TRAINABLE[paper][0]
+
+    def checked(output: Path) -> Path:
+        try:
+            return output_dir(output, f"the {family} head", TRAIN_MARKER, allowed=SHIPPED_HEADS,
+                              legacy=lambda folder: (folder / "training.json").is_file())
+        except WriteError as exc:
+            raise CommandError(str(exc)) from None
+
+    output = args.output and checked(args.output)  # a given folder before the model loads, the default after
     try:
-        loaded = load_model(args.model, pick_device(args.device), torch.float32)
+        loaded = load_model(args.model, pick_device(args.device), torch.float32, args.trust_remote_code)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
+    output = output or checked(training.default_output(family, loaded.name))
     folder = training.data_dir(loaded.name, PROMPTS, args.max_new_tokens)
     print(f"specatlas train: {paper} ({family}) for {loaded.name}; data in {folder}", file=sys.stderr)
     index, workers = map(int, args.worker.split("/"))
@@ -92,14 +110,17 @@ def execute(args: argparse.Namespace) -> int:
     training.generate(loaded, PROMPTS, folder, args.max_new_tokens, args.batch_size, tqdm, (index, workers), ids)
     if args.data_only or workers > 1:
         return 0
-    features = training.read_data(folder, ids, training.FAMILIES[family].layers(loaded.model))
+    try:
+        features = training.read_data(folder, ids, training.FAMILIES[family].layers(loaded.model))
+    except training.DataError as exc:
+        raise CommandError(str(exc), status=1)
     print(f"specatlas train: data: {len(ids)} conversations, {sum(map(len, features.tokens))} tokens",
           file=sys.stderr)
-    output = args.output or training.default_output(family, loaded.name)
     command = " ".join(["specatlas", "train", args.method] + _without_output(sys.argv[sys.argv.index(args.method) + 1 :])
                        if args.method in sys.argv else ["specatlas", "train", args.method])
     result = training.FAMILIES[family].train(loaded, features, folder, output, args.budget_minutes, args.steps,
                                              args.seed, command, tqdm)
+    (output / TRAIN_MARKER).write_text("written by specatlas train, which may write here again\n", encoding="utf-8")
     print(f"specatlas train: wrote {output} ({result})", file=sys.stderr)
     return 0
 

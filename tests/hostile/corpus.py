@@ -135,9 +135,11 @@ def _address_space() -> int:
         return int(f.read().split()[0]) * resource.getpagesize()
 
 
-def run_cli(argv: list[str], root: Path, tmp: Path, timeout: float) -> tuple[int | None, str, str]:
-    """`specatlas argv` in a forked child with root as its catalog: (exit status or None on a
-    hang / memory blow-up, stdout, stderr)."""
+def run_cli(argv: list[str], root: Path, tmp: Path, timeout: float, cwd: Path | None = None,
+            stdin: Path | None = None) -> tuple[int | None, str, str]:
+    """`specatlas argv` in a forked child with root as its catalog, run in `cwd` (default: root)
+    with `stdin` as its standard input (default: /dev/null): (exit status or None on a hang /
+    memory blow-up, stdout, stderr)."""
     out_path, err_path = tmp / ".stdout", tmp / ".stderr"
     pid = os.fork()
     if pid == 0:  # child: never returns
@@ -149,11 +151,10 @@ def run_cli(argv: list[str], root: Path, tmp: Path, timeout: float) -> tuple[int
             err = open(err_path, "w", encoding="utf-8", errors="backslashreplace")
             os.dup2(out.fileno(), 1)
             os.dup2(err.fileno(), 2)
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
+            os.dup2(os.open(stdin or os.devnull, os.O_RDONLY), 0)
             sys.stdin, sys.stdout, sys.stderr = open(0, closefd=False), out, err
             os.environ.update(SPECATLAS_ROOT=str(root), SPECATLAS_CACHE=str(tmp / "cache"), HF_HUB_OFFLINE="1")
-            os.chdir(root)
+            os.chdir(cwd or root)
             import logging
 
             logging.root.handlers.clear()  # a fresh process has none (pytest installs its own)
@@ -292,10 +293,40 @@ def _bib_round_trips(root: Path, tmp: Path, text: str) -> str | None:
 
 def _old_site_intact(root: Path, tmp: Path, text: str) -> str | None:
     files = sorted(p.name for p in (tmp / "site").iterdir())
-    if files != ["index.html"] or (tmp / "site" / "index.html").read_text() != "the old site":
+    if files != [".specatlas-site", "index.html"] or (tmp / "site" / "index.html").read_text() != "the old site":
         return f"the failed build changed the old site: {files[:5]}"
     leftovers = [p.name for p in tmp.iterdir() if p.name.startswith(".site")]
     return f"left {leftovers}" if leftovers else None
+
+
+USER_FILES = {"../mine/notes.txt": "my notes\n", "../mine/LEADERBOARD.md": "my page\n", "README.md": "# mine\n",
+              "docs/style.css": "body {}\n"}
+
+
+def _user_files_intact(root: Path, tmp: Path, text: str) -> str | None:
+    """The files of USER_FILES and the checkout's .git are still there, byte for byte."""
+    changed = [name for name, content in USER_FILES.items() if not (root / name).is_file()
+               or (root / name).read_text(encoding="utf-8") != content]
+    return f"changed or deleted: {', '.join(changed)}" if changed or not (root / ".git" / "HEAD").is_file() else None
+
+
+def _checkout(root: Path, tmp: Path) -> None:
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+
+
+def _auto_map_model(root: Path, tmp: Path) -> None:
+    """A model folder whose config asks transformers to import its evil.py, which would write tmp/code-ran."""
+    import json
+
+    (tmp / "model").mkdir()
+    (tmp / "model" / "config.json").write_text(json.dumps({"vocab_size": 16, "auto_map": {
+        "AutoConfig": "evil.Config", "AutoModelForCausalLM": "evil.Model"}}))
+    (tmp / "model" / "evil.py").write_text(f"open({str(tmp / 'code-ran')!r}, 'w').close()\n")
+
+
+def _no_code_ran(root: Path, tmp: Path, text: str) -> str | None:
+    return "the model folder's code ran" if (tmp / "code-ran").exists() else None
 
 
 def _alias_bomb(levels: int = 9) -> str:
@@ -450,6 +481,13 @@ def cases() -> list[Case]:
         Case("inf-reported-value", v, _reported(".inf"),
              message="value"),
         Case("huge-year", v, rec(year="99999999999999999999999"), message="year"),
+        Case("yaml11-boolean-on", v, rec(lossless="on"), message="lossless: 'on' is a boolean only in YAML 1.1"),
+        Case("yaml11-boolean-quoted-yes", v, rec(lossless="'yes'"), message="lossless: Input should be a valid boolean"),
+        Case("yaml11-hex-year", v, rec(year="0x7e8"), message="year: '0x7e8' is read as the number 2024"),
+        Case("yaml11-base60-year", v, rec(year="33:44"), message="year: '33:44' is read as the number 2024"),
+        Case("yaml11-octal-year", v, rec(year="03750"), message="year: '03750' is read as the number 2024"),
+        Case("zero-speedup", v, _reported("0"), message="above 0"),
+        Case("negative-speedup", v, _reported("-1.8"), message="above 0"),
         Case("python-tag", v, rec(title="!!python/object/apply:os.system ['echo pwned']"), message="title"),
         Case("binary-tag", v, rec(title="!!binary aGVsbG8gd29ybGQ="), message="title"),
         Case("set-as-authors", v, rec(authors="!!set {Ada Alpha: null}"), message="authors"),
@@ -487,8 +525,37 @@ def cases() -> list[Case]:
         Case("site-out-is-file", ["site", "build", "--out", "{tmp}/file"], {"../file": "x"}, message="site"),
         Case("site-out-unwritable", ["site", "build", "--out", "/proc/specatlas-site"], message="cannot write"),
         Case("site-failed-build-keeps-old-site", ["site", "build", "--out", "{tmp}/site"],
-             {NEW: record(title="2024-02-30"), "../site/index.html": "the old site"}, message="gamma2024case.yaml",
+             {NEW: record(title="2024-02-30"), "../site/index.html": "the old site", "../site/.specatlas-site": ""},
+             message="gamma2024case.yaml",
              check=_old_site_intact, timeout=120),  # a real (small) mkdocs build
+        # -- outputs never replace what the command did not write (issue 30)
+        *[Case(f"{name}-into-{where}", [*argv, target], USER_FILES, prepare=_checkout, check=_user_files_intact,
+               message="it is a folder" if (name in ("datastore-output", "freshness-out") and where == "user-folder")
+               or (name == "bib-out" and where not in ("record", "readme")) else "refusing",
+               timeout=60)
+          for name, argv in (("site-out", ["site", "build", "--out"]), ("bib-out", ["bib", "-o"]),
+                             ("datastore-output", ["datastore", "build", "{root}/README.md", "--output"]),
+                             ("leaderboard-results", ["leaderboard", "--results"]),
+                             ("freshness-out", ["freshness", "--out"]))
+          for where, target in (("checkout", "{root}"), ("papers", "papers"), ("user-folder", "{tmp}/mine"),
+                                ("record", "{root}/papers/alpha2023drafting.yaml"), ("readme", "{root}/README.md"),
+                                ("docs", "{root}/docs"), ("parent", "{tmp}"))
+          if not (name == "leaderboard-results" and where in ("record", "readme"))],  # files: no results folder
+        Case("datastore-output-device", ["datastore", "build", "{root}/papers/alpha2023drafting.yaml", "--output",
+                                         "/dev/null"], message="not a regular file"),  # the rename would replace it
+        Case("leaderboard-page-fifo", ["leaderboard"], prepare=_fifo("results/LEADERBOARD.md"),
+             message="not a regular file"),
+        Case("bench-out-into-papers", ["bench", "baseline", "--out", "papers"], message="refusing"),
+        Case("bench-out-into-checkout", ["bench", "baseline", "--out", "{root}"], message="refusing"),
+        Case("train-output-into-checkout", ["train", "medusa", "--output", "{root}"], USER_FILES, prepare=_checkout,
+             message="refusing", check=_user_files_intact),
+        Case("train-output-into-user-folder", ["train", "medusa", "--output", "{tmp}/mine"], USER_FILES,
+             prepare=_checkout, message="refusing", check=_user_files_intact),
+        # -- a model folder's own code never runs unasked, and nothing asks on standard input
+        *[Case(f"{argv[0]}-model-auto-map", [*argv, "--model", "{tmp}/model"], prepare=_auto_map_model,
+               message="--trust-remote-code", check=_no_code_ran, timeout=60)
+          for argv in (["run", "pld", "--prompt", "hi"], ["bench", "baseline"], ["train", "medusa"],
+                       ["datastore", "build", "{root}/papers/alpha2023drafting.yaml", "--output", "{tmp}/ds.npz"])],
         # -- specatlas new
         Case("new-id-traversal", ["new", "--title", "A Title Here", "--authors", "Ada Alpha", "--year", "2024",
                                   "--venue", "arXiv", "--id", "../../x"], message="--id", check=_nothing_outside),

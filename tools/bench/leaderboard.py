@@ -31,6 +31,7 @@ from specatlas.catalog.schema import Paper
 from specatlas.site.text import md, md_link
 
 PAGE_FILE = "LEADERBOARD.md"
+PAGE_START = b"Measured by `specatlas bench`"  # how every page this module writes begins
 DEFAULT_POLICY = "cost-aware"
 NO_POLICY = "–"
 BASELINE = "baseline"
@@ -205,7 +206,7 @@ def measured_markdown(results_dir: Path, link: Linker | None = None) -> str:
 
 def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: Linker) -> str:
     out = [
-        "Measured by `specatlas bench`, recomputed from the raw per-question samples in the result "
+        PAGE_START.decode() + ", recomputed from the raw per-question samples in the result "
         "files under `results/`, which also record how to repeat each run. One table per hardware, "
         "model, dtype and prompt set: never compare rows across tables. What each column means is "
         "explained [under the tables](#reading-the-tables).",
@@ -482,10 +483,12 @@ def execute(args: argparse.Namespace) -> int:
         print(f"specatlas leaderboard: {page} is out of date; run `specatlas leaderboard`", file=sys.stderr)
         return 1
     from specatlas.bench.results import write_atomic
-    from specatlas.fsutil import WriteError
+    from specatlas.fsutil import WriteError, output_file, output_place
 
-    try:
-        write_atomic(page, expected)
+    default = repo_root() / "results"
+    try:  # the page goes into a results folder, never the checkout or a record folder, over its own only
+        output_place(results_dir, "the leaderboard", allowed=default)
+        write_atomic(output_file(page, "the leaderboard", _earlier_page, allowed=default), expected)
     except WriteError as exc:
         print(f"specatlas leaderboard: {exc}", file=sys.stderr)
         return 1
@@ -494,6 +497,12 @@ def execute(args: argparse.Namespace) -> int:
         print(f"{results_dir / name}: {why}", file=sys.stderr)
     print(f"leaderboard written to {page}")
     return 0
+
+
+def _earlier_page(path: Path) -> bool:
+    """Whether `path` is a page this command wrote: it starts as measured_markdown does."""
+    with path.open("rb") as f:
+        return f.read(len(PAGE_START)) == PAGE_START
 
 
 # For other pages -------------------------------------------------------------------------------

@@ -82,6 +82,7 @@ def weights_sha256(model) -> str | None:
         cache = json.loads(cache_file.read_text())
     except (OSError, ValueError):
         cache = {}
+    cache = {k: v for k, v in cache.items() if isinstance(v, str)} if isinstance(cache, dict) else {}
     digests = []
     for file in files:
         stat = file.stat()

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from specatlas.bench import questions as qs
 from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, dumps, summarize
-from specatlas.fsutil import WriteError, create_unique, writable_dir
+from specatlas.cli import add_trust_remote_code
+from specatlas.fsutil import WriteError, create_unique, output_place, writable_dir
 
 WARMUP_PROMPT = "Name three colours."
 
@@ -52,6 +53,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, mps or auto (default)")
     parser.add_argument("--dtype", default="auto", help="float32, float16, bfloat16 or auto (default)")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default: results/ in the repository)")
+    add_trust_remote_code(parser)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -147,7 +149,7 @@ def bench(args) -> Path:
     check_numbers(args)
     prompt_set = qs.load(args.questions)
     chosen = qs.select(prompt_set.questions, args.categories, args.limit_per_category)
-    out = writable_dir(args.out or _default_out(), "results folder")
+    out = writable_dir(output_place(args.out or _default_out(), "results", allowed=_default_out()), "results folder")
     method_ids, peer_ids = chosen_ids(args.methods, args.all, not args.no_peers)
 
     import torch
@@ -163,8 +165,8 @@ def bench(args) -> Path:
     hf_logging.set_verbosity_error()  # generate()'s deprecation notices would tear the progress bar
     device = pick_device(args.device)
     dtype = pick_dtype(args.dtype, device)
-    target = load_model(args.model, device, dtype)
-    drafter = load_model(args.draft_model, device, dtype) if args.draft_model else None
+    target = load_model(args.model, device, dtype, args.trust_remote_code)
+    drafter = load_model(args.draft_model, device, dtype, args.trust_remote_code) if args.draft_model else None
     versions, git = provenance.packages(), provenance.git_state()
     config = {
         "methods": method_ids + peer_ids,

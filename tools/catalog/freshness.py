@@ -142,9 +142,17 @@ def _authors(names: list[str]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
+REPORT_START = "## arXiv papers not in the catalog"  # how every report render() writes begins
+
+
+def _earlier_report(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(len(REPORT_START)) == REPORT_START.encode()
+
+
 def render(candidates: list[Candidate], since: dt.date, today: dt.date, catalog: Catalog, limit: int = ISSUE_BODY_LIMIT) -> str:
     head = [
-        f"## arXiv papers not in the catalog, posted {since.isoformat()} to {today.isoformat()}",
+        f"{REPORT_START}, posted {since.isoformat()} to {today.isoformat()}",
         "",
         f"Queries ({', '.join(CATEGORIES)}): " + "; ".join(f"`{q}`" for q in QUERIES) + ".",
         f"Catalog: {len(catalog.arxiv_ids)} arXiv ids, newest {catalog.newest_arxiv or 'none'}. "
@@ -182,12 +190,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     window.add_argument("--since", type=dt.date.fromisoformat, help="first posting date to include, YYYY-MM-DD")
     window.add_argument("--days", type=int, default=30, help="include papers first posted in the last N days (default 30)")
     parser.add_argument("--max-per-query", type=int, default=MAX_PER_QUERY, help=f"newest results read per query (default {MAX_PER_QUERY})")
-    parser.add_argument("--out", type=Path, help="write the markdown here instead of stdout")
+    parser.add_argument("--out", type=Path, help="write the markdown here (a new file or an earlier report) instead of stdout")
 
 
 def execute(args: argparse.Namespace, fetch: Fetch | None = None, pause=time.sleep, today: dt.date | None = None) -> int:
+    from specatlas.fsutil import WriteError, atomic_write, output_file
+
     today = today or dt.date.today()
     since = args.since or today - dt.timedelta(days=args.days)
+    try:  # before the minutes of polite arXiv queries
+        out = args.out and output_file(args.out, "the freshness report", _earlier_report)
+    except WriteError as exc:
+        print(f"specatlas freshness: {exc}", file=sys.stderr)
+        return 1
     try:
         found = search(since, fetch or http_get, max_per_query=args.max_per_query, pause=pause)
     except MetadataError as exc:
@@ -197,8 +212,12 @@ def execute(args: argparse.Namespace, fetch: Fetch | None = None, pause=time.sle
     catalog = read_catalog(papers_dir())
     candidates = missing(found, catalog, read_ignored())
     text = render(candidates, since, today, catalog)
-    if args.out:
-        args.out.write_text(text, encoding="utf-8")
+    if out:
+        try:
+            atomic_write(out, text)
+        except WriteError as exc:
+            print(f"specatlas freshness: {exc}", file=sys.stderr)
+            return 1
     else:
         sys.stdout.write(text)
     print(f"{len(found)} matching paper(s) since {since}, {len(candidates)} not in the catalog", file=sys.stderr)

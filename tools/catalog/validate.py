@@ -200,24 +200,28 @@ def _check_lineage(records: list[Record], by_id: dict[str, Record], report) -> N
         for i, other in enumerate(record.paper.not_duplicate_of):
             if other not in by_id:
                 report(record, f"not_duplicate_of[{i}]", f"'{other}' is not a cataloged paper id", "not_duplicate_of", i)
-    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = 1
-        for parent in by_id[node].paper.builds_on:
-            if parent not in by_id:
-                continue
-            if state.get(parent) == 1:
-                cycle = path[path.index(parent):] + [parent]
+    # Depth-first search for cycles with an explicit stack: a chain of thousands of records must
+    # not reach Python's recursion limit. `path` is the current chain, `on_path` its positions.
+    done: set[str] = set()
+    for start in sorted(by_id):
+        if start in done:
+            continue
+        path, on_path = [start], {start: 0}
+        pending = [iter(by_id[start].paper.builds_on)]
+        while pending:
+            parent = next(pending[-1], None)
+            if parent is None:
+                done.add(path[-1])
+                del on_path[path.pop()]
+                pending.pop()
+            elif parent in on_path:
+                cycle = path[on_path[parent]:] + [parent]
                 for member in cycle[:-1]:
                     report(by_id[member], "builds_on", "lineage cycle: " + " -> ".join(cycle) + "; a paper cannot (indirectly) build on itself")
-            elif parent not in state:
-                visit(parent, path + [parent])
-        state[node] = 2
-
-    for paper_id in sorted(by_id):
-        if paper_id not in state:
-            visit(paper_id, [paper_id])
+            elif parent in by_id and parent not in done:
+                on_path[parent] = len(path)
+                path.append(parent)
+                pending.append(iter(by_id[parent].paper.builds_on))
 
 
 def github_annotation(problem: Problem) -> str:

@@ -11,6 +11,7 @@ like syntax errors, with their line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import yaml
@@ -103,9 +104,32 @@ def _scalar(loader: _Loader, node: ScalarNode, path: Path_, out: LoadedYaml, see
                           f"YAML cannot read {shorten(node.value)!r} ({reason}); quote it if it is text") from None
     if isinstance(value, bytes):
         raise YamlProblem(node.start_mark.line + 1, _where(path), "binary values (!!binary) are not allowed; write text")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and not node.style:  # plain (unquoted) scalar; libyaml says '', PyYAML None
-        out.raw_numbers[path] = node.value
+    if not node.style:  # plain (unquoted) scalar; libyaml says '', PyYAML None
+        problem = _yaml11_spelling(node.value, value)
+        if problem:
+            raise YamlProblem(node.start_mark.line + 1, _where(path), problem)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.raw_numbers[path] = node.value
     return value
+
+
+# What YAML 1.2 reads as booleans and numbers. PyYAML follows YAML 1.1, which also reads on/off/
+# yes/no as booleans, 0x7e8 and 0o17 as integers and 1:20 as the sexagesimal 80: a record written
+# for one reader would mean something else to another, so only the spellings both agree on pass.
+_BOOLEAN = re.compile(r"true|True|TRUE|false|False|FALSE")
+_INTEGER = re.compile(r"[-+]?(0|[1-9][0-9]*)")  # 017 is octal 15 in YAML 1.1, 17 in YAML 1.2
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)")
+
+
+def _yaml11_spelling(text: str, value) -> str | None:
+    """Why the plain scalar `text`, which YAML 1.1 read as `value`, must be written otherwise."""
+    if isinstance(value, bool) and not _BOOLEAN.fullmatch(text):
+        return f"{shorten(text)!r} is a boolean only in YAML 1.1; write {str(value).lower()}, or quote it if it is text"
+    if isinstance(value, int) and not isinstance(value, bool) and not _INTEGER.fullmatch(text):
+        return f"{shorten(text)!r} is read as the number {value} (YAML 1.1 hex, octal or base-60); write {value}, or quote it if it is text"
+    if isinstance(value, float) and not _FLOAT.fullmatch(text):
+        return f"{shorten(text)!r} is read as the number {value:g} (YAML 1.1 base-60 or digit groups); write {value:g}, or quote it if it is text"
+    return None
 
 
 def load_yaml(text: str) -> LoadedYaml:

@@ -35,7 +35,7 @@ def build(site_dir: Path, catalog: Catalog | None = None) -> None:
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     build_parser = sub.add_parser("build", help="generate the catalog pages and build the site")
-    build_parser.add_argument("--out", type=Path, default=None, help="output folder (default: site/ in the repository)")
+    build_parser.add_argument("--out", type=Path, default=None, help="output folder: new, empty or an earlier site build (default: site/ in the repository)")
     serve = sub.add_parser("serve", help="serve the site with live reload")
     serve.add_argument("--addr", default="127.0.0.1:8000", help="address to serve on (default: 127.0.0.1:8000)")
 
@@ -52,24 +52,33 @@ def execute(args: argparse.Namespace) -> int:
 
     from mkdocs.exceptions import Abort
 
-    from specatlas.fsutil import WriteError, replace_dir, writable_dir
+    from specatlas.fsutil import WriteError, install_dir, output_dir, writable_dir
 
-    out = args.out or repo_root() / "site"
     # Built beside the target, then swapped in: a failed or killed build leaves the old site whole.
+    requested = args.out or repo_root() / "site"
     try:
-        if out.exists() and not out.is_dir():
-            raise WriteError(f"cannot write the site to {out}: it exists and is not a folder")
+        out = output_dir(requested, "the site", SITE_MARKER, legacy=_older_build)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-new-", dir=writable_dir(out.parent)))
     except (WriteError, OSError) as exc:
-        logging.error("%s", exc if isinstance(exc, WriteError) else f"cannot write the site to {out}: {exc.strerror or exc}")
+        logging.error("%s", exc if isinstance(exc, WriteError) else f"cannot write the site to {requested}: {exc.strerror or exc}")
         return 1
     try:
         build(staging)
-        replace_dir(staging, out)
-    except Abort as exc:
+        install_dir(staging, out, SITE_MARKER, "the site")
+    except (Abort, WriteError) as exc:
         logging.error("%s", exc)
         return 1
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     print(f"site written to {out}")
     return 0
+
+
+# Written into every site folder a build makes: a later build replaces only a folder holding it.
+SITE_MARKER = ".specatlas-site"
+
+
+def _older_build(folder: Path) -> bool:
+    """A site built before the marker existed: MkDocs's index.html and sitemap.xml are there. It
+    is replaced only if the new build writes every name it holds (fsutil.install_dir)."""
+    return (folder / "index.html").is_file() and (folder / "sitemap.xml").is_file()
