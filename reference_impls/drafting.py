@@ -39,9 +39,13 @@ class Draft:
     def chain(cls, tokens: list[int], q: torch.Tensor | None = None, key: object = None) -> Draft:
         return cls(list(tokens), list(range(-1, len(tokens) - 1)), q, key=key)
 
+    def node_depths(self) -> list[int]:
+        """Each node's depth: 1 for a child of the last committed token."""
+        return kv.depths(self.parents)
+
     def cut(self, depth: int) -> Draft:
         """The nodes at depth <= `depth` (a draft without auxiliary nodes)."""
-        kept = [node for node, d in enumerate(kv.depths(self.parents)) if d <= depth]
+        kept = [node for node, d in enumerate(self.node_depths()) if d <= depth]
         index = {old: new for new, old in enumerate(kept)}
         return Draft([self.tokens[node] for node in kept], [index.get(self.parents[node], -1) for node in kept],
                      None if self.q is None else self.q[kept], key=self.key)

@@ -8,6 +8,7 @@ import torch
 
 from specatlas.cli import main
 from specatlas.impls import kv
+from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.models import encode_chat, eos_ids
 from specatlas.impls.registry import METHODS
 
@@ -44,19 +45,19 @@ def build_or_skip(method, model, **settings):
         pytest.skip(str(exc))
 
 
-@pytest.mark.parametrize("policy", ["paper", "auto"])
+@pytest.mark.parametrize("policy", [DraftLengthPolicy.paper(), DraftLengthPolicy.cost_aware()], ids=lambda policy: policy.name)
 @pytest.mark.parametrize("method", LOSSLESS, ids=lambda m: m.id)
 def test_greedy_output_is_token_identical_to_baseline(embedded, baseline_outputs, method, policy):
     """Under the paper's settings (drafts proposed and verified on every step) and under the
     cost-aware policy (which drafts where it pays)."""
-    decoder = build_or_skip(method, embedded.model, draft_length=policy)
+    decoder = build_or_skip(method, embedded.model, policy=policy)
     stop = eos_ids(embedded.model, embedded.tokenizer)
     drafted = 0
     for prompt, want in zip(PROMPTS, baseline_outputs):
         output = decoder.generate(encode_chat(embedded.tokenizer, prompt), NEW_TOKENS, stop=stop)
-        assert output.tokens == want, f"{method.id} ({policy}) diverged on {prompt!r}"
+        assert output.tokens == want, f"{method.id} ({policy.name}) diverged on {prompt!r}"
         drafted += sum(output.stats.drafted_at)
-    assert drafted > 0 or policy == "auto"
+    assert drafted > 0 or policy.is_cost_aware
 
 
 SAMPLING_METHODS = [m.id for m in METHODS.values()]

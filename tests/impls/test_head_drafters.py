@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import FixedLength
+from specatlas.impls.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.drafting import Draft
 from specatlas.impls.heads import Eagle3Head, EagleHead, HydraHeads, LayerConfig, MedusaHeads
 from specatlas.impls.methods_heads import (BLOCKWISE_CHAIN, Eagle3Drafter, EagleDrafter, HydraDrafter, MedusaDrafter,
@@ -188,7 +188,7 @@ def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path,
     save(head, family, tmp_path, model, base_model="smollm2-135m-instruct")
     if method == "fr_spec":  # every fourth token id stands in for the frequency ranking
         torch.save(list(range(0, model.config.vocab_size, 4)), tmp_path / f"freq_{model.config.vocab_size // 4}.pt")
-    decoder = getattr(methods_heads, method)(model, draft_length=3, drafter_checkpoint=tmp_path)
+    decoder = getattr(methods_heads, method)(model, policy=DraftLengthPolicy.fixed(3), drafter_checkpoint=tmp_path)
     baseline = SpeculativeDecoder(model)
     stop = eos_ids(model, embedded.tokenizer)
     for prompt in ["List three colours.", "Write a haiku about rain."]:

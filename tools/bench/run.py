@@ -19,6 +19,7 @@ from pathlib import Path
 from specatlas.bench import questions as qs
 from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, dumps, summarize
 from specatlas.fsutil import WriteError, create_unique, writable_dir
+from specatlas.impls.draft_length import CHOICES, DraftLengthPolicy
 
 WARMUP_PROMPT = "Name three colours."
 
@@ -45,7 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="base seed; each question, repeat and turn derives its own")
     parser.add_argument("--draft-length", default="both",
                         help="'both' (default: every method twice, with the paper's settings and with the cost-aware "
-                             "policy), 'paper', 'auto' (cost-aware) or a fixed number of draft tokens")
+                             "policy), 'paper', 'cost-aware' (or 'auto') or a fixed number of draft tokens")
     parser.add_argument("--model", default=None, help="target: a hub id or local folder (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--draft-model", default=None,
                         help="drafter for draft-model methods and hf-assisted (default: the distilled drafter shipped for the embedded model, else a shallow slice of the target)")
@@ -109,15 +110,19 @@ def check_numbers(args) -> None:
     for flag, value, least in (("--repeats", args.repeats, 1), ("--limit-per-category", args.limit_per_category, 1)):
         if value is not None and value < least:
             raise BenchError(f"{flag} must be at least {least}, got {value}")
-    problem = number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
-                             draft_length=args.draft_length, policies=("both", "paper", "auto"))
+    problem = number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     if problem:
         raise BenchError(problem)
 
 
-def policies(draft_length: str) -> list[str]:
-    """The draft-length policies each method runs under."""
-    return ["paper", "auto"] if draft_length == "both" else [draft_length]
+def policies(draft_length: str) -> list[DraftLengthPolicy]:
+    """The draft-length policies each method runs under: 'both' is the paper's settings and the cost-aware policy."""
+    if draft_length == "both":
+        return [DraftLengthPolicy.paper(), DraftLengthPolicy.cost_aware()]
+    try:
+        return [DraftLengthPolicy.parse(draft_length)]
+    except ValueError:
+        raise BenchError(f"--draft-length must be 'both', {CHOICES}, got {draft_length[:40]!r}") from None
 
 
 def encode_conversation(tokenizer, turns: list[str], answers: list[str]) -> list[int]:
@@ -145,6 +150,7 @@ def now() -> str:
 def bench(args) -> Path:
     # The cheap checks first: bad input is answered in a second, before torch is even imported.
     check_numbers(args)
+    chosen_policies = policies(args.draft_length)
     prompt_set = qs.load(args.questions)
     chosen = qs.select(prompt_set.questions, args.categories, args.limit_per_category)
     out = writable_dir(args.out or _default_out(), "results folder")
@@ -196,7 +202,7 @@ def bench(args) -> Path:
     draft_model = drafter.model if drafter else None
     contenders = [_built(lambda s=METHODS[i], d=d: cs.specatlas_method(s, target.model, draft_model, d),
                          cs.contender_id(i, d), METHODS[i].name, "specatlas", METHODS[i].lossless, cs.policy_of(i, d))
-                  for i in method_ids for d in (policies(args.draft_length) if i != BASELINE else ["paper"])]
+                  for i in method_ids for d in (chosen_policies if i != BASELINE else [DraftLengthPolicy.paper()])]
     stop = eos_ids(target.model, target.tokenizer)
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else min(stop)
     contenders += [_built(lambda p=p: cs.peer(p, target.model, draft_model, pad), p, cs.PEERS[p], "peer", True)
