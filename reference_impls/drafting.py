@@ -96,9 +96,9 @@ class Drafter:
     `propose` (the committed tokens and a depth budget >= 1) and `observe` (the verification).
 
     `hidden_layers`: the target hidden states the drafter reads, as indices into transformers'
-    `output.hidden_states` (0: the embeddings' output, l: the output of decoder layer l; for
-    Llama-family models the last index, num_hidden_layers, is the final *normed* state). The loop
-    asks the target for exactly the union of what its drafter asks; none costs nothing.
+    `hidden_states` (`kv.forward`'s numbering: h is the state after the first h decoder layers;
+    num_hidden_layers the final normed one). The loop asks the target for exactly the union of
+    what its drafter asks; none costs nothing.
     """
 
     hidden_layers: tuple[int, ...] = ()

@@ -8,10 +8,11 @@ verifies by exact match; sampling by rejection sampling, which is lossless for e
 
 from __future__ import annotations
 
+from specatlas.impls.checkpoints import load_head, shipped_head_folder
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.drafting import ModelDrafter, PromptLookup
-from specatlas.impls.models import shallow_slice
+from specatlas.impls.models import is_embedded, shallow_slice
 
 
 def autoregressive(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -58,7 +59,7 @@ def specinfer(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> Spe
     model, label = default_draft_model(target, draft_model)
     widths = SPECINFER_WIDTHS_AUTO if policy.is_cost_aware else SPECINFER_WIDTHS
     return SpeculativeDecoder(target, ModelDrafter(model, widths, label),
-                              draft_length=policy.controller(target, len(SPECINFER_WIDTHS), tree_nodes(widths)))
+                              draft_length=policy.controller(target, len(SPECINFER_WIDTHS), expansion_nodes(widths)))
 
 
 # Prompt lookup decoding's reference code: max_ngram_size = 3, num_pred_tokens = 10.
@@ -72,7 +73,7 @@ def prompt_lookup(target, draft_model=None, policy=DraftLengthPolicy.paper()) ->
                               draft_length=policy.controller(target, PLD_TOKENS, max_depth=PLD_TOKENS))
 
 
-def tree_nodes(widths: tuple[int, ...]):
+def expansion_nodes(widths: tuple[int, ...]):
     """Draft nodes of an expansion tree (SpecInfer's: widths[d] children per node at depth d) of
     depth k, as a function of k."""
 
@@ -96,11 +97,17 @@ def default_draft_model(target, draft_model):
         return draft_model, "draft model"
     # No checkpoint of the embedded model's family is small enough to be a drafter: the default is
     # the distilled drafter shipped for it (DistillSpec), else an early exit from the target's first layers.
-    from specatlas.impls.distilled import shipped_drafter
-
     distilled = shipped_drafter(target)
     if distilled is not None:
         return distilled
     layers = shallow_layers(target)
     return shallow_slice(target, layers), f"shallow slice of the target (first {layers} layers + its norm and head)"
 
+
+def shipped_drafter(target):
+    """(the distilled drafter shipped for the embedded model, what it is) when `target` is that
+    model and the drafter is shipped; else None."""
+    if not is_embedded(target) or not shipped_head_folder("distillspec").is_dir():
+        return None
+    checkpoint = load_head(target, "distillspec")
+    return checkpoint.head.drafter(target), f"DistillSpec drafter ({checkpoint.head.describe()}; {checkpoint.describe()})"

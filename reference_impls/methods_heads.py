@@ -21,14 +21,14 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from specatlas.impls.checkpoints import SHIPPED_HEADS as SHIPPED  # tests point SHIPPED elsewhere
+from specatlas.impls.checkpoints import HeadNotShipped, load_head, shipped_head_folder
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.drafting import Draft, Drafter
 from specatlas.impls.heads import HeadCache
 from specatlas.impls.layer_view import Kangaroo
 from specatlas.impls.errors import ModelLoadError
-from specatlas.impls.recycling import tree_nodes
+from specatlas.impls.recycling import template_nodes
 from specatlas.impls.verification import GreedyMatch, Verifier
 
 
@@ -367,35 +367,6 @@ class Eagle3Drafter(EagleDrafter):
 # Compositions (the signature of methods.py's builders)
 
 
-class HeadNotShipped(ModelLoadError):
-    """The embedded model's trained head (or FR-Spec's token ranking) is not in `trained_heads/` yet."""
-
-
-def shipped(family: str) -> Path:
-    from specatlas.impls.models import EMBEDDED
-
-    return SHIPPED / f"{EMBEDDED}-{family}"
-
-
-def load_head(target, family: str, drafter_checkpoint=None):
-    """The head for `target`: a given checkpoint, else the one shipped for the embedded model."""
-    from specatlas.impls.checkpoints import CheckpointError, load
-    from specatlas.impls.models import EMBEDDED
-
-    source = drafter_checkpoint or shipped(family)
-    if drafter_checkpoint is None and not source.is_dir():
-        raise HeadNotShipped(f"no trained {family} head is shipped yet; train one with `specatlas train {family}` "
-                             "or pass --drafter-checkpoint")
-    try:
-        checkpoint = load(source, target, None if drafter_checkpoint else EMBEDDED)
-    except CheckpointError as exc:
-        hint = "" if drafter_checkpoint else " (the shipped head is for the embedded model: pass --drafter-checkpoint)"
-        raise ModelLoadError(f"{exc}{hint}") from None
-    if checkpoint.family != family:
-        raise ModelLoadError(f"{source} is a {checkpoint.family} checkpoint, this method needs {family}")
-    return checkpoint
-
-
 def medusa(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Cai et al. 2024: Medusa heads + the paper's 63-node tree; exact match when greedy, typical
     acceptance (relaxed) when sampling, as the paper runs it."""
@@ -403,7 +374,7 @@ def medusa(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_c
     drafter = MedusaDrafter(checkpoint.head, target.lm_head.weight, checkpoint.hidden_layers[0], label=checkpoint.describe())
     return SpeculativeDecoder(target, drafter, sampling_verifier=TypicalAcceptance(),
                               draft_length=policy.controller(target, max(map(len, MEDUSA_TREE)),
-                                                             tree_nodes(MEDUSA_TREE), max(map(len, MEDUSA_TREE))))
+                                                             template_nodes(MEDUSA_TREE), max(map(len, MEDUSA_TREE))))
 
 
 BLOCKWISE_CHAIN = tuple((0,) * depth for depth in range(1, 5))
@@ -442,7 +413,7 @@ def _eagle(target, policy, drafter_checkpoint, tree, vocabulary=None):
     if tree is None:
         return SpeculativeDecoder(target, drafter, draft_length=_dynamic_length(target, policy))
     depth = max(map(len, tree))
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, tree_nodes(tree), depth))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, template_nodes(tree), depth))
 
 
 def _dynamic_length(target, policy: DraftLengthPolicy):
@@ -458,7 +429,7 @@ def hydra(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_ch
     drafter = HydraDrafter(checkpoint.head, target.model.embed_tokens.weight, target.lm_head.weight,
                            checkpoint.hidden_layers[0], label=checkpoint.describe())
     depth = max(map(len, HYDRA_TREE))
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, tree_nodes(HYDRA_TREE), depth))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, template_nodes(HYDRA_TREE), depth))
 
 
 def eagle3(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -480,7 +451,7 @@ def fr_spec(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_
     vocabulary (its LM head cut to those rows); the target verifies over the whole vocabulary, so
     the output is unchanged. The ranking is FR-Spec's `freq_{V}.pt` (token ids, most frequent
     first) beside the EAGLE head, computed once from the training data by `specatlas train fr-spec`."""
-    folder = Path(drafter_checkpoint) if drafter_checkpoint else shipped("eagle")
+    folder = Path(drafter_checkpoint) if drafter_checkpoint else shipped_head_folder("eagle")
     return _eagle(target, policy, drafter_checkpoint, None,
                   frequent_tokens(folder, target.config.vocab_size // FR_SPEC_FRACTION, drafter_checkpoint is None)
                   .to(target.lm_head.weight.device))
@@ -495,7 +466,7 @@ def frequent_tokens(folder: Path, size: int, is_shipped: bool) -> torch.Tensor:
     return torch.tensor(torch.load(path, weights_only=True), dtype=torch.long)
 
 
-# Kangaroo's Vicuna-7B command (its README): exit after layer 2 (of 32), at most 6 draft steps, stop
+# Kangaroo's Vicuna-7B command (its README): exit after the first 2 layers (of 32), at most 6 draft steps, stop
 # drafting after a token whose top-1 probability is below 0.6. The exit layer is the adapter's own
 # (its checkpoint config): 2 of SmolLM2's 30 layers, the same depth (~6%) as in the paper.
 KANGAROO_STEPS, KANGAROO_THRESHOLD = 6, 0.6

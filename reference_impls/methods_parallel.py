@@ -18,7 +18,7 @@ from __future__ import annotations
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.jacobi import Jacobi, Lookahead
 from specatlas.impls.draft_length import DraftLengthPolicy
-from specatlas.impls.recycling import PAPER_TREE, TokenRecycling, tree_nodes
+from specatlas.impls.recycling import PAPER_TREE, TokenRecycling, template_nodes
 
 # Santilli et al. iterate over blocks of future positions (whole sentences or fixed blocks for
 # MT); no block size carries over to chat models, so the window is this project's: 8 guesses.
@@ -55,7 +55,7 @@ def token_recycling(target, draft_model=None, policy=DraftLengthPolicy.paper()) 
     tree = recycling_template(target, policy)
     depth = max(map(len, tree))
     return SpeculativeDecoder(target, TokenRecycling(tree),
-                              draft_length=policy.controller(target, depth, tree_nodes(tree), depth))
+                              draft_length=policy.controller(target, depth, template_nodes(tree), depth))
 
 
 def recycling_template(target, policy: DraftLengthPolicy) -> tuple[tuple[int, ...], ...]:

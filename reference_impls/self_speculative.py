@@ -25,7 +25,6 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -33,8 +32,10 @@ import torch
 from specatlas.impls import kv
 from specatlas.impls.bayes import GaussianProcess
 from specatlas.impls.checkpoints import SHIPPED_HEADS
+from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.drafting import Draft, Drafter, ModelDrafter
 from specatlas.impls.layer_view import LayerView
+from specatlas.impls.models import cache_root, encode_chat
 from specatlas.impls.sampling import without
 
 # Draft & Verify's adaptive draft-exiting (its code's `auto_parameters` = [1, 0.5, 0.9, 1e-2, 0.9]):
@@ -262,8 +263,6 @@ def view_cost(model, kept: int) -> float:
 
 def search_skipped(model, prompts: list[list[int]], iterations: int, seed: int = 1) -> tuple[list[int], float]:
     """Draft & Verify's Bayesian search for the skipped layers: (skipped, tokens per target forward)."""
-    from specatlas.impls.decoding import SpeculativeDecoder
-
     texts, caches = [], []
     with torch.inference_mode():
         for prompt in prompts:
@@ -312,7 +311,6 @@ def calibration_prompts(model, count: int) -> list[list[int]]:
     """`count` of this project's training prompts, spread over its tasks, in the model's chat template."""
     from transformers import AutoTokenizer
 
-    from specatlas.impls.models import encode_chat
     from specatlas.train_prompts import PROMPTS
 
     try:
@@ -330,8 +328,6 @@ SHIPPED_SEARCHES = SHIPPED_HEADS / "draft-and-verify"
 
 def skipped_layers(model) -> list[int]:
     """The skipped set for `model`, searched once per model identity and cached in the user cache."""
-    from specatlas.impls.models import cache_root
-
     config = model.config
     on_cpu = model.device.type == "cpu"
     iterations, prompts = (DV_ITERATIONS_CPU, DV_PROMPTS_CPU) if on_cpu else (DV_ITERATIONS, DV_PROMPTS)

@@ -87,10 +87,12 @@ def execute(args: argparse.Namespace) -> int:
         raise CommandError(str(exc), status=1)
 
     drafter = decoder.drafter.describe() if decoder.drafter else "none"
+    relaxed = decoder.verifier(sampling).relaxed
     settings = spec.paper_settings if policy.name == PAPER and spec.paper_settings else ""
     header = (f"{spec.id} ({spec.name}) | target {target.name} on {device.type} {str(dtype).removeprefix('torch.')} "
               f"| drafter: {drafter} | {decoder.draft_length.describe() if decoder.drafter else 'no drafting'}"
-              + (f" | paper settings: {settings}" if settings else "") + f" | {sampling.describe()}")
+              + (f" | paper settings: {settings}" if settings else "") + f" | {sampling.describe()}"
+              + (" | relaxed acceptance: not lossless" if relaxed else ""))
     if args.draft_model and not spec.uses_draft_model:
         header += f" | --draft-model ignored: {spec.id} uses none"
     if args.drafter_checkpoint and not spec.trained_head:
@@ -114,8 +116,9 @@ def execute(args: argparse.Namespace) -> int:
         text = target.tokenizer.decode(output.tokens, skip_special_tokens=True)
         print(json.dumps({"method": spec.id, "model": target.name, "drafter": drafter, "device": device.type,
                           "policy": policy.name, "draft_length": decoder.draft_length.describe() if decoder.drafter else None,
-                          "paper_settings": settings or None, "sampling": sampling.describe(), "seed": args.seed,
-                          "text": text, "tokens": output.tokens, "peak_rss_mb": round(peak_mb), **stats.as_dict()}))
+                          "paper_settings": settings or None, "sampling": sampling.describe(),
+                          "relaxed_acceptance": relaxed, "seed": args.seed, "text": text, "tokens": output.tokens,
+                          "peak_rss_mb": round(peak_mb), **stats.as_dict()}))
     else:
         stream.finish()
         print(f"[{stats.new_tokens} tokens, {stats.tokens_per_second:.1f} tokens/s, "

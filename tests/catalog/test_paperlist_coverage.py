@@ -33,7 +33,7 @@ def test_hand_matches_are_needed(catalog):
     """A hand match is only for rows that title and arXiv id cannot match."""
     papers, _ = catalog
     rows = [r for r in paperlist.load_rows(LIST) if r["source_line"] in paperlist.matched_rows()]
-    from specatlas.catalog.validate import normalize_title
+    from specatlas.catalog.records import normalize_title
 
     titles = {normalize_title(p.title) for p in papers.values()}
     arxivs = {p.arxiv for p in papers.values() if p.arxiv}

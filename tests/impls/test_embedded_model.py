@@ -37,7 +37,7 @@ LOSSLESS = [m for m in METHODS.values() if m.lossless and m.id != "baseline"]
 def build_or_skip(method, model, **settings):
     """A head method whose trained head for the embedded model is not shipped yet is skipped, with
     the reason, rather than failed: shipping the head (`specatlas train`) turns its test on."""
-    from specatlas.impls.methods_heads import HeadNotShipped
+    from specatlas.impls.checkpoints import HeadNotShipped
 
     try:
         return method.build(model, **settings)
@@ -125,9 +125,9 @@ def test_self_speculative_runs_name_the_skipped_layers(embedded, capsys, method)
 
 
 def test_a_method_whose_trained_piece_is_missing_says_so_in_one_line(embedded, tmp_path, monkeypatch, capsys):
-    from specatlas.impls import methods_heads
+    from specatlas.impls import checkpoints
 
-    monkeypatch.setattr(methods_heads, "SHIPPED", tmp_path)
+    monkeypatch.setattr(checkpoints, "SHIPPED_HEADS", tmp_path)
     assert main(["run", "kangaroo", "--prompt", PROMPTS[0], "--max-new-tokens", "4", "--device", "cpu"]) == 1
     err = capsys.readouterr().err
     assert "no trained kangaroo head is shipped yet" in err and err.count("\n") == 1

@@ -57,7 +57,7 @@ def test_tree_drafts_more_than_one_branch(target, drafter_model):
 
     drafter = ModelDrafter(drafter_model, widths=(2, 2))
     draft = drafter.propose(PROMPT, 2, Sampling(1.0), Randomness(0))
-    assert draft.parents[:2] == [-1, -1] and len(draft.tokens) == methods.tree_nodes((2, 2))(2)
+    assert draft.parents[:2] == [-1, -1] and len(draft.tokens) == methods.expansion_nodes((2, 2))(2)
     assert draft.q.shape == (len(draft.tokens), VOCAB)
 
 

@@ -157,6 +157,14 @@ def test_typical_acceptance_is_greedy_match_when_greedy():
     assert accepted == [0, 1] and token == 2
 
 
+def test_the_deciding_verifier_says_whether_acceptance_is_relaxed():
+    # `specatlas run` labels a relaxed run from this: Medusa's sampling, blockwise's top-k.
+    decoder = SpeculativeDecoder(ToyLM(seed=5), sampling_verifier=TypicalAcceptance(), greedy_verifier=TopKAcceptance(2))
+    assert decoder.verifier(Sampling(1.0)).relaxed and decoder.verifier(Sampling()).relaxed
+    assert not SpeculativeDecoder(ToyLM(seed=5)).verifier(Sampling(1.0)).relaxed
+    assert not SpeculativeDecoder(ToyLM(seed=5)).verifier(Sampling()).relaxed
+
+
 def test_top_k_acceptance_keeps_drafts_in_the_targets_top_k():
     logits = torch.tensor([[3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 3.0, 2.0], [0.0, 0.0, 0.0, 5.0], [1.0, 0.0, 0.0, 0.0]])
     draft = Draft.chain([1, 3, 0])  # 1: 2nd best at row 0; 3: 2nd best at row 1; 0: not in row 2's top 2

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from specatlas.catalog.validate import normalize_title
+from specatlas.catalog.records import normalize_title
 from specatlas.paths import shared_dir
 
 EXCLUSIONS_FILE = Path(__file__).with_name("paperlist_exclusions.yaml")
