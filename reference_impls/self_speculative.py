@@ -37,6 +37,7 @@ from specatlas.impls.drafting import Draft, Drafter, ModelDrafter
 from specatlas.impls.layer_view import LayerView
 from specatlas.impls.models import cache_root, encode_chat
 from specatlas.impls.sampling import without
+from specatlas.train_prompts import PROMPTS
 
 # Draft & Verify's adaptive draft-exiting (its code's `auto_parameters` = [1, 0.5, 0.9, 1e-2, 0.9]):
 # after every verification the acceptance rate is smoothed with β1 = 0.5; below the target 0.9 the
@@ -310,8 +311,6 @@ def search_skipped(model, prompts: list[list[int]], iterations: int, seed: int =
 def calibration_prompts(model, count: int) -> list[list[int]]:
     """`count` of this project's training prompts, spread over its tasks, in the model's chat template."""
     from transformers import AutoTokenizer
-
-    from specatlas.train_prompts import PROMPTS
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(model.config._name_or_path, local_files_only=True)

@@ -9,7 +9,7 @@
     specatlas train fr-spec                     # FR-Spec's token ranking, beside the EAGLE head (seconds)
     specatlas train medusa --data-only          # only build (or finish building) the cached data
 
-Data (the target's greedy answers to this project's prompt corpus, specatlas/train_prompts.py, and
+Data (the target's greedy answers to this project's prompt corpus, specatlas/prompts/train.jsonl, and
 its hidden states) is built once and cached under the user cache dir; training checkpoints there
 too, so an interrupted run resumes where it stopped. The result is a float16 checkpoint in the
 published layout of the head's family (loadable with `specatlas.impls.checkpoints.load`) plus a
