@@ -24,7 +24,9 @@ from bibtexparser.model import Entry, Field
 from pylatexenc.latexencode import RULE_DICT, UnicodeToLatexConversionRule, UnicodeToLatexEncoder
 
 from specatlas.catalog.schema import Paper
+from specatlas.catalog.validate import validate
 from specatlas.catalog.venues import VENUES
+from specatlas.fsutil import WriteError, atomic_write
 
 _SPECIALS = {
     "\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "&": r"\&", "%": r"\%", "$": r"\$",
@@ -163,8 +165,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from specatlas.catalog.validate import validate
-
     problems, records, _ = validate()
     if problems:
         for problem in problems:
@@ -175,8 +175,6 @@ def execute(args: argparse.Namespace) -> int:
     if str(args.output) == "-":
         sys.stdout.write(text)
         return 0
-    from specatlas.fsutil import WriteError, atomic_write
-
     try:
         if args.output.is_dir():
             raise WriteError(f"cannot write {args.output}: it is a folder; name a file such as {args.output / 'papers.bib'}")

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from specatlas.cli import CommandError
+from specatlas.fsutil import WriteError, writable_dir
 from specatlas.train_prompts import read_prompts
 
 INSTRUCTIONS = read_prompts("datastore")
@@ -54,8 +55,6 @@ def execute(args: argparse.Namespace) -> int:
         if not (args.self_generate and not args.inputs and args.model in (None, EMBEDDED)):
             raise CommandError("--output is required unless rebuilding the embedded model's default datastore")
         output = DEFAULT_DATASTORE
-    from specatlas.fsutil import WriteError, writable_dir
-
     try:
         writable_dir(Path(output).parent, "output folder")  # before the model and the corpus pass
         loaded = load_model(args.model)

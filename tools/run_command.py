@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 
 from specatlas.cli import CommandError
+from specatlas.fsutil import ReadError, read_limited
 from specatlas.impls.draft_length import PAPER, DraftLengthPolicy
+from specatlas.impls.registry import all_names, implemented_ids, resolve
 from specatlas.paths import papers_dir
 
 # Bounds on what a user can mean. Beyond them a value is a typo (1e9 for 1.0) or an attack, and
@@ -52,8 +54,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from specatlas.impls.registry import all_names, implemented_ids, resolve
-
     spec = resolve(args.method)
     if spec is None:
         _unknown_method(args.method, all_names(), implemented_ids())
@@ -172,8 +172,6 @@ def read_prompt(args) -> tuple[str, str | None]:
     if args.prompt_file is None:
         text, where = args.prompt, "--prompt"
     else:
-        from specatlas.fsutil import ReadError, read_limited
-
         where = f"--prompt-file {args.prompt_file}"
         try:
             raw = (sys.stdin.buffer.read(MAX_PROMPT_BYTES + 1) if str(args.prompt_file) == "-"

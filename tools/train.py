@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from specatlas.cli import CommandError
+from specatlas.train_prompts import PROMPTS
 
 # paper id -> (head family, aliases)
 TRAINABLE: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -77,7 +78,6 @@ def execute(args: argparse.Namespace) -> int:
 
     from specatlas.impls import training
     from specatlas.impls.models import ModelLoadError, load_model, pick_device
-    from specatlas.train_prompts import PROMPTS
 
     torch.manual_seed(args.seed)
     family = TRAINABLE[paper][0]

@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 
 from specatlas.impls.cpu_kernels import default_kernels, packed_layers
-from specatlas.impls.draft_length import FIXED, PAPER, DraftLengthPolicy
+from specatlas.impls.draft_length import FIXED, PAPER, DraftLengthPolicy, calibrate
 from specatlas.impls.methods import default_draft_model
 from specatlas.impls.registry import MethodSpec
 from specatlas.impls.sampling import Randomness, Sampling
@@ -143,6 +143,4 @@ def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
 def cost_curve(target, max_width: int = 64) -> dict[int, float]:
     """Seconds of one target forward over w new tokens (after a 64-token context), for a spread
     of w up to max_width: what a verification costs relative to a plain decoding step."""
-    from specatlas.impls.draft_length import calibrate
-
     return {width: round(seconds, 6) for width, seconds in sorted(calibrate(target, max_width).items())}

@@ -16,10 +16,15 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from specatlas.bench import provenance
 from specatlas.bench import questions as qs
 from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, dumps, summarize
 from specatlas.fsutil import WriteError, create_unique, writable_dir
 from specatlas.impls.draft_length import CHOICES, DraftLengthPolicy
+from specatlas.impls.errors import ModelLoadError
+from specatlas.impls.registry import METHODS, all_names, implemented_ids, resolve
+from specatlas.paths import repo_root
+from specatlas.run_command import number_problem
 
 WARMUP_PROMPT = "Name three colours."
 
@@ -56,8 +61,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from specatlas.impls.errors import ModelLoadError
-
     try:
         if args.list:
             return list_ids()
@@ -71,7 +74,6 @@ def execute(args: argparse.Namespace) -> int:
 
 def list_ids() -> int:
     from specatlas.bench.contenders import PEERS
-    from specatlas.impls.registry import METHODS
 
     for spec in METHODS.values():
         print(f"{spec.id:24} {spec.name}" + (f" (aliases: {', '.join(spec.aliases)})" if spec.aliases else ""))
@@ -83,7 +85,6 @@ def list_ids() -> int:
 def chosen_ids(names: list[str], everything: bool, peers: bool) -> tuple[list[str], list[str]]:
     """(registry ids with the baseline first, peer ids), or a BenchError naming the closest ids."""
     from specatlas.bench.contenders import PEERS
-    from specatlas.impls.registry import all_names, implemented_ids, resolve
 
     if not names and not everything:
         raise BenchError("name methods to measure, or --all (specatlas bench --list shows the ids)")
@@ -105,8 +106,6 @@ def chosen_ids(names: list[str], everything: bool, peers: bool) -> tuple[list[st
 
 
 def check_numbers(args) -> None:
-    from specatlas.run_command import number_problem
-
     for flag, value, least in (("--repeats", args.repeats, 1), ("--limit-per-category", args.limit_per_category, 1)):
         if value is not None and value < least:
             raise BenchError(f"{flag} must be at least {least}, got {value}")
@@ -161,10 +160,8 @@ def bench(args) -> Path:
     from transformers.utils import logging as hf_logging
 
     from specatlas.bench import contenders as cs
-    from specatlas.bench import provenance
     from specatlas.impls.cpu_kernels import packed_layers
     from specatlas.impls.models import eos_ids, load_model, pick_device, pick_dtype
-    from specatlas.impls.registry import METHODS
 
     hf_logging.set_verbosity_error()  # generate()'s deprecation notices would tear the progress bar
     device = pick_device(args.device)
@@ -246,8 +243,6 @@ def bench(args) -> Path:
 def _shown(path: Path) -> str:
     """A path as recorded in results: relative to the repository when inside it, so result
     files carry no machine-specific location."""
-    from specatlas.paths import repo_root
-
     try:
         return str(path.resolve().relative_to(repo_root()))
     except ValueError:
@@ -255,8 +250,6 @@ def _shown(path: Path) -> str:
 
 
 def _default_out() -> Path:
-    from specatlas.paths import repo_root
-
     return repo_root() / "results"
 
 
