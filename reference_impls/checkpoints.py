@@ -6,7 +6,8 @@ read with `torch.load(weights_only=True)`), detects the layout from the keys, bu
 checks it against the target: hidden size, vocabulary and (when the checkpoint names one) base
 model. Any problem is a `CheckpointError` with one line naming the missing or unexpected keys or
 the mismatched shape: a checkpoint never half-loads onto random weights. `save` writes a head in
-its family's published layout (float16) with a model card.
+its family's published layout (float16) with a model card. `load_head` is what methods call:
+the given checkpoint, else the head shipped for the embedded model in `SHIPPED_HEADS`.
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specatlas.impls.errors import first_line, unpickle_failure
+from specatlas.impls.distilled import DraftLayers
+from specatlas.impls.errors import ModelLoadError, first_line, unpickle_failure
 from specatlas.impls.heads import Eagle3Head, EagleHead, HydraHeads, KangarooAdapter, LayerConfig, MedusaHeads, eagle3_layers
+from specatlas.impls.models import EMBEDDED, _hub_reachable
 
+# The heads, adapters and drafter trained for the embedded model, one folder per family:
+# `<EMBEDDED>-<family>` (`shipped_head_folder`). Tests point it elsewhere.
 SHIPPED_HEADS = Path(__file__).resolve().parent / "trained_heads"
 WEIGHT_FILES = ("model.safetensors", "medusa_lm_head.safetensors", "pytorch_model.bin", "medusa_lm_head.pt",
                 "hydra_lm_head.pt", "model.pt")
@@ -31,13 +36,17 @@ class CheckpointError(Exception):
     """A draft checkpoint cannot be used with this target; the message is one line for the user."""
 
 
+class HeadNotShipped(ModelLoadError):
+    """The embedded model's trained head (or FR-Spec's token ranking) is not in `trained_heads/` yet."""
+
+
 @dataclass
 class DraftCheckpoint:
     family: str  # "medusa", "hydra", "eagle" (EAGLE-1/2) or "eagle3"
     layout: str  # the published layout it was read from, e.g. "medusa-v1", "vllm-eagle3"
     head: nn.Module
     config: dict
-    hidden_layers: tuple[int, ...]  # indices into the target's `hidden_states` tuple the head reads
+    hidden_layers: tuple[int, ...]  # the target states the head reads (`kv.forward`'s numbering)
     source: str
 
     def describe(self) -> str:
@@ -69,14 +78,34 @@ def load(source: str | Path, target: nn.Module, base_model: str | None = None) -
     return DraftCheckpoint(family, layout, head, config, hidden_layers, str(source))
 
 
+def shipped_head_folder(family: str) -> Path:
+    """Where the `family` head trained for the embedded model ships."""
+    return SHIPPED_HEADS / f"{EMBEDDED}-{family}"
+
+
+def load_head(target, family: str, drafter_checkpoint=None) -> DraftCheckpoint:
+    """The head for `target`: a given checkpoint, else the one shipped for the embedded model;
+    a `ModelLoadError` (`HeadNotShipped` when it is not shipped yet) with one line otherwise."""
+    source = drafter_checkpoint or shipped_head_folder(family)
+    if drafter_checkpoint is None and not source.is_dir():
+        raise HeadNotShipped(f"no trained {family} head is shipped yet; train one with `specatlas train {family}` "
+                             "or pass --drafter-checkpoint")
+    try:
+        checkpoint = load(source, target, None if drafter_checkpoint else EMBEDDED)
+    except CheckpointError as exc:
+        hint = "" if drafter_checkpoint else " (the shipped head is for the embedded model: pass --drafter-checkpoint)"
+        raise ModelLoadError(f"{exc}{hint}") from None
+    if checkpoint.family != family:
+        raise ModelLoadError(f"{source} is a {checkpoint.family} checkpoint, this method needs {family}")
+    return checkpoint
+
+
 def _locate(source: str) -> Path:
     path = Path(source).expanduser()
     if path.is_dir():
         return path
     if path.exists() or source.startswith(("/", ".", "~")) or source.count("/") != 1:
         raise CheckpointError(f"{source}: no such checkpoint folder")
-    from specatlas.impls.models import _hub_reachable
-
     try:
         from huggingface_hub import snapshot_download
 
@@ -280,8 +309,6 @@ def _kangaroo(weights: dict, config: dict, target) -> tuple[nn.Module, tuple[int
 
 
 def _distillspec(weights: dict, config: dict, target) -> tuple[nn.Module, tuple[int, ...]]:
-    from specatlas.impls.distilled import DraftLayers
-
     hidden, vocab, layers = _target_sizes(target)
     if config.get("hidden_size", hidden) != hidden or config.get("vocab_size", vocab) != vocab:
         raise CheckpointError(f"the drafter's layers were distilled for hidden size {config.get('hidden_size')} and "

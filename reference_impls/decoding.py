@@ -160,13 +160,17 @@ class SpeculativeDecoder:
     forward: Callable = kv.forward  # the target forward (kv.forward's signature)
     clock: Callable[[], float] = time.perf_counter  # what the stats and the draft-length policy time with
 
+    def verifier(self, sampling: Sampling) -> Verifier:
+        """The verifier that decides under `sampling`."""
+        return self.greedy_verifier if sampling.greedy else self.sampling_verifier
+
     @torch.inference_mode()
     def generate(self, prompt: list[int], max_new_tokens: int, sampling: Sampling = Sampling(),
                  rng: Randomness | None = None, stop: set[int] = frozenset(),
                  on_tokens: Callable[[list[int]], None] | None = None) -> Output:
         clock = self.clock
         stats, started = Stats(), clock()
-        verifier = self.greedy_verifier if sampling.greedy else self.sampling_verifier
+        verifier = self.verifier(sampling)
         layers = self.drafter.hidden_layers if self.drafter else ()
         session = Session(self.target, prompt, sampling, rng, verifier, layers, self.forward)
         if self.drafter:

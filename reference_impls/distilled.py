@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from specatlas.impls.heads import VocabularyHead
-from specatlas.impls.models import EMBEDDED, is_embedded, shallow_slice
+from specatlas.impls.models import shallow_slice
 
 
 class DraftLayers(nn.Module):
@@ -45,12 +45,3 @@ class DraftLayers(nn.Module):
     def describe(self) -> str:
         return f"{len(self.layers)} distilled layers of the target, its head over {len(self.draft_vocab):,} tokens"
 
-
-def shipped_drafter(target) -> tuple[nn.Module, str] | None:
-    """The distilled drafter shipped for the embedded model, when `target` is it and one is shipped."""
-    from specatlas.impls.methods_heads import SHIPPED, load_head
-
-    if not is_embedded(target) or not (SHIPPED / f"{EMBEDDED}-distillspec").is_dir():
-        return None
-    checkpoint = load_head(target, "distillspec")
-    return checkpoint.head.drafter(target), f"DistillSpec drafter ({checkpoint.head.describe()}; {checkpoint.describe()})"

@@ -1,4 +1,8 @@
-"""How many tokens to draft: a fixed depth (the paper's by default), or the cost-aware policy.
+"""How many tokens to draft: the paper's depth (the default), a fixed depth, or the cost-aware policy.
+
+`DraftLengthPolicy` is the choice (`--draft-length paper|cost-aware|N`), parsed once; every
+method's builder turns it into the per-step controller for its structure (`controller`):
+`FixedLength` or `CostAware`.
 
 On small models and CPUs verifying k tokens is far from free, so a fixed depth can lose to plain
 decoding wherever drafts are poor. `CostAware` (an engineering policy of this project, not a
@@ -20,11 +24,66 @@ paying is tried again, seldom.
 
 from __future__ import annotations
 
+import re
 import time
-
-from specatlas.impls import kv
+from dataclasses import dataclass
 
 PRIOR, MEMORY, PROBE_EVERY = 0.5, 0.95, 32
+MAX_DRAFT_LENGTH = 1024  # beyond any structure: a larger fixed depth is a typo
+MAX_DEPTH = 8  # the cost-aware policy's deepest draft, where a method's structure sets no bound
+PAPER, FIXED, COST_AWARE = "paper", "fixed", "cost-aware"
+CHOICES = f"'{PAPER}', '{COST_AWARE}' or a positive integer (at most {MAX_DRAFT_LENGTH})"
+
+
+@dataclass(frozen=True)
+class DraftLengthPolicy:
+    """How a method chooses its draft length. `name` is what `--draft-length`, the result files
+    (`policy`) and the leaderboard call it: "paper" (the paper's draft length and structures: γ,
+    tree, window, n-gram size), "fixed" (`depth` tokens on the paper's structure) or "cost-aware"
+    (the depth that pays on this hardware, with structures sized for the device: a named
+    engineering variant, not a paper's setting)."""
+
+    name: str
+    depth: int = 0  # a fixed policy's depth
+
+    @classmethod
+    def paper(cls) -> DraftLengthPolicy:
+        return cls(PAPER)
+
+    @classmethod
+    def fixed(cls, depth: int) -> DraftLengthPolicy:
+        return cls(FIXED, depth)
+
+    @classmethod
+    def cost_aware(cls) -> DraftLengthPolicy:
+        return cls(COST_AWARE)
+
+    @classmethod
+    def parse(cls, text: str) -> DraftLengthPolicy:
+        """`--draft-length`'s value; "auto" is the older spelling of "cost-aware". A ValueError
+        with a one-line message on anything else."""
+        if text == PAPER:
+            return cls.paper()
+        if text in (COST_AWARE, "auto"):
+            return cls.cost_aware()
+        if re.fullmatch(r"[0-9]{1,4}", text) and 1 <= int(text) <= MAX_DRAFT_LENGTH:
+            return cls.fixed(int(text))
+        raise ValueError(f"--draft-length must be {CHOICES}, got {text[:40]!r}")
+
+    @property
+    def is_cost_aware(self) -> bool:
+        return self.name == COST_AWARE
+
+    def controller(self, target, paper_depth: int, nodes=lambda d: d, max_depth: int = MAX_DEPTH,
+                   source: str = "the paper's"):
+        """The per-step draft length for a method's structure: `paper_depth` (its paper's, named by
+        `source`), the fixed depth, or the cost-aware policy calibrated on `target` up to `max_depth`
+        (the deepest draft the structure allows; `nodes(d)`: draft nodes at depth d)."""
+        if self.name == PAPER:
+            return FixedLength(paper_depth, source)
+        if self.name == FIXED:
+            return FixedLength(self.depth)
+        return CostAware(max_depth, relative(calibrate(target, nodes(max_depth) + 1)), nodes)
 
 
 class FixedLength:
@@ -102,7 +161,7 @@ class CostAware:
         of depth 1 for a key idle for `PROBE_EVERY` steps (or never drafted)."""
         if draft.auxiliary or not draft.tokens:  # auxiliary rows (a Jacobi window) are not cut
             return draft
-        node_depths = kv.depths(draft.parents)
+        node_depths = draft.node_depths()
         keep = self._best_depth(draft.key, lambda d: None if d > max(node_depths) else 1 + sum(x <= d for x in node_depths))
         if not keep and self.idle.get(draft.key, PROBE_EVERY) >= PROBE_EVERY:
             keep = 1
@@ -149,6 +208,8 @@ def calibrate(model, max_width: int, context: int = 64, rounds: int = 3) -> dict
     cached ones, for a spread of w up to `max_width`. Measured once per model identity per process;
     widths interleave within each round, so a burst of load hits them alike."""
     import torch
+
+    from specatlas.impls import kv
 
     widths = [w for w in WIDTHS if w < max_width] + [max_width]
     key = (model_identity(model), tuple(widths))

@@ -39,9 +39,13 @@ class Draft:
     def chain(cls, tokens: list[int], q: torch.Tensor | None = None, key: object = None) -> Draft:
         return cls(list(tokens), list(range(-1, len(tokens) - 1)), q, key=key)
 
+    def node_depths(self) -> list[int]:
+        """Each node's depth: 1 for a child of the last committed token."""
+        return kv.depths(self.parents)
+
     def cut(self, depth: int) -> Draft:
         """The nodes at depth <= `depth` (a draft without auxiliary nodes)."""
-        kept = [node for node, d in enumerate(kv.depths(self.parents)) if d <= depth]
+        kept = [node for node, d in enumerate(self.node_depths()) if d <= depth]
         index = {old: new for new, old in enumerate(kept)}
         return Draft([self.tokens[node] for node in kept], [index.get(self.parents[node], -1) for node in kept],
                      None if self.q is None else self.q[kept], key=self.key)
@@ -92,9 +96,9 @@ class Drafter:
     `propose` (the committed tokens and a depth budget >= 1) and `observe` (the verification).
 
     `hidden_layers`: the target hidden states the drafter reads, as indices into transformers'
-    `output.hidden_states` (0: the embeddings' output, l: the output of decoder layer l; for
-    Llama-family models the last index, num_hidden_layers, is the final *normed* state). The loop
-    asks the target for exactly the union of what its drafter asks; none costs nothing.
+    `hidden_states` (`kv.forward`'s numbering: h is the state after the first h decoder layers;
+    num_hidden_layers the final normed one). The loop asks the target for exactly the union of
+    what its drafter asks; none costs nothing.
     """
 
     hidden_layers: tuple[int, ...] = ()

@@ -403,6 +403,6 @@ class VocabularyHead(nn.Module):
 
 
 def eagle3_layers(num_layers: int) -> tuple[int, int, int]:
-    """The target states EAGLE-3 fuses, as indices into transformers' `hidden_states` tuple:
-    the inputs of layers 2, N//2 and N-3 (EAGLE's code and vLLM's default)."""
+    """The target states EAGLE-3 fuses (`kv.forward`'s numbering): the inputs of decoder layers
+    2, N//2 and N-3 (EAGLE's code and vLLM's default)."""
     return (2, num_layers // 2, num_layers - 3)

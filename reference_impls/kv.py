@@ -113,9 +113,12 @@ def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, h
     `tree`: parents of the rows after the fully visible prefix (the last len(input_ids) of them
     are new, earlier ones are already cached), -1 for rows attached to the prefix. None means a
     plain causal chain. Positions follow depth in the tree. `hidden_layers`: indices into
-    transformers' `hidden_states` (0: embeddings, l: output of decoder layer l, the last one
-    normed), asked for by index so only those are kept. `last_only`: logits of the last row only
-    (a prefill's vocabulary projection of every prompt token costs as much as the layers).
+    transformers' `hidden_states`, asked for by index so only those are kept. The one numbering
+    of this package: decoder layers count from 0 (`model.model.layers[l]`, layer views, skipped
+    layers); hidden-state index h is the state after the first h decoder layers, i.e. the input
+    of decoder layer h (0: the embeddings; num_hidden_layers: the final state, normed in
+    Llama-family models). `last_only`: logits of the last row only (a prefill's vocabulary
+    projection of every prompt token costs as much as the layers).
     """
     device = model.device
     past = cache_length(cache)

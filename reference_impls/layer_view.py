@@ -37,9 +37,9 @@ def run_layers(model, cache, hidden: torch.Tensor, past: int, layers, tree: list
                hidden_layers=(), last_only: bool = False, head: bool = True) -> kv.ForwardOutput:
     """Run `hidden` ([new, hidden], the input of layers[0]) through `layers` of `model` after `past`
     committed positions, then (unless `head` is False: logits None) the final norm and LM head.
-    `tree` as in `kv.forward` (None: a chain). `hidden_layers` uses transformers' numbering (l + 1:
-    the output of decoder layer l; the last index, num_hidden_layers, is the normed state) and
-    returns only what was computed."""
+    `tree` as in `kv.forward` (None: a chain). `hidden_layers` as in `kv.forward` (h: after the
+    first h decoder layers, i.e. after layer h - 1; num_hidden_layers: the normed state); only
+    what was computed is returned."""
     inner = _parts(model)
     new = hidden.shape[0]
     tree = tree if tree is not None else list(range(-1, new - 1))

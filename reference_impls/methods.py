@@ -1,25 +1,21 @@
 """Methods as compositions of a drafter (taxonomy axis 1) and verifiers (axis 2) on the shared loop.
 
-Every builder takes the target model, an optional draft model and a draft-length policy and
-returns a `SpeculativeDecoder`. Policies: "paper" (the default: the paper's draft length and
-structure: γ, tree, window, n-gram size), "auto" (the cost-aware policy, with structures sized
-for the device: a named engineering variant, not a paper's setting), or an int (a fixed depth
-on the paper's structure). Greedy decoding verifies by exact match; sampling by rejection
-sampling, which is lossless for every drafter.
+Every builder takes the target model, an optional draft model and a `DraftLengthPolicy` (the
+paper's settings by default, a fixed depth on the paper's structure, or the cost-aware policy
+with structures sized for the device) and returns a `SpeculativeDecoder`. Greedy decoding
+verifies by exact match; sampling by rejection sampling, which is lossless for every drafter.
 """
 
 from __future__ import annotations
 
+from specatlas.impls.checkpoints import load_head, shipped_head_folder
 from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import CostAware, FixedLength, calibrate, relative
+from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.drafting import ModelDrafter, PromptLookup
-from specatlas.impls.models import shallow_slice
-
-MAX_DEPTH = 8
-PAPER, COST_AWARE = "paper", "auto"
+from specatlas.impls.models import is_embedded, shallow_slice
 
 
-def autoregressive(target, draft_model=None, draft_length=PAPER) -> SpeculativeDecoder:
+def autoregressive(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
     """One target forward per token: the reference every method must match and beat."""
     return SpeculativeDecoder(target)
 
@@ -29,24 +25,23 @@ def autoregressive(target, draft_model=None, draft_length=PAPER) -> SpeculativeD
 LEVIATHAN_GAMMA, CHEN_K = 7, 4
 
 
-def speculative_sampling(target, draft_model=None, draft_length=PAPER) -> SpeculativeDecoder:
+def speculative_sampling(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
     """Leviathan et al. 2023 (Algorithm 1): the draft model proposes γ tokens autoregressively,
     the target scores all γ+1 positions in one forward, each draft token is kept with
     probability min(1, p/q), the first rejection is resampled from norm(max(p - q, 0)), and a
     fully accepted chain earns a bonus token from p. Paper default: γ = 7 (Table 2)."""
-    return _draft_model_method(target, draft_model, draft_length, LEVIATHAN_GAMMA)
+    return _draft_model_method(target, draft_model, policy, LEVIATHAN_GAMMA)
 
 
-def chen_speculative_sampling(target, draft_model=None, draft_length=PAPER) -> SpeculativeDecoder:
+def chen_speculative_sampling(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
     """Chen et al. 2023: the same algorithm (modified rejection sampling over K drafted tokens);
     paper default K = 4."""
-    return _draft_model_method(target, draft_model, draft_length, CHEN_K)
+    return _draft_model_method(target, draft_model, policy, CHEN_K)
 
 
-def _draft_model_method(target, draft_model, draft_length, paper_depth):
+def _draft_model_method(target, draft_model, policy, paper_depth):
     model, label = default_draft_model(target, draft_model)
-    return SpeculativeDecoder(target, ModelDrafter(model, label=label),
-                              draft_length=draft_policy(target, draft_length, paper_depth))
+    return SpeculativeDecoder(target, ModelDrafter(model, label=label), draft_length=policy.controller(target, paper_depth))
 
 
 # SpecInfer's expansion-based token tree: children per node at each depth, the configuration
@@ -56,30 +51,31 @@ SPECINFER_WIDTHS = (1, 1, 3, 1, 1, 1, 1, 1)
 SPECINFER_WIDTHS_AUTO = (2, 2)
 
 
-def specinfer(target, draft_model=None, draft_length=PAPER) -> SpeculativeDecoder:
+def specinfer(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
     """Miao et al. 2024: the draft model expands a token tree (top-w children when greedy, w
     samples without replacement when sampling); the target verifies the whole tree in one forward
     with a tree attention mask, and multi-step speculative sampling (recursive rejection over
     siblings) picks the accepted root-to-leaf path. Paper default: expansion ⟨1,1,3,1,1,1,1,1⟩."""
     model, label = default_draft_model(target, draft_model)
-    widths = SPECINFER_WIDTHS_AUTO if draft_length == COST_AWARE else SPECINFER_WIDTHS
+    widths = SPECINFER_WIDTHS_AUTO if policy.is_cost_aware else SPECINFER_WIDTHS
     return SpeculativeDecoder(target, ModelDrafter(model, widths, label),
-                              draft_length=draft_policy(target, draft_length, len(SPECINFER_WIDTHS), tree_nodes(widths)))
+                              draft_length=policy.controller(target, len(SPECINFER_WIDTHS), expansion_nodes(widths)))
 
 
 # Prompt lookup decoding's reference code: max_ngram_size = 3, num_pred_tokens = 10.
 PLD_NGRAM, PLD_TOKENS = 3, 10
 
 
-def prompt_lookup(target, draft_model=None, draft_length=PAPER) -> SpeculativeDecoder:
+def prompt_lookup(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
     """Saxena 2023: the continuation of the latest earlier match of the current n-gram is the draft;
     no draft model at all. Defaults of its reference code: n-grams of 3 down to 1, 10 tokens."""
     return SpeculativeDecoder(target, PromptLookup(PLD_NGRAM),
-                              draft_length=draft_policy(target, draft_length, PLD_TOKENS, max_depth=PLD_TOKENS))
+                              draft_length=policy.controller(target, PLD_TOKENS, max_depth=PLD_TOKENS))
 
 
-def tree_nodes(widths: tuple[int, ...]):
-    """Number of draft nodes in a tree of depth k with widths[d] children per node at depth d."""
+def expansion_nodes(widths: tuple[int, ...]):
+    """Draft nodes of an expansion tree (SpecInfer's: widths[d] children per node at depth d) of
+    depth k, as a function of k."""
 
     def nodes(depth: int) -> int:
         total, level = 0, 1
@@ -101,8 +97,6 @@ def default_draft_model(target, draft_model):
         return draft_model, "draft model"
     # No checkpoint of the embedded model's family is small enough to be a drafter: the default is
     # the distilled drafter shipped for it (DistillSpec), else an early exit from the target's first layers.
-    from specatlas.impls.distilled import shipped_drafter
-
     distilled = shipped_drafter(target)
     if distilled is not None:
         return distilled
@@ -110,16 +104,10 @@ def default_draft_model(target, draft_model):
     return shallow_slice(target, layers), f"shallow slice of the target (first {layers} layers + its norm and head)"
 
 
-def draft_policy(target, draft_length, paper_depth: int, nodes=lambda k: k, max_depth: int = MAX_DEPTH):
-    """The draft-length policy: "paper" (the paper's depth, fixed), "auto" (cost-aware, calibrated
-    on this target, up to `max_depth`: the deepest draft its structure allows), or a fixed int."""
-    if draft_length == PAPER:
-        return FixedLength(paper_depth, "the paper's")
-    if draft_length == COST_AWARE:
-        return CostAware(max_depth, relative(calibrate(target, nodes(max_depth) + 1)), nodes)
-    return FixedLength(int(draft_length))
-
-
-def policy_label(draft_length) -> str:
-    """The `policy` recorded with results: "paper", "cost-aware", or "fixed"."""
-    return {PAPER: "paper", COST_AWARE: "cost-aware"}.get(draft_length, "fixed")
+def shipped_drafter(target):
+    """(the distilled drafter shipped for the embedded model, what it is) when `target` is that
+    model and the drafter is shipped; else None."""
+    if not is_embedded(target) or not shipped_head_folder("distillspec").is_dir():
+        return None
+    checkpoint = load_head(target, "distillspec")
+    return checkpoint.head.drafter(target), f"DistillSpec drafter ({checkpoint.head.describe()}; {checkpoint.describe()})"

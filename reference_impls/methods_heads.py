@@ -21,14 +21,14 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from specatlas.impls.checkpoints import SHIPPED_HEADS as SHIPPED  # tests point SHIPPED elsewhere
+from specatlas.impls.checkpoints import HeadNotShipped, load_head, shipped_head_folder
 from specatlas.impls.decoding import SpeculativeDecoder
+from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.drafting import Draft, Drafter
 from specatlas.impls.heads import HeadCache
 from specatlas.impls.layer_view import Kangaroo
-from specatlas.impls.methods import PAPER, draft_policy
 from specatlas.impls.errors import ModelLoadError, unpickle_failure
-from specatlas.impls.recycling import tree_nodes
+from specatlas.impls.recycling import template_nodes
 from specatlas.impls.verification import GreedyMatch, Verifier
 
 
@@ -367,49 +367,20 @@ class Eagle3Drafter(EagleDrafter):
 # Compositions (the signature of methods.py's builders)
 
 
-class HeadNotShipped(ModelLoadError):
-    """The embedded model's trained head (or FR-Spec's token ranking) is not in `trained_heads/` yet."""
-
-
-def shipped(family: str) -> Path:
-    from specatlas.impls.models import EMBEDDED
-
-    return SHIPPED / f"{EMBEDDED}-{family}"
-
-
-def load_head(target, family: str, drafter_checkpoint=None):
-    """The head for `target`: a given checkpoint, else the one shipped for the embedded model."""
-    from specatlas.impls.checkpoints import CheckpointError, load
-    from specatlas.impls.models import EMBEDDED
-
-    source = drafter_checkpoint or shipped(family)
-    if drafter_checkpoint is None and not source.is_dir():
-        raise HeadNotShipped(f"no trained {family} head is shipped yet; train one with `specatlas train {family}` "
-                             "or pass --drafter-checkpoint")
-    try:
-        checkpoint = load(source, target, None if drafter_checkpoint else EMBEDDED)
-    except CheckpointError as exc:
-        hint = "" if drafter_checkpoint else " (the shipped head is for the embedded model: pass --drafter-checkpoint)"
-        raise ModelLoadError(f"{exc}{hint}") from None
-    if checkpoint.family != family:
-        raise ModelLoadError(f"{source} is a {checkpoint.family} checkpoint, this method needs {family}")
-    return checkpoint
-
-
-def medusa(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
+def medusa(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Cai et al. 2024: Medusa heads + the paper's 63-node tree; exact match when greedy, typical
     acceptance (relaxed) when sampling, as the paper runs it."""
     checkpoint = load_head(target, "medusa", drafter_checkpoint)
     drafter = MedusaDrafter(checkpoint.head, target.lm_head.weight, checkpoint.hidden_layers[0], label=checkpoint.describe())
     return SpeculativeDecoder(target, drafter, sampling_verifier=TypicalAcceptance(),
-                              draft_length=draft_policy(target, draft_length, max(map(len, MEDUSA_TREE)),
-                                                        tree_nodes(MEDUSA_TREE), max(map(len, MEDUSA_TREE))))
+                              draft_length=policy.controller(target, max(map(len, MEDUSA_TREE)),
+                                                             template_nodes(MEDUSA_TREE), max(map(len, MEDUSA_TREE))))
 
 
 BLOCKWISE_CHAIN = tuple((0,) * depth for depth in range(1, 5))
 
 
-def blockwise(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None,
+def blockwise(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None,
               top_k_acceptance: int = 0) -> SpeculativeDecoder:
     """Stern et al. 2018: the extra heads' top-1 tokens form a block (a chain), verified in one
     forward; the longest prefix that matches the target's greedy choices is kept. Exact by
@@ -421,35 +392,36 @@ def blockwise(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=N
     greedy = TopKAcceptance(top_k_acceptance) if top_k_acceptance > 1 else GreedyMatch()
     depth = len(BLOCKWISE_CHAIN)
     return SpeculativeDecoder(target, drafter, greedy_verifier=greedy,
-                              draft_length=draft_policy(target, draft_length, depth, max_depth=depth))
+                              draft_length=policy.controller(target, depth, max_depth=depth))
 
 
-def eagle(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
+def eagle(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Li et al. 2024 (EAGLE-1): the feature-level head drafts EAGLE's 25-node static tree."""
-    return _eagle(target, draft_length, drafter_checkpoint, EAGLE_TREE)
+    return _eagle(target, policy, drafter_checkpoint, EAGLE_TREE)
 
 
-def eagle2(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
+def eagle2(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Li et al. 2024 (EAGLE-2): the same head, with a dynamic tree grown and reranked by the
     head's cumulative confidence."""
-    return _eagle(target, draft_length, drafter_checkpoint, None)
+    return _eagle(target, policy, drafter_checkpoint, None)
 
 
-def _eagle(target, draft_length, drafter_checkpoint, tree, vocabulary=None):
+def _eagle(target, policy, drafter_checkpoint, tree, vocabulary=None):
     checkpoint = load_head(target, "eagle", drafter_checkpoint)
     drafter = EagleDrafter(checkpoint.head, target.model.embed_tokens.weight, target.lm_head.weight,
                            checkpoint.hidden_layers[0], tree=tree, label=checkpoint.describe(), vocabulary=vocabulary)
     if tree is None:
-        return SpeculativeDecoder(target, drafter, draft_length=_dynamic_policy(target, draft_length))
+        return SpeculativeDecoder(target, drafter, draft_length=_dynamic_length(target, policy))
     depth = max(map(len, tree))
-    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, depth, tree_nodes(tree), depth))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, template_nodes(tree), depth))
 
 
-def _dynamic_policy(target, draft_length):
-    return draft_policy(target, draft_length, EAGLE2_DEPTH, lambda k: min(EAGLE2_TOTAL, EAGLE2_TOP_K * k), EAGLE2_DEPTH)
+def _dynamic_length(target, policy: DraftLengthPolicy):
+    """EAGLE-2's dynamic tree: top-k nodes per level up to the total kept."""
+    return policy.controller(target, EAGLE2_DEPTH, lambda k: min(EAGLE2_TOTAL, EAGLE2_TOP_K * k), EAGLE2_DEPTH)
 
 
-def hydra(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
+def hydra(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Ankner et al. 2024: Hydra's sequentially dependent heads draft Medusa's 63-node tree (its
     code's default), each branch conditioned on its own tokens. Verification is exact (greedy
     matching; recursive rejection sampling when sampling), as in the paper's greedy evaluation."""
@@ -457,17 +429,16 @@ def hydra(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None)
     drafter = HydraDrafter(checkpoint.head, target.model.embed_tokens.weight, target.lm_head.weight,
                            checkpoint.hidden_layers[0], label=checkpoint.describe())
     depth = max(map(len, HYDRA_TREE))
-    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, depth,
-                                                                         tree_nodes(HYDRA_TREE), depth))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, template_nodes(HYDRA_TREE), depth))
 
 
-def eagle3(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
+def eagle3(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Li et al. 2025 (EAGLE-3): the EAGLE-3 head (fused target states, own draft vocabulary)
     drafts EAGLE-2's dynamic tree with EAGLE-2's defaults (EaModel's for EAGLE-3 too)."""
     checkpoint = load_head(target, "eagle3", drafter_checkpoint)
     drafter = Eagle3Drafter(checkpoint.head, target.model.embed_tokens.weight, checkpoint.hidden_layers,
                             label=checkpoint.describe())
-    return SpeculativeDecoder(target, drafter, draft_length=_dynamic_policy(target, draft_length))
+    return SpeculativeDecoder(target, drafter, draft_length=_dynamic_length(target, policy))
 
 
 # FR-Spec's main setting keeps 32,768 of Llama-3's 128,256 tokens (thunlp/FR-Spec run_eagle_fr_spec.sh; the
@@ -475,13 +446,13 @@ def eagle3(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None
 FR_SPEC_FRACTION = 4
 
 
-def fr_spec(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
+def fr_spec(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Zhao et al. 2025 (FR-Spec): EAGLE-2 whose drafter ranks only the most frequent quarter of the
     vocabulary (its LM head cut to those rows); the target verifies over the whole vocabulary, so
     the output is unchanged. The ranking is FR-Spec's `freq_{V}.pt` (token ids, most frequent
     first) beside the EAGLE head, computed once from the training data by `specatlas train fr-spec`."""
-    folder = Path(drafter_checkpoint) if drafter_checkpoint else shipped("eagle")
-    return _eagle(target, draft_length, drafter_checkpoint, None,
+    folder = Path(drafter_checkpoint) if drafter_checkpoint else shipped_head_folder("eagle")
+    return _eagle(target, policy, drafter_checkpoint, None,
                   frequent_tokens(folder, target.config.vocab_size // FR_SPEC_FRACTION, drafter_checkpoint is None)
                   .to(target.lm_head.weight.device))
 
@@ -501,16 +472,16 @@ def frequent_tokens(folder: Path, size: int, is_shipped: bool) -> torch.Tensor:
     return ranked
 
 
-# Kangaroo's Vicuna-7B command (its README): exit after layer 2 (of 32), at most 6 draft steps, stop
+# Kangaroo's Vicuna-7B command (its README): exit after the first 2 layers (of 32), at most 6 draft steps, stop
 # drafting after a token whose top-1 probability is below 0.6. The exit layer is the adapter's own
 # (its checkpoint config): 2 of SmolLM2's 30 layers, the same depth (~6%) as in the paper.
 KANGAROO_STEPS, KANGAROO_THRESHOLD = 6, 0.6
 
 
-def kangaroo(target, draft_model=None, draft_length=PAPER, drafter_checkpoint=None) -> SpeculativeDecoder:
+def kangaroo(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Liu et al. 2024: the target's first l layers + the adapter draft on the target's own cache,
     stopping early on low confidence; verification resumes from layer l."""
     checkpoint = load_head(target, "kangaroo", drafter_checkpoint)
     drafter = Kangaroo(target, checkpoint.head, checkpoint.hidden_layers[0], KANGAROO_THRESHOLD, checkpoint.describe())
     return SpeculativeDecoder(target, drafter, forward=drafter.forward,
-                              draft_length=draft_policy(target, draft_length, KANGAROO_STEPS, max_depth=KANGAROO_STEPS))
+                              draft_length=policy.controller(target, KANGAROO_STEPS, max_depth=KANGAROO_STEPS))

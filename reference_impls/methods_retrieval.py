@@ -12,8 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from specatlas.impls.decoding import SpeculativeDecoder
+from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.errors import first_line
-from specatlas.impls.methods import COST_AWARE, draft_policy
 from specatlas.impls.methods_parallel import recycling_template
 from specatlas.impls.recycling import TokenRecycling
 from specatlas.impls.models import EMBEDDED, ModelLoadError
@@ -37,28 +37,28 @@ def rest_paper_nodes(depth: int) -> int:
     return REST_NODES
 
 
-def llma(target, draft_model=None, draft_length="paper") -> SpeculativeDecoder:
+def llma(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
     """Yang et al. 2023: copy the reference span that follows the latest generated n-gram; the
     reference is the prompt (documents given with the question)."""
     return SpeculativeDecoder(target, ReferenceCopy(copy=LLMA_COPY),
-                              draft_length=draft_policy(target, draft_length, LLMA_COPY))
+                              draft_length=policy.controller(target, LLMA_COPY))
 
 
-def rest(target, draft_model=None, draft_length="paper") -> SpeculativeDecoder:
+def rest(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
     """He et al. 2024: the frequency-pruned trie of datastore continuations of the longest
     matching suffix, verified as one token tree."""
-    nodes = rest_nodes if draft_length == COST_AWARE else rest_paper_nodes
+    nodes = rest_nodes if policy.is_cost_aware else rest_paper_nodes
     drafter = RetrievalTree(datastore_for(target), nodes)
-    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, REST_DEPTH, nodes))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, REST_DEPTH, nodes))
 
 
-def sam_decoding(target, draft_model=None, draft_length="paper") -> SpeculativeDecoder:
+def sam_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
     """Hu et al. 2025 (SAM-Decoding[T]): the longest suffix match in a suffix automaton of the
     context, or in the datastore when that match is clearly longer; its continuation is the draft.
     Short matches hand over to Token Recycling, which learns from every verification."""
-    auxiliary = TokenRecycling(recycling_template(target, draft_length))
+    auxiliary = TokenRecycling(recycling_template(target, policy))
     return SpeculativeDecoder(target, SuffixAutomatonDraft(datastore_for(target), auxiliary=auxiliary),
-                              draft_length=draft_policy(target, draft_length, SAM_TOKENS))
+                              draft_length=policy.controller(target, SAM_TOKENS))
 
 
 def datastore_for(target) -> Datastore:

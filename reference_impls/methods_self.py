@@ -1,39 +1,38 @@
 """Self-speculation and cascades, composed on the shared loop: Draft & Verify, SWIFT, staged speculation.
 
-Each builder has the signature of `methods.py` (target, draft model, draft-length policy: "paper",
-"auto" or a fixed depth) and returns a `SpeculativeDecoder`. Greedy decoding verifies by exact
-match; sampling by the engine's rejection sampling (chains and SWIFT's trees with the draft's own
+Each builder has the signature of `methods.py` (target, draft model, `DraftLengthPolicy`) and
+returns a `SpeculativeDecoder`. Greedy decoding verifies by exact match; sampling by the engine's rejection sampling (chains and SWIFT's trees with the draft's own
 distribution; the cascade's greedy drafts as point masses), lossless for every drafter.
 """
 
 from __future__ import annotations
 
 from specatlas.impls.decoding import InnerDecoder, SpeculativeDecoder
-from specatlas.impls.draft_length import FixedLength
+from specatlas.impls.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.drafting import PromptLookup
-from specatlas.impls.methods import PAPER, PLD_NGRAM, PLD_TOKENS, default_draft_model, draft_policy
+from specatlas.impls.methods import PLD_NGRAM, PLD_TOKENS, default_draft_model
 from specatlas.impls.self_speculative import (DV_MAX_DRAFT, DV_THRESHOLD, SWIFT_CANDIDATES, SWIFT_MAX_DRAFT, ExitThreshold,
                                               LayerSkip, Swift, skipped_layers)
 
 
-def draft_and_verify(target, draft_model=None, draft_length="paper", skipped=None) -> SpeculativeDecoder:
+def draft_and_verify(target, draft_model=None, policy=DraftLengthPolicy.paper(), skipped=None) -> SpeculativeDecoder:
     """Zhang et al. 2024: draft with the target minus the layers its Bayesian search skips (run once
     per model and cached; `skipped` overrides it), stop drafting below an adaptive confidence
     threshold, verify with the full target. Paper defaults: at most 12 draft tokens, threshold
     from 0.6 (its evaluation notebooks)."""
     skipped = skipped_layers(target) if skipped is None else skipped
     drafter = LayerSkip(target, skipped, ExitThreshold(DV_THRESHOLD, adaptive=True))
-    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(target, draft_length, DV_MAX_DRAFT, max_depth=DV_MAX_DRAFT))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, DV_MAX_DRAFT, max_depth=DV_MAX_DRAFT))
 
 
-def swift(target, draft_model=None, draft_length="paper", window=None) -> SpeculativeDecoder:
+def swift(target, draft_model=None, policy=DraftLengthPolicy.paper(), window=None) -> SpeculativeDecoder:
     """Xia et al. 2025: the skipped layers are optimised during decoding on the text generated so far
     (`window`: the tokens scored, its context window); drafting stops below confidence 0.8 and the
     draft's top candidates at each depth are verified as a tree."""
     drafter = Swift(target) if window is None else Swift(target, window)
     narrowest = min(SWIFT_CANDIDATES[True])
-    return SpeculativeDecoder(target, drafter, draft_length=draft_policy(
-        target, draft_length, SWIFT_MAX_DRAFT, lambda k: narrowest * k, max_depth=SWIFT_MAX_DRAFT))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(
+        target, SWIFT_MAX_DRAFT, lambda k: narrowest * k, max_depth=SWIFT_MAX_DRAFT))
 
 
 # Staged speculation: the paper gives no tree size or depth for a model of this size; ours: the
@@ -41,12 +40,12 @@ def swift(target, draft_model=None, draft_length="paper", window=None) -> Specul
 STAGED_DEPTH, STAGED_NODES = 8, 16
 
 
-def staged(target, draft_model=None, draft_length="paper", tree_nodes=STAGED_NODES) -> SpeculativeDecoder:
+def staged(target, draft_model=None, policy=DraftLengthPolicy.paper(), tree_nodes=STAGED_NODES) -> SpeculativeDecoder:
     """Spector & Ré 2023: the draft model's own decoding is speculative (prompt lookup drafts for it,
     in place of the paper's Katz-backoff n-gram model), it keeps its cache across steps, and its
     draft is verified by the target as a tree of its most probable continuations."""
     model, label = default_draft_model(target, draft_model)
     inner = SpeculativeDecoder(model, PromptLookup(PLD_NGRAM), draft_length=FixedLength(PLD_TOKENS, "prompt lookup's"))
-    policy = FixedLength(STAGED_DEPTH, "this project's") if draft_length == PAPER else draft_policy(
-        target, draft_length, STAGED_DEPTH, lambda k: min(tree_nodes, 2 * k) if tree_nodes else k)
-    return SpeculativeDecoder(target, InnerDecoder(inner, tree_nodes, label), draft_length=policy)
+    length = policy.controller(target, STAGED_DEPTH, lambda k: min(tree_nodes, 2 * k) if tree_nodes else k,
+                               source="this project's")
+    return SpeculativeDecoder(target, InnerDecoder(inner, tree_nodes, label), draft_length=length)

@@ -13,15 +13,18 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 import torch
 from torch import nn
 
+from specatlas.impls.cpu_kernels import pack_linears
 from specatlas.impls.errors import ModelLoadError, first_line
 
 EMBEDDED = "smollm2-135m-instruct"
@@ -237,8 +240,6 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
     model.to(device).eval()
     model.requires_grad_(False)
     if device.type == "cpu" and os.environ.get("SPECATLAS_PACKED_LINEARS", "1") != "0":
-        from specatlas.impls.cpu_kernels import pack_linears
-
         pack_linears(model)  # float32 layers only; a no-op where torch lacks oneDNN
     return LoadedModel(model, tokenizer, shown)
 
@@ -265,9 +266,6 @@ def _looks_like_path(name: str) -> bool:
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
     """Asked before downloading, because the hub client retries an unreachable host for a minute."""
-    import socket
-    from urllib.parse import urlparse
-
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
         return False
     host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"

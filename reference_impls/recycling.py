@@ -68,6 +68,6 @@ class TokenRecycling(Drafter):
         return f"token recycling (top-{self.k} adjacency table, {len(self.tree)}-node static tree)"
 
 
-def tree_nodes(tree: tuple[tuple[int, ...], ...]):
+def template_nodes(tree: tuple[tuple[int, ...], ...]):
     """Number of template nodes of depth <= k: the verification width of a depth-k draft."""
     return lambda depth: sum(len(path) <= depth for path in tree)

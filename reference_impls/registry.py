@@ -18,7 +18,7 @@ class MethodSpec:
     drafting: tuple[str, ...]  # taxonomy nodes (taxonomy/drafting.yaml) this composition implements
     verification: tuple[str, ...]  # taxonomy nodes (taxonomy/verification.yaml)
     lossless: bool
-    builder: str  # "module:function" returning a SpeculativeDecoder
+    builder: str  # "module:function": (target, draft model, DraftLengthPolicy, ...) -> SpeculativeDecoder
     uses_draft_model: bool = False
     has_paper: bool = True
     paper_settings: str = ""  # the paper's defaults that `specatlas run` uses, and where they come from
@@ -28,9 +28,13 @@ class MethodSpec:
     paper_draft: tuple[int, int] | None = None
     paper_draft_exact: bool = True
 
-    def build(self, *args, **kwargs):
+    def builder_function(self):
+        """The composition's builder (importing it imports torch)."""
         module, function = self.builder.split(":")
-        return getattr(importlib.import_module(module), function)(*args, **kwargs)
+        return getattr(importlib.import_module(module), function)
+
+    def build(self, *args, **kwargs):
+        return self.builder_function()(*args, **kwargs)
 
 
 _M = "specatlas.impls.methods"

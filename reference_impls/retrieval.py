@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specatlas.fsutil import atomic_write
 from specatlas.impls.drafting import Draft, Drafter
 
 
@@ -63,8 +64,6 @@ class Datastore:
     def save(self, path: Path) -> None:
         """Written whole, then renamed into place (fsutil.atomic_write): a kill never leaves a
         truncated datastore for the next run to load."""
-        from specatlas.fsutil import atomic_write
-
         path.parent.mkdir(parents=True, exist_ok=True)
         buffer = io.BytesIO()
         np.savez_compressed(buffer, tokens=self.array, suffixes=self.suffixes,

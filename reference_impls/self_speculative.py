@@ -25,7 +25,6 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -33,9 +32,12 @@ import torch
 from specatlas.impls import kv
 from specatlas.impls.bayes import GaussianProcess
 from specatlas.impls.checkpoints import SHIPPED_HEADS
+from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.drafting import Draft, Drafter, ModelDrafter
 from specatlas.impls.layer_view import LayerView
+from specatlas.impls.models import cache_root, encode_chat
 from specatlas.impls.sampling import without
+from specatlas.train_prompts import PROMPTS
 
 # Draft & Verify's adaptive draft-exiting (its code's `auto_parameters` = [1, 0.5, 0.9, 1e-2, 0.9]):
 # after every verification the acceptance rate is smoothed with β1 = 0.5; below the target 0.9 the
@@ -262,8 +264,6 @@ def view_cost(model, kept: int) -> float:
 
 def search_skipped(model, prompts: list[list[int]], iterations: int, seed: int = 1) -> tuple[list[int], float]:
     """Draft & Verify's Bayesian search for the skipped layers: (skipped, tokens per target forward)."""
-    from specatlas.impls.decoding import SpeculativeDecoder
-
     texts, caches = [], []
     with torch.inference_mode():
         for prompt in prompts:
@@ -312,9 +312,6 @@ def calibration_prompts(model, count: int) -> list[list[int]]:
     """`count` of this project's training prompts, spread over its tasks, in the model's chat template."""
     from transformers import AutoTokenizer
 
-    from specatlas.impls.models import encode_chat
-    from specatlas.train_prompts import PROMPTS
-
     try:
         tokenizer = AutoTokenizer.from_pretrained(model.config._name_or_path, local_files_only=True,
                                                   trust_remote_code=False)
@@ -358,8 +355,6 @@ def _cached_search(path: Path, layers: int) -> list[int] | None:
 
 def skipped_layers(model) -> list[int]:
     """The skipped set for `model`, searched once per model identity and cached in the user cache."""
-    from specatlas.impls.models import cache_root
-
     iterations, prompts = search_budget(model)
     identity, file = search_identity(model)
     for folder in (SHIPPED_SEARCHES, cache_root() / "draft-and-verify"):

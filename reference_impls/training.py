@@ -36,9 +36,13 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
+from specatlas.impls import checkpoints
+from specatlas.impls.distilled import DraftLayers
 from specatlas.impls.errors import unpickle_failure
-from specatlas.impls.heads import eagle3_layers
-from specatlas.impls.models import cache_root, encode_chat, eos_ids
+from specatlas.impls.heads import (Eagle3Head, EagleHead, HeadCache, HydraHeads, KangarooAdapter, LayerConfig, MedusaHeads,
+                                   StepCache, VocabularyHead, eagle3_layers)
+from specatlas.impls.methods_heads import FR_SPEC_FRACTION
+from specatlas.impls.models import EMBEDDED, cache_root, encode_chat, eos_ids
 
 
 def data_dir(model_name: str, prompts: list[str], max_new_tokens: int) -> Path:
@@ -311,8 +315,6 @@ class MedusaFamily(Family):
     name, num_heads, batch, lr, default_steps = "medusa", 4, 256, 1e-3, 2000
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
-        from specatlas.impls.heads import MedusaHeads
-
         model = loaded.model
         final = model.config.num_hidden_layers
         hidden, lm_weight = model.config.hidden_size, model.lm_head.weight.detach()
@@ -379,8 +381,6 @@ def acceptance_summary(accepted: list[int], depth: int) -> dict:
 def finish(name, module, loaded, features, train_ids, test_ids, state, accuracy, output, command, extra,
            notes: dict | None = None) -> str:
     """Save `module` with its model card; `notes` adds to the card (what it was trained on)."""
-    from specatlas.impls.checkpoints import save
-
     tokens = sum(len(features.tokens[c]) for c in train_ids)
     answer_tokens = sum(len(features.tokens[c]) - features.prompt_lengths[c] for c in train_ids)
     card = {"family": name, "base_model": loaded.name, "train_conversations": len(train_ids),
@@ -388,7 +388,7 @@ def finish(name, module, loaded, features, train_ids, test_ids, state, accuracy,
             "steps": state.step, "train_seconds": round(state.seconds), "final_loss": round(state.losses[-1], 4)
             if state.losses else None, "loss_curve": [round(x, 4) for x in state.losses[:: max(1, len(state.losses) // 20)]],
             "held_out": accuracy, "command": command, "torch": torch.__version__} | (notes or {})
-    save(module, name, output, loaded.model, base_model=loaded.name, extra=extra, card=card)
+    checkpoints.save(module, name, output, loaded.model, base_model=loaded.name, extra=extra, card=card)
     return f"{state.step} steps in {state.seconds / 60:.1f} min, loss {card['final_loss']}, " \
            f"held-out mean accepted tokens (top-1 chain) {accuracy['mean_accepted_tokens_chain']}"
 
@@ -405,8 +405,6 @@ class EagleFamily(Family):
     name, conversations, lr, default_steps, steps_evaluated = "eagle", 4, 5e-4, 1500, 5
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
-        from specatlas.impls.heads import EagleHead, LayerConfig
-
         model = loaded.model
         final = model.config.num_hidden_layers
         head = EagleHead(LayerConfig.from_dict(model.config.to_dict()))
@@ -467,8 +465,6 @@ def chain_acceptance(features, conversations, embed, depth, target_features, adv
     step 1 reads the target's features, later steps the head's own predictions and drafted
     tokens (`advance(embeds, features, positions, cache, mask)` -> next features, `draft(features)`
     -> target ids), attending as `ttt_mask` says."""
-    from specatlas.impls.heads import HeadCache
-
     accepted = []
     for c in conversations:
         tokens, greedy = features.tokens[c], features.greedy[c]
@@ -501,8 +497,6 @@ class HydraFamily(Family):
     name, num_heads, batch, lr, default_steps = "hydra", 4, 256, 1e-3, 2000
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
-        from specatlas.impls.heads import HydraHeads
-
         model = loaded.model
         final = model.config.num_hidden_layers
         embed, lm_weight = model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
@@ -583,13 +577,9 @@ class Eagle3Family(EagleFamily):
     name, conversations, ttt_steps, deep_rows = "eagle3", 1, 7, 64
 
     def layers(self, model) -> tuple[int, ...]:
-        from specatlas.impls.heads import eagle3_layers
-
         return eagle3_layers(model.config.num_hidden_layers)
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
-        from specatlas.impls.heads import Eagle3Head, LayerConfig
-
         model = loaded.model
         layers = self.layers(model)
         vocab, hidden = model.config.vocab_size, model.config.hidden_size
@@ -645,8 +635,6 @@ def training_time_test(head, tokens, states, embed, steps: int, deep: torch.Tens
     its own step k-1 output (step 0: the target's fused states `states` [B, rows, 3H]) at position
     t+k, attending as `ttt_mask` says (`StepCache` computes that sparsely): exactly what drafting a
     chain from row t computes. Steps after the first continue only the rows `deep` (all if None)."""
-    from specatlas.impls.heads import StepCache
-
     rows, cache = torch.arange(states.shape[1]), StepCache()
     for k in range(steps):
         if k == 1 and deep is not None:
@@ -670,9 +658,6 @@ class FrSpecFamily(Family):
         return ()
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
-        from specatlas.impls.methods_heads import FR_SPEC_FRACTION
-        from specatlas.impls.models import eos_ids
-
         vocab = loaded.model.config.vocab_size
         size = vocab // FR_SPEC_FRACTION
         train_ids, test_ids = split(len(features.tokens), seed=seed)
@@ -714,7 +699,7 @@ def padded(rows: list[torch.Tensor], value=0) -> torch.Tensor:
 
 
 class KangarooFamily(Family):
-    """Kangaroo's adapter (one attention layer, two norms) on the target's exit after layer l = 2
+    """Kangaroo's adapter (one attention layer, two norms) on the target's exit after its first l = 2 layers
     (the paper's for Vicuna-7B; the exit states are stored with the data, as the input of EAGLE-3's
     first fused layer). Loss as its train.py: the cross-entropy of the adapter's distribution
     (through the target's LM head) against the target's distribution at the same position,
@@ -731,8 +716,6 @@ class KangarooFamily(Family):
         return (self.exit_layer, model.config.num_hidden_layers)
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
-        from specatlas.impls.heads import KangarooAdapter, LayerConfig
-
         model = loaded.model
         final, lm_weight = model.config.num_hidden_layers, model.lm_head.weight.detach()
         train_ids, test_ids = split(len(features.tokens), seed=seed)
@@ -770,8 +753,6 @@ class KangarooFamily(Family):
     def evaluate(self, adapter, features, conversations, lm_weight) -> dict:
         """Top-1 chain acceptance on held-out answers (see `run_lengths`), without the
         confidence exit: the drafter's own acceptance at each depth up to the paper's 6."""
-        from specatlas.impls.heads import VocabularyHead
-
         head, accepted = VocabularyHead(lm_weight, adapter.draft_vocab), []
         for c in conversations:
             exits = features.hidden[self.exit_layer][c].float()
@@ -800,8 +781,6 @@ class DistillFamily(Family):
     conversations, scored_rows, on_policy_prompts, on_policy_tokens, off_policy_warmup = 2, 256, 2, 48, 50
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
-        from specatlas.impls.distilled import DraftLayers
-
         model = loaded.model
         final, lm_weight = model.config.num_hidden_layers, model.lm_head.weight.detach()
         train_ids, test_ids = split(len(features.tokens), seed=seed)
@@ -889,9 +868,6 @@ FAMILIES: dict[str, Family] = {family.name: family for family in
 
 
 def default_output(family: str, model_name: str) -> Path:
-    from specatlas.impls.methods_heads import shipped
-    from specatlas.impls.models import EMBEDDED
-
     if model_name == EMBEDDED:
-        return shipped(FAMILIES[family].folder or family)
+        return checkpoints.shipped_head_folder(FAMILIES[family].folder or family)
     return Path.cwd() / f"{FAMILIES[family].folder or family}-head"

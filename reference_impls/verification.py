@@ -18,6 +18,10 @@ from specatlas.impls.sampling import Randomness, Sampling, without
 
 
 class Verifier:
+    # A relaxed rule keeps drafts the target would not have produced: the output distribution is
+    # no longer the target's (not lossless). `specatlas run` says so when one decides.
+    relaxed = False
+
     def verify(self, draft: Draft, logits: torch.Tensor, sampling: Sampling, rng: Randomness,
                position: int) -> tuple[list[int], int]:
         raise NotImplementedError

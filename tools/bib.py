@@ -24,7 +24,9 @@ from bibtexparser.model import Entry, Field
 from pylatexenc.latexencode import RULE_DICT, UnicodeToLatexConversionRule, UnicodeToLatexEncoder
 
 from specatlas.catalog.schema import Paper
+from specatlas.catalog.validate import validate
 from specatlas.catalog.venues import VENUES
+from specatlas.fsutil import ReadError, WriteError, atomic_write, output_file, read_limited
 
 _SPECIALS = {
     "\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "&": r"\&", "%": r"\%", "$": r"\$",
@@ -164,8 +166,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from specatlas.catalog.validate import validate
-
     problems, records, _ = validate()
     if problems:
         for problem in problems:
@@ -176,8 +176,6 @@ def execute(args: argparse.Namespace) -> int:
     if str(args.output) == "-":
         sys.stdout.write(text)
         return 0
-    from specatlas.fsutil import WriteError, atomic_write, output_file
-
     try:
         if args.output.is_dir():
             raise WriteError(f"cannot write {args.output}: it is a folder; name a file such as {args.output / 'papers.bib'}")
@@ -199,8 +197,6 @@ def execute(args: argparse.Namespace) -> int:
 def _earlier_output(path: Path, ids: set[str]) -> bool:
     """Whether `path` is BibTeX this command wrote: entries only, each keyed by a record of the
     catalog. Someone's own .bib (or any other file) is never overwritten."""
-    from specatlas.fsutil import ReadError, read_limited
-
     try:
         library = bibtexparser.parse_string(read_limited(path, 64 << 20).decode("utf-8"))
     except (ReadError, UnicodeDecodeError):

@@ -6,7 +6,7 @@ separated by blank lines; .jsonl: one document per line, its `text` field or els
 it, so chat logs with `turns` or `messages` work as they are).
 
 Self-distilled: `specatlas datastore build --self-generate` has the model answer, greedily, a fixed
-set of instructions written for this project (INSTRUCTIONS below; no benchmark's questions) and
+set of instructions written for this project (prompts/datastore.jsonl; no benchmark's questions) and
 stores each rendered conversation. For the embedded model this writes the datastore shipped with
 the package (`specatlas.impls.methods_retrieval.DEFAULT_DATASTORE`).
 """
@@ -20,102 +20,10 @@ import time
 from pathlib import Path
 
 from specatlas.cli import CommandError, add_trust_remote_code
+from specatlas.fsutil import WriteError, output_file, writable_dir
+from specatlas.train_prompts import read_prompts
 
-# Our own instructions, varied in task and register: (template, subjects).
-TASKS: list[tuple[str, tuple[str, ...]]] = [
-    ('Write a short blog post about {}.', (
-        'learning to cook at home',
-        'a weekend hiking trip',
-        'starting a small vegetable garden',
-        'working from home',
-    )),
-    ('Explain {} in simple terms.', (
-        'how vaccines work',
-        'why the sky is blue',
-        'what inflation is',
-        'how a refrigerator keeps food cold',
-    )),
-    ('Give me five practical tips for {}.', (
-        'sleeping better',
-        'saving money on groceries',
-        'studying for an exam',
-        'running a productive meeting',
-    )),
-    ('Write a Python function that {}.', (
-        'checks whether a string is a palindrome',
-        'returns the n-th Fibonacci number',
-        'counts the words in a text file',
-        'merges two sorted lists',
-    )),
-    ('Solve this problem step by step: {}', (
-        'A shop sells pens at 3 dollars each. How much do 7 pens cost?',
-        'A train travels 120 km in 2 hours. What is its average speed?',
-        'If a rectangle is 8 cm long and 5 cm wide, what is its area?',
-        'Tom has 24 apples and gives a third to his sister. How many are left?',
-    )),
-    ('Translate the following sentence into {}', (
-        'French: The library opens at nine in the morning.',
-        'Spanish: I would like a cup of coffee, please.',
-        'German: The weather is beautiful today.',
-        'Italian: Where is the nearest train station?',
-    )),
-    ('Summarize the following text in two sentences: {}', (
-        'Honeybees live in colonies with a single queen, thousands of female workers and a few hundred males. Workers gather nectar and pollen, build wax combs, and care for the young. In winter the colony clusters together to keep warm, living on the honey stored during the summer.',
-        'The printing press, developed in the fifteenth century, made books far cheaper to produce. Ideas spread faster than ever before, literacy rose across Europe, and scholars could compare identical copies of texts. Many historians see it as one of the most important inventions of the millennium.',
-        'Regular physical activity strengthens the heart, improves mood and helps control weight. Health agencies recommend at least 150 minutes of moderate exercise each week. Even short walks during the day can reduce the risks associated with sitting for long periods.',
-        'Coral reefs cover a tiny fraction of the ocean floor but support about a quarter of all marine species. Rising water temperatures cause corals to expel the algae that feed them, a process called bleaching. Reefs can recover if temperatures return to normal, but repeated events make recovery harder.',
-    )),
-    ('Answer the question: {}', (
-        'What is the capital of Australia?',
-        'Who wrote Romeo and Juliet?',
-        'How many planets are in the solar system?',
-        'What is photosynthesis?',
-    )),
-    ('Write a polite email {}.', (
-        'asking a colleague to review a report',
-        'declining an invitation to a conference',
-        'requesting a day off from work',
-        'thanking a customer for their feedback',
-    )),
-    ('Compare {} and list their advantages and disadvantages.', (
-        'trains and planes for travel',
-        'renting and buying a home',
-        'e-books and printed books',
-        'electric cars and petrol cars',
-    )),
-    ('Pretend you are {} and introduce yourself.', (
-        'a tour guide in Rome',
-        'a chef at a busy restaurant',
-        'a detective in a mystery novel',
-        'a friendly robot assistant',
-    )),
-    ('Write a short poem about {}.', ('the ocean', 'autumn leaves', 'a rainy morning', 'friendship')),
-    ('Extract the names, dates and places from this text: {}', (
-        'On 3 May 2021 Maria Lopez opened a bakery in Madrid.',
-        'John Smith flew from London to Tokyo on 14 July.',
-        'The conference in Berlin started on 2 March and Anna Weber gave the keynote.',
-        'In 1969 Neil Armstrong walked on the Moon.',
-    )),
-    ('What are the main causes and effects of {}?', (
-        'air pollution in cities',
-        'the French Revolution',
-        'climate change',
-        'the Great Depression',
-    )),
-    ('Describe how to {} in clear steps.', (
-        'bake a loaf of bread',
-        'change a flat bicycle tire',
-        'set up a new email account',
-        'plant a tree',
-    )),
-    ('Is the following argument logically valid? Explain your reasoning: {}', (
-        'All birds can fly. Penguins are birds. So penguins can fly.',
-        'If it rains, the ground gets wet. The ground is wet. So it rained.',
-        'Every square is a rectangle. This shape is a square. So it is a rectangle.',
-        'Some cats are black. Tom is a cat. So Tom is black.',
-    )),
-]
-INSTRUCTIONS = [template.format(subject) for template, subjects in TASKS for subject in subjects]
+INSTRUCTIONS = read_prompts("datastore")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -148,8 +56,6 @@ def execute(args: argparse.Namespace) -> int:
         if not (args.self_generate and not args.inputs and args.model in (None, EMBEDDED)):
             raise CommandError("--output is required unless rebuilding the embedded model's default datastore")
         output = DEFAULT_DATASTORE
-    from specatlas.fsutil import WriteError, output_file, writable_dir
-
     try:  # before the model and the corpus pass
         output = output_file(output, "the datastore", _earlier_output, allowed=DEFAULT_DATASTORE)
         writable_dir(output.parent, "output folder")

@@ -11,19 +11,20 @@ import argparse
 import difflib
 import json
 import math
-import re
 import resource
 import sys
 from pathlib import Path
 
 from specatlas.cli import CommandError, add_trust_remote_code
+from specatlas.fsutil import ReadError, read_limited
+from specatlas.impls.draft_length import PAPER, DraftLengthPolicy
+from specatlas.impls.registry import all_names, implemented_ids, resolve
 from specatlas.paths import papers_dir
 
 # Bounds on what a user can mean. Beyond them a value is a typo (1e9 for 1.0) or an attack, and
 # the run would only waste the model load: rejected up front.
 MAX_TEMPERATURE = 100.0  # logits / 100 is already all but uniform
 MAX_NEW_TOKENS = 1_000_000
-MAX_DRAFT_LENGTH = 1024
 MAX_TOP_K = 1_000_000  # beyond any vocabulary
 MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a 64-bit integer
 MAX_PROMPT_BYTES = 16 * 1024 * 1024
@@ -47,28 +48,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps")
     parser.add_argument("--dtype", default="auto", help="auto, float32, float16 or bfloat16")
     parser.add_argument("--draft-length", default="paper",
-                        help="'paper' (default: the paper's draft length, tree and window), 'auto' (the cost-aware "
-                             "policy, structures sized for the device) or a fixed number of draft tokens")
+                        help="'paper' (default: the paper's draft length, tree and window), 'cost-aware' (or 'auto': "
+                             "the depth that pays here, structures sized for the device) or a fixed number of draft tokens")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
     add_trust_remote_code(parser)
 
 
 def execute(args: argparse.Namespace) -> int:
-    from specatlas.impls.registry import all_names, implemented_ids, resolve
-
     spec = resolve(args.method)
     if spec is None:
         _unknown_method(args.method, all_names(), implemented_ids())
     problem = _check_numbers(args)
     if problem:
         raise CommandError(problem)
+    try:
+        policy = DraftLengthPolicy.parse(args.draft_length)
+    except ValueError as exc:
+        raise CommandError(str(exc))
     prompt_text, problem = read_prompt(args)
     if problem:
         raise CommandError(problem)
 
     from specatlas.impls.decoding import room_after
     from specatlas.impls.kv import Unsupported
-    from specatlas.impls.methods import policy_label
     from specatlas.impls.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
     from specatlas.impls.sampling import Randomness, Sampling
 
@@ -82,16 +84,17 @@ def execute(args: argparse.Namespace) -> int:
         if draft and draft.model.config.vocab_size != target.model.config.vocab_size:
             raise ModelLoadError(f"draft model {draft.name!r} has a different vocabulary from {target.name!r}")
         head = {"drafter_checkpoint": args.drafter_checkpoint} if args.drafter_checkpoint and spec.trained_head else {}
-        decoder = spec.build(target.model, draft.model if draft else None, draft_length=args.draft_length, **head)
+        decoder = spec.build(target.model, draft.model if draft else None, policy, **head)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
 
     drafter = decoder.drafter.describe() if decoder.drafter else "none"
-    policy = policy_label(args.draft_length)
-    settings = spec.paper_settings if policy == "paper" and spec.paper_settings else ""
+    relaxed = decoder.verifier(sampling).relaxed
+    settings = spec.paper_settings if policy.name == PAPER and spec.paper_settings else ""
     header = (f"{spec.id} ({spec.name}) | target {target.name} on {device.type} {str(dtype).removeprefix('torch.')} "
               f"| drafter: {drafter} | {decoder.draft_length.describe() if decoder.drafter else 'no drafting'}"
-              + (f" | paper settings: {settings}" if settings else "") + f" | {sampling.describe()}")
+              + (f" | paper settings: {settings}" if settings else "") + f" | {sampling.describe()}"
+              + (" | relaxed acceptance: not lossless" if relaxed else ""))
     if args.draft_model and not spec.uses_draft_model:
         header += f" | --draft-model ignored: {spec.id} uses none"
     if args.drafter_checkpoint and not spec.trained_head:
@@ -114,9 +117,10 @@ def execute(args: argparse.Namespace) -> int:
     if args.json:
         text = target.tokenizer.decode(output.tokens, skip_special_tokens=True)
         print(json.dumps({"method": spec.id, "model": target.name, "drafter": drafter, "device": device.type,
-                          "policy": policy, "draft_length": decoder.draft_length.describe() if decoder.drafter else None,
-                          "paper_settings": settings or None, "sampling": sampling.describe(), "seed": args.seed,
-                          "text": text, "tokens": output.tokens, "peak_rss_mb": round(peak_mb), **stats.as_dict()}))
+                          "policy": policy.name, "draft_length": decoder.draft_length.describe() if decoder.drafter else None,
+                          "paper_settings": settings or None, "sampling": sampling.describe(),
+                          "relaxed_acceptance": relaxed, "seed": args.seed, "text": text, "tokens": output.tokens,
+                          "peak_rss_mb": round(peak_mb), **stats.as_dict()}))
     else:
         stream.finish()
         print(f"[{stats.new_tokens} tokens, {stats.tokens_per_second:.1f} tokens/s, "
@@ -145,11 +149,10 @@ class TextStream:
 
 def _check_numbers(args) -> str | None:
     return number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
-                          top_k=args.top_k, seed=args.seed, draft_length=args.draft_length)
+                          top_k=args.top_k, seed=args.seed)
 
 
-def number_problem(max_new_tokens: int, temperature: float, seed: int, draft_length: str,
-                   top_p: float = 1.0, top_k: int = 0, policies: tuple[str, ...] = ("paper", "auto")) -> str | None:
+def number_problem(max_new_tokens: int, temperature: float, seed: int, top_p: float = 1.0, top_k: int = 0) -> str | None:
     """The first out-of-range decoding setting, as a message; None when all are usable.
     Shared by `specatlas run` and `specatlas bench`."""
     if not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
@@ -162,9 +165,6 @@ def number_problem(max_new_tokens: int, temperature: float, seed: int, draft_len
         return f"--seed must be in 0..2**63-1, got {seed}"
     if not 0 <= top_k <= MAX_TOP_K:
         return f"--top-k must be in 0..{MAX_TOP_K:,} (0: no limit), got {top_k}"
-    if draft_length not in policies and not (re.fullmatch(r"[0-9]{1,4}", draft_length) and 1 <= int(draft_length) <= MAX_DRAFT_LENGTH):
-        names = ", ".join(f"'{p}'" for p in policies)
-        return f"--draft-length must be {names} or a positive integer (at most {MAX_DRAFT_LENGTH}), got {draft_length[:40]!r}"
     return None
 
 
@@ -174,8 +174,6 @@ def read_prompt(args) -> tuple[str, str | None]:
     if args.prompt_file is None:
         text, where = args.prompt, "--prompt"
     else:
-        from specatlas.fsutil import ReadError, read_limited
-
         where = f"--prompt-file {args.prompt_file}"
         try:
             raw = (sys.stdin.buffer.read(MAX_PROMPT_BYTES + 1) if str(args.prompt_file) == "-"

@@ -9,7 +9,7 @@
     specatlas train fr-spec                     # FR-Spec's token ranking, beside the EAGLE head (seconds)
     specatlas train medusa --data-only          # only build (or finish building) the cached data
 
-Data (the target's greedy answers to this project's prompt corpus, specatlas/train_prompts.py, and
+Data (the target's greedy answers to this project's prompt corpus, specatlas/prompts/train.jsonl, and
 its hidden states) is built once and cached under the user cache dir; training checkpoints there
 too, so an interrupted run resumes where it stopped. The result is a float16 checkpoint in the
 published layout of the head's family (loadable with `specatlas.impls.checkpoints.load`) plus a
@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 
 from specatlas.cli import CommandError, add_trust_remote_code
+from specatlas.fsutil import WriteError, output_dir
+from specatlas.train_prompts import PROMPTS
 
 # paper id -> (head family, aliases)
 TRAINABLE: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -81,11 +83,9 @@ def execute(args: argparse.Namespace) -> int:
     import torch
     from tqdm import tqdm
 
-    from specatlas.fsutil import WriteError, output_dir
     from specatlas.impls import training
     from specatlas.impls.checkpoints import SHIPPED_HEADS
     from specatlas.impls.models import ModelLoadError, load_model, pick_device
-    from specatlas.train_prompts import PROMPTS
 
     torch.manual_seed(args.seed)
     family = TRAINABLE[paper][0]

@@ -62,7 +62,7 @@ def test_malformed_questions_file_is_reported_by_line(tmp_path, capsys, content,
     (["hf-asisted"], "did you mean hf-assisted"),
     ([], "name methods to measure, or --all"),
     (["--all", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
-    (["--all", "--draft-length", "many"], "--draft-length must be 'both', 'paper', 'auto' or a positive integer"),
+    (["--all", "--draft-length", "many"], "--draft-length must be 'both', 'paper', 'cost-aware' or a positive integer"),
     (["--all", "--categories", "poetry"], "no questions in categories poetry"),
     (["--all", "--questions", "/nonexistent/q.jsonl"], "/nonexistent/q.jsonl: cannot be read"),
 ])

@@ -1,10 +1,11 @@
 """The cost-aware draft length: it stops drafting where drafts do not pay, drafts deep where they
 do, prices drafting itself, follows the machine's speed at every width, and learns per draft key."""
 
+import pytest
 import torch
 
 from specatlas.impls import kv
-from specatlas.impls.draft_length import PROBE_EVERY, CostAware, relative
+from specatlas.impls.draft_length import PROBE_EVERY, CostAware, DraftLengthPolicy, relative
 from specatlas.impls.drafting import Draft
 
 # A cost curve shaped like SmolLM2-135M's on a 2-core CPU (float32): seconds by forward width.
@@ -99,3 +100,28 @@ def test_a_new_key_priced_out_by_the_prior_is_probed_once_then_judged_on_evidenc
     for _ in range(30):
         policy.record(wide.cut(0), 0, 0.0, STEP, 1)  # plain steps: the evidence fades...
     assert policy.trim(wide).depth == 0  # ...but slowly
+
+
+# `--draft-length` is parsed once into a `DraftLengthPolicy`, whose name is what results record.
+@pytest.mark.parametrize("text, policy", [
+    ("paper", DraftLengthPolicy.paper()),
+    ("cost-aware", DraftLengthPolicy.cost_aware()),
+    ("auto", DraftLengthPolicy.cost_aware()),  # the older spelling
+    ("4", DraftLengthPolicy.fixed(4)),
+    ("1024", DraftLengthPolicy.fixed(1024)),
+])
+def test_parse(text, policy):
+    assert DraftLengthPolicy.parse(text) == policy
+
+
+@pytest.mark.parametrize("text", ["many", "0", "1025", "-1", "\u00b2", "\u0664", " 4", "Paper", ""])
+def test_bad_text_is_one_line(text):
+    with pytest.raises(ValueError, match=r"^--draft-length must be 'paper', 'cost-aware' or a positive integer") as error:
+        DraftLengthPolicy.parse(text)
+    assert "\n" not in str(error.value)
+
+
+def test_names_are_the_result_files_policy_values():
+    assert [p.name for p in (DraftLengthPolicy.paper(), DraftLengthPolicy.cost_aware(), DraftLengthPolicy.fixed(2))] == \
+        ["paper", "cost-aware", "fixed"]
+    assert DraftLengthPolicy.cost_aware().is_cost_aware and not DraftLengthPolicy.paper().is_cost_aware

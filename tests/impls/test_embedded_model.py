@@ -9,6 +9,7 @@ import torch
 
 from specatlas.cli import main
 from specatlas.impls import kv
+from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.models import encode_chat, eos_ids
 from specatlas.impls.registry import METHODS
 
@@ -38,7 +39,7 @@ SPECULATIVE = [m for m in METHODS.values() if m.id != "baseline"]
 def build(method, model, **settings):
     """Under CI a method whose trained piece is not shipped fails; elsewhere it is skipped with the
     reason (`specatlas train` ships it)."""
-    from specatlas.impls.methods_heads import HeadNotShipped
+    from specatlas.impls.checkpoints import HeadNotShipped
 
     try:
         return method.build(model, **settings)
@@ -49,15 +50,15 @@ def build(method, model, **settings):
 
 
 def assert_greedy_identical(embedded, method, policy, prompts, tokens, want):
-    decoder = build(method, embedded.model, draft_length=policy)
+    decoder = build(method, embedded.model, policy=policy)
     stop = eos_ids(embedded.model, embedded.tokenizer)
     drafted = 0
     for prompt, expected in zip(prompts, want):
         output = decoder.generate(encode_chat(embedded.tokenizer, prompt), tokens, stop=stop)
-        assert output.tokens == expected[:tokens], f"{method.id} ({policy}) diverged on {prompt!r}"
+        assert output.tokens == expected[:tokens], f"{method.id} ({policy.name}) diverged on {prompt!r}"
         drafted += sum(output.stats.drafted_at)
-    if policy != "auto":  # the cost-aware policy may find that no draft pays on this machine
-        assert drafted > 0, f"{method.id} ({policy}) never drafted"
+    if not policy.is_cost_aware:  # the cost-aware policy may find that no draft pays on this machine
+        assert drafted > 0, f"{method.id} ({policy.name}) never drafted"
 
 
 QUICK_TOKENS = 32
@@ -66,12 +67,12 @@ QUICK_TOKENS = 32
 @pytest.mark.parametrize("method", SPECULATIVE, ids=lambda m: m.id)
 def test_greedy_output_is_token_identical_to_baseline(embedded, baseline_outputs, method):
     """The quick tier: each method at its paper's settings, one prompt x 32 tokens."""
-    assert_greedy_identical(embedded, method, "paper", PROMPTS[:1], QUICK_TOKENS, baseline_outputs)
+    assert_greedy_identical(embedded, method, DraftLengthPolicy.paper(), PROMPTS[:1], QUICK_TOKENS, baseline_outputs)
 
 
 @pytest.mark.full
 @pytest.mark.parametrize("prompt", range(len(PROMPTS)))
-@pytest.mark.parametrize("policy", ["paper", "auto"])
+@pytest.mark.parametrize("policy", [DraftLengthPolicy.paper(), DraftLengthPolicy.cost_aware()], ids=lambda policy: policy.name)
 @pytest.mark.parametrize("method", SPECULATIVE, ids=lambda m: m.id)
 def test_greedy_matrix_is_token_identical_to_baseline(embedded, baseline_outputs, method, policy, prompt):
     """The full tier: every method x policy x prompt, 64 tokens (one test per prompt so -n 2 balances)."""
@@ -130,9 +131,9 @@ def test_self_speculative_runs_name_the_skipped_layers(embedded, capsys, method)
 
 
 def test_a_method_whose_trained_piece_is_missing_says_so_in_one_line(embedded, tmp_path, monkeypatch, capsys):
-    from specatlas.impls import methods_heads
+    from specatlas.impls import checkpoints
 
-    monkeypatch.setattr(methods_heads, "SHIPPED", tmp_path)
+    monkeypatch.setattr(checkpoints, "SHIPPED_HEADS", tmp_path)
     assert main(["run", "kangaroo", "--prompt", PROMPTS[0], "--max-new-tokens", "4", "--device", "cpu"]) == 1
     err = capsys.readouterr().err
     assert "no trained kangaroo head is shipped yet" in err and err.count("\n") == 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from specatlas.impls import kv
+from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.registry import METHODS
 from specatlas.impls.sampling import Randomness, Sampling
 
@@ -17,7 +18,7 @@ from .tiny_world import TinyWorld
 
 PROMPTS = [[3, 5, 7, 9, 3, 5, 7], [12, 40, 12, 40, 8, 1, 12, 40]]
 NEW_TOKENS = 24
-POLICIES = ["paper", 3, "auto"]
+POLICIES = [DraftLengthPolicy.paper(), DraftLengthPolicy.fixed(3), DraftLengthPolicy.cost_aware()]
 SPECULATIVE = [spec for spec in METHODS.values() if spec.id != "baseline"]
 
 
@@ -57,7 +58,7 @@ def recorded(decoder) -> tuple[Recorder, Recorder]:
     return decoder.greedy_verifier, decoder.sampling_verifier
 
 
-@pytest.mark.parametrize("policy", POLICIES, ids=str)
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda policy: policy.name)
 @pytest.mark.parametrize("spec", SPECULATIVE, ids=lambda spec: spec.id)
 def test_greedy_output_is_plain_decoding(world, baseline, spec, policy):
     decoder = world.build(spec, policy)
@@ -65,11 +66,11 @@ def test_greedy_output_is_plain_decoding(world, baseline, spec, policy):
     drafted = 0
     for prompt, want in zip(PROMPTS, baseline):
         output = decoder.generate(prompt, NEW_TOKENS)
-        assert output.tokens == want, f"{spec.id} ({policy}) diverged from plain decoding on {prompt}"
+        assert output.tokens == want, f"{spec.id} ({policy.name}) diverged from plain decoding on {prompt}"
         drafted += sum(output.stats.drafted_at)
-    if policy != "auto":  # the cost-aware policy may find that no draft pays on this machine
-        assert drafted > 0, f"{spec.id} ({policy}) never drafted"
-    if policy == "paper" and spec.paper_draft is not None:
+    if not policy.is_cost_aware:  # the cost-aware policy may find that no draft pays on this machine
+        assert drafted > 0, f"{spec.id} ({policy.name}) never drafted"
+    if policy == DraftLengthPolicy.paper() and spec.paper_draft is not None:
         depth, nodes = spec.paper_draft
         seen_depth, seen_nodes = max(d for d, _ in recorder.shapes), max(n for _, n in recorder.shapes)
         if spec.paper_draft_exact:
@@ -89,11 +90,11 @@ def sampled(decoder, seed: int) -> list[int]:
 
 @pytest.mark.parametrize("spec", SPECULATIVE, ids=lambda spec: spec.id)
 def test_the_seed_fixes_the_sampled_text(world, spec):
-    short, long = world.build(spec, 2), world.build(spec, 5)
+    short, long = world.build(spec, DraftLengthPolicy.fixed(2)), world.build(spec, DraftLengthPolicy.fixed(5))
     _, recorder = recorded(short)
     text = sampled(short, 3)
-    assert sampled(world.build(spec, 2), 3) == text, f"{spec.id}: the same seed gave another text"
-    assert sampled(world.build(spec, 2), 4) != text, f"{spec.id}: another seed gave the same text"
+    assert sampled(world.build(spec, DraftLengthPolicy.fixed(2)), 3) == text, f"{spec.id}: the same seed gave another text"
+    assert sampled(world.build(spec, DraftLengthPolicy.fixed(2)), 4) != text, f"{spec.id}: another seed gave the same text"
     if spec.lossless and recorder.sampled_drafts == 0:
         # Deterministic drafts are verified by drawing the target's own token at each position.
         assert sampled(long, 3) == text, f"{spec.id}: the draft length changed the seed's text"

@@ -7,7 +7,7 @@ import torch
 
 from specatlas.impls import kv, methods, methods_self
 from specatlas.impls.decoding import InnerDecoder, SpeculativeDecoder
-from specatlas.impls.draft_length import FixedLength
+from specatlas.impls.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.sampling import Sampling
 
@@ -57,7 +57,7 @@ def test_tree_drafts_more_than_one_branch(target, drafter_model):
 
     drafter = ModelDrafter(drafter_model, widths=(2, 2))
     draft = drafter.propose(PROMPT, 2, Sampling(1.0), Randomness(0))
-    assert draft.parents[:2] == [-1, -1] and len(draft.tokens) == methods.tree_nodes((2, 2))(2)
+    assert draft.parents[:2] == [-1, -1] and len(draft.tokens) == methods.expansion_nodes((2, 2))(2)
     assert draft.q.shape == (len(draft.tokens), VOCAB)
 
 
@@ -85,9 +85,9 @@ def self_speculative(name, target):
     """Draft & Verify (a chain, adaptive exit), SWIFT (trees of drawn siblings, its window shrunk so it
     optimises within the run), staged speculation (an inner decoder's greedy tree)."""
     if name == "draft & verify":
-        return methods_self.draft_and_verify(target, draft_length=2, skipped=[1])
+        return methods_self.draft_and_verify(target, policy=DraftLengthPolicy.fixed(2), skipped=[1])
     if name == "swift":
-        return methods_self.swift(target, draft_length=2, window=0)
+        return methods_self.swift(target, policy=DraftLengthPolicy.fixed(2), window=0)
     inner = SpeculativeDecoder(ToyLM(seed=2, sharpness=1.5), PromptLookup(), draft_length=FixedLength(1))
     return SpeculativeDecoder(target, InnerDecoder(inner, tree_nodes=3), draft_length=FixedLength(2))
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import FixedLength
+from specatlas.impls.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.drafting import Draft
 from specatlas.impls.heads import Eagle3Head, EagleHead, HydraHeads, LayerConfig, MedusaHeads
 from specatlas.impls.methods_heads import (BLOCKWISE_CHAIN, Eagle3Drafter, EagleDrafter, HydraDrafter, MedusaDrafter,
@@ -157,6 +157,14 @@ def test_typical_acceptance_is_greedy_match_when_greedy():
     assert accepted == [0, 1] and token == 2
 
 
+def test_the_deciding_verifier_says_whether_acceptance_is_relaxed():
+    # `specatlas run` labels a relaxed run from this: Medusa's sampling, blockwise's top-k.
+    decoder = SpeculativeDecoder(ToyLM(seed=5), sampling_verifier=TypicalAcceptance(), greedy_verifier=TopKAcceptance(2))
+    assert decoder.verifier(Sampling(1.0)).relaxed and decoder.verifier(Sampling()).relaxed
+    assert not SpeculativeDecoder(ToyLM(seed=5)).verifier(Sampling(1.0)).relaxed
+    assert not SpeculativeDecoder(ToyLM(seed=5)).verifier(Sampling()).relaxed
+
+
 def test_top_k_acceptance_keeps_drafts_in_the_targets_top_k():
     logits = torch.tensor([[3.0, 2.0, 1.0, 0.0], [0.0, 1.0, 3.0, 2.0], [0.0, 0.0, 0.0, 5.0], [1.0, 0.0, 0.0, 0.0]])
     draft = Draft.chain([1, 3, 0])  # 1: 2nd best at row 0; 3: 2nd best at row 1; 0: not in row 2's top 2
@@ -189,7 +197,7 @@ def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path,
     save(head, family, tmp_path, model, base_model="smollm2-135m-instruct")
     if method == "fr_spec":  # every fourth token id stands in for the frequency ranking
         torch.save(list(range(0, model.config.vocab_size, 4)), tmp_path / f"freq_{model.config.vocab_size // 4}.pt")
-    decoder = getattr(methods_heads, method)(model, draft_length=3, drafter_checkpoint=tmp_path)
+    decoder = getattr(methods_heads, method)(model, policy=DraftLengthPolicy.fixed(3), drafter_checkpoint=tmp_path)
     baseline = SpeculativeDecoder(model)
     stop = eos_ids(model, embedded.tokenizer)
     for prompt in ["List three colours.", "Write a haiku about rain."]:

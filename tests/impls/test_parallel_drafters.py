@@ -10,7 +10,7 @@ from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import FixedLength
 from specatlas.impls.drafting import Draft, Prefill, Verified
 from specatlas.impls.jacobi import Jacobi, Lookahead
-from specatlas.impls.recycling import PAPER_TREE, TokenRecycling, tree_nodes
+from specatlas.impls.recycling import PAPER_TREE, TokenRecycling, template_nodes
 from specatlas.impls.sampling import Randomness, Sampling
 
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution, tiny_llama
@@ -107,7 +107,7 @@ def test_token_recycling_fills_its_template_from_the_table_and_recycles_every_ro
 
 
 def test_paper_tree_template():
-    assert len(PAPER_TREE) == 80 and [tree_nodes(PAPER_TREE)(d) for d in range(1, 7)] == [8, 29, 54, 69, 77, 80]
+    assert len(PAPER_TREE) == 80 and [template_nodes(PAPER_TREE)(d) for d in range(1, 7)] == [8, 29, 54, 69, 77, 80]
     assert all(path[:-1] in PAPER_TREE for path in PAPER_TREE if len(path) > 1)
 
 

@@ -44,3 +44,19 @@ def test_method_implements_exactly_its_papers_tags(spec):
     assert set(spec.verification) == set(paper.taxonomy.verification)
     assert set(spec.aliases) == set(paper.aliases)
     assert spec.lossless == paper.lossless
+
+
+def test_every_builder_resolves_to_a_callable_taking_the_policy():
+    """Without loading a model: every "module:function" names a builder that takes (target, draft
+    model, DraftLengthPolicy), positionally as `specatlas bench` calls it or by keyword."""
+    import inspect
+
+    from specatlas.impls.draft_length import DraftLengthPolicy
+
+    for spec in METHODS.values():
+        builder = spec.builder_function()
+        assert callable(builder), spec.builder
+        signature = inspect.signature(builder)
+        assert list(signature.parameters)[:3] == ["target", "draft_model", "policy"], spec.builder
+        signature.bind(object(), None, DraftLengthPolicy.cost_aware())
+        signature.bind(object(), policy=DraftLengthPolicy.fixed(3))

@@ -11,7 +11,7 @@ from specatlas.cli import main
     (["pld", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
     (["pld", "--top-p", "1.5"], "--top-p must be in (0, 1]"),
     (["pld", "--temperature", "-1"], "--temperature must be >= 0"),
-    (["pld", "--draft-length", "many"], "--draft-length must be 'paper', 'auto' or a positive integer"),
+    (["pld", "--draft-length", "many"], "--draft-length must be 'paper', 'cost-aware' or a positive integer"),
     (["pld", "--top-k", "-2"], "--top-k must be in 0.."),
     (["pld", "--model", "/no/such/folder"], "/no/such/folder does not exist"),
     (["pld", "--device", "cuda:7"], "device 'cuda:7' is not available"),
@@ -37,7 +37,7 @@ def test_bad_input_gets_one_clear_line(argv, expected, capsys):
     (["pld", "--prompt", "hi", "--temperature", "1e9"], "--temperature must be >= 0 and at most 100"),
     (["pld", "--prompt", "hi", "--top-p", "inf"], "--top-p must be in (0, 1]"),
     (["pld", "--prompt", "hi", "--seed", str(2**64)], "--seed must be in 0..2**63-1"),
-    (["pld", "--prompt", "hi", "--draft-length", "\u00b2"], "--draft-length must be 'paper', 'auto' or a positive integer"),
+    (["pld", "--prompt", "hi", "--draft-length", "\u00b2"], "--draft-length must be 'paper', 'cost-aware' or a positive integer"),
     (["pld", "--prompt", "caf\udce9"], "--prompt is not valid UTF-8 (byte 0xe9 at character 3)"),
     (["pld", "--prompt", "  "], "--prompt is empty"),
 ])

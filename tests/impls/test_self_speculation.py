@@ -12,6 +12,7 @@ from specatlas.impls import kv, methods_self
 from specatlas.impls import self_speculative as ss
 from specatlas.impls.bayes import GaussianProcess
 from specatlas.impls.decoding import InnerDecoder, Session, SpeculativeDecoder
+from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.layer_view import LayerView
 from specatlas.impls.sampling import Randomness, Sampling
 
@@ -94,7 +95,7 @@ def test_every_method_reproduces_greedy_decoding(model):
     baseline = SpeculativeDecoder(model)
     decoders = [methods_self.draft_and_verify(model, skipped=[1, 3]), methods_self.swift(model, window=4),
                 methods_self.staged(model, tiny_llama(seed=7, layers=1)),
-                methods_self.staged(model, tiny_llama(seed=7, layers=1), draft_length="auto")]
+                methods_self.staged(model, tiny_llama(seed=7, layers=1), policy=DraftLengthPolicy.cost_aware())]
     for decoder in decoders:
         drafted = 0
         for prompt in ([1], [3, 3, 0], [2, 1, 2, 1, 2, 1, 2], [0, 1, 2, 3, 0, 1]):

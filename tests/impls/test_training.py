@@ -130,7 +130,7 @@ def test_distilled_drafter_round_trips_through_its_shipped_format(tmp_path, load
 
 
 def test_the_shipped_distilled_drafter_is_the_embedded_models_default_draft_model(tmp_path, monkeypatch):
-    from specatlas.impls import methods, methods_heads
+    from specatlas.impls import checkpoints, methods
     from specatlas.impls.checkpoints import save
     from specatlas.impls.decoding import SpeculativeDecoder
     from specatlas.impls.distilled import DraftLayers
@@ -139,7 +139,7 @@ def test_the_shipped_distilled_drafter_is_the_embedded_models_default_draft_mode
     model = tiny_llama(5, layers=4)
     save(DraftLayers.from_target(model, 2, torch.arange(12)), "distillspec", tmp_path / f"{EMBEDDED}-distillspec", model,
          EMBEDDED, {"num_hidden_layers": 2, "draft_vocab_size": 12})
-    monkeypatch.setattr(methods_heads, "SHIPPED", tmp_path)
+    monkeypatch.setattr(checkpoints, "SHIPPED_HEADS", tmp_path)
     assert methods.speculative_sampling(model).drafter.describe().startswith("shallow slice")  # another target
     monkeypatch.setattr(model.config, "_name_or_path", f"/cache/specatlas/models/{EMBEDDED}")
     decoder = methods.speculative_sampling(model)

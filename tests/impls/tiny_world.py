@@ -95,8 +95,7 @@ class TinyWorld:
         ranking = torch.randperm(VOCAB, generator=torch.Generator().manual_seed(5))[:size].tolist()
         torch.save(ranking, self.heads["eagle"] / f"freq_{size}.pt")
 
-    def build(self, spec, draft_length):
+    def build(self, spec, policy):
         """`spec` built on the tiny target as `specatlas run` builds it."""
         head = {"drafter_checkpoint": str(self.heads[spec.trained_head])} if spec.trained_head else {}
-        return spec.build(self.target, self.draft_model if spec.uses_draft_model else None,
-                          draft_length=draft_length, **head)
+        return spec.build(self.target, self.draft_model if spec.uses_draft_model else None, policy=policy, **head)

@@ -17,6 +17,7 @@ from typing import Callable
 import torch
 
 from specatlas.impls.cpu_kernels import default_kernels, packed_layers
+from specatlas.impls.draft_length import FIXED, PAPER, DraftLengthPolicy, calibrate
 from specatlas.impls.methods import default_draft_model
 from specatlas.impls.registry import MethodSpec
 from specatlas.impls.sampling import Randomness, Sampling
@@ -58,18 +59,18 @@ class Contender:
     policy: str | None = None  # draft-length policy: "paper", "cost-aware" or "fixed" (None: no drafter)
 
 
-def policy_of(method_id: str, draft_length: str) -> str | None:
-    from specatlas.impls.methods import policy_label
+def policy_of(method_id: str, policy: DraftLengthPolicy) -> str | None:
+    """The `policy` a result row records: the policy's name; None for the baseline, which drafts nothing."""
+    return None if method_id == "baseline" else policy.name
 
-    return None if method_id == "baseline" else policy_label(draft_length)
 
-
-def contender_id(method_id: str, draft_length: str) -> str:
-    """A method's row id: its paper id with the paper's settings, suffixed under another policy."""
-    policy = policy_of(method_id, draft_length)
-    if policy in (None, "paper"):
+def contender_id(method_id: str, policy: DraftLengthPolicy) -> str:
+    """A method's row id: its paper id with the paper's settings, suffixed under another policy
+    (`...@cost-aware`, `...@fixed-4`)."""
+    name = policy_of(method_id, policy)
+    if name in (None, PAPER):
         return method_id
-    return f"{method_id}@{policy}" + (f"-{draft_length}" if policy == "fixed" else "")
+    return f"{method_id}@{name}" + (f"-{policy.depth}" if name == FIXED else "")
 
 
 @contextmanager
@@ -88,9 +89,8 @@ def counting_forwards(model):
         handle.remove()
 
 
-def specatlas_method(spec: MethodSpec, target, draft_model, draft_length) -> Contender:
-    decoder = spec.build(target, draft_model, draft_length)
-    policy = policy_of(spec.id, draft_length)
+def specatlas_method(spec: MethodSpec, target, draft_model, policy: DraftLengthPolicy) -> Contender:
+    decoder = spec.build(target, draft_model, policy)
 
     def generate(prompt, max_new_tokens, temperature, seed, stop):
         with counting_forwards(target) as widths:
@@ -101,10 +101,10 @@ def specatlas_method(spec: MethodSpec, target, draft_model, draft_length) -> Con
                     s.draft_seconds, s.verify_seconds, list(s.drafted_at), list(s.accepted_at))
 
     setup = decoder.drafter.describe() + "; " + decoder.draft_length.describe() if decoder.drafter else "no drafter"
-    if policy == "paper" and spec.paper_settings:
+    if policy.name == PAPER and spec.paper_settings:
         setup += f"; paper settings: {spec.paper_settings}"
-    return Contender(contender_id(spec.id, draft_length), spec.name, "specatlas", spec.lossless, setup, generate,
-                     policy=policy)
+    return Contender(contender_id(spec.id, policy), spec.name, "specatlas", spec.lossless, setup, generate,
+                     policy=policy_of(spec.id, policy))
 
 
 def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
@@ -143,6 +143,4 @@ def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
 def cost_curve(target, max_width: int = 64) -> dict[int, float]:
     """Seconds of one target forward over w new tokens (after a 64-token context), for a spread
     of w up to max_width: what a verification costs relative to a plain decoding step."""
-    from specatlas.impls.draft_length import calibrate
-
     return {width: round(seconds, 6) for width, seconds in sorted(calibrate(target, max_width).items())}

@@ -24,10 +24,14 @@ from pathlib import Path
 from statistics import fmean, stdev
 
 from specatlas.bench import charts
+from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS
-from specatlas.bench.results import Run, load
+from specatlas.bench.results import Run, load, write_atomic
 from specatlas.catalog.schema import Paper
+from specatlas.catalog.validate import validate
+from specatlas.fsutil import WriteError, output_file, output_place
+from specatlas.paths import repo_root
 from specatlas.site.text import md, md_link
 
 PAGE_FILE = "LEADERBOARD.md"
@@ -192,8 +196,6 @@ def load_all(results_dir: Path) -> Loaded:
 
 def _group_key(run: Run) -> tuple[str, str, str, str, str, str]:
     """(hardware, model, model weights digest, dtype, prompt set, prompt set digest)."""
-    from specatlas.bench.provenance import label
-
     model = run.config["model"]
     prompts = run.config["prompt_set"]
     return (label(run.provenance["hardware"]), model["target"], (model["target_sha256"] or "unknown")[:12],
@@ -420,8 +422,6 @@ def _papers_table(method_ids: list[str], root: Path, link: Linker, papers: dict[
     if papers is None:
         if not (root / "papers").is_dir():
             return "No catalog beside the results: paper-reported numbers are not shown."
-        from specatlas.catalog.validate import validate
-
         _, records, _ = validate(root=root)
         papers = {r.paper.id: r.paper for r in records if r.paper}
     out = ["### Reported by the papers of the measured methods", "",
@@ -462,8 +462,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from specatlas.paths import repo_root
-
     results_dir = args.results or repo_root() / "results"
     if not results_dir.is_dir():
         print(f"specatlas leaderboard: no results folder at {results_dir}", file=sys.stderr)
@@ -482,9 +480,6 @@ def execute(args: argparse.Namespace) -> int:
             return 0
         print(f"specatlas leaderboard: {page} is out of date; run `specatlas leaderboard`", file=sys.stderr)
         return 1
-    from specatlas.bench.results import write_atomic
-    from specatlas.fsutil import WriteError, output_file, output_place
-
     default = repo_root() / "results"
     try:  # the page goes into a results folder, never the checkout or a record folder, over its own only
         output_place(results_dir, "the leaderboard", allowed=default)

@@ -11,6 +11,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from specatlas.fsutil import WriteError, atomic_write
 from specatlas.paths import repo_root
 
 
@@ -94,8 +95,6 @@ def weights_sha256(model) -> str | None:
                     one.update(block)
             cache[key] = one.hexdigest()
         digests.append(cache[key])
-    from specatlas.fsutil import WriteError, atomic_write
-
     try:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(cache_file, json.dumps(cache, indent=1, sort_keys=True))

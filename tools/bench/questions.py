@@ -12,6 +12,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from specatlas.bench.results import RESERVED_CATEGORIES
+from specatlas.fsutil import ReadError, read_limited
+
 # Spec-Bench's six subtasks, in its leaderboard's column order, with its column names.
 SUBTASKS = {
     "mt_bench": "Multi-turn Conversation",
@@ -52,8 +55,6 @@ def subtask(category: str) -> str:
 
 def load(path: Path | None = None) -> PromptSet:
     """Read and check a prompt file (default: the built-in set)."""
-    from specatlas.fsutil import ReadError, read_limited
-
     path = Path(path) if path else BUILTIN
     try:
         data = read_limited(path, MAX_BYTES)
@@ -91,8 +92,6 @@ def _question(item: object, where: str) -> Question:
         raise QuestionsError(f"{where}: question_id must be a number or a non-empty string")
     if not isinstance(category, str) or not category.strip():
         raise QuestionsError(f"{where}: category must be a non-empty string")
-    from specatlas.bench.results import RESERVED_CATEGORIES
-
     if subtask(category.strip()) in RESERVED_CATEGORIES:
         raise QuestionsError(f"{where}: category '{category.strip()}' is reserved for the summary; rename it")
     if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):

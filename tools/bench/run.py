@@ -16,10 +16,16 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from specatlas.bench import provenance
 from specatlas.bench import questions as qs
 from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, dumps, summarize
 from specatlas.cli import add_trust_remote_code
 from specatlas.fsutil import WriteError, create_unique, output_place, writable_dir
+from specatlas.impls.draft_length import CHOICES, DraftLengthPolicy
+from specatlas.impls.errors import ModelLoadError
+from specatlas.impls.registry import METHODS, all_names, implemented_ids, resolve
+from specatlas.paths import repo_root
+from specatlas.run_command import number_problem
 
 WARMUP_PROMPT = "Name three colours."
 
@@ -46,7 +52,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="base seed; each question, repeat and turn derives its own")
     parser.add_argument("--draft-length", default="both",
                         help="'both' (default: every method twice, with the paper's settings and with the cost-aware "
-                             "policy), 'paper', 'auto' (cost-aware) or a fixed number of draft tokens")
+                             "policy), 'paper', 'cost-aware' (or 'auto') or a fixed number of draft tokens")
     parser.add_argument("--model", default=None, help="target: a hub id or local folder (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--draft-model", default=None,
                         help="drafter for draft-model methods and hf-assisted (default: the distilled drafter shipped for the embedded model, else a shallow slice of the target)")
@@ -57,8 +63,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from specatlas.impls.errors import ModelLoadError
-
     try:
         if args.list:
             return list_ids()
@@ -72,7 +76,6 @@ def execute(args: argparse.Namespace) -> int:
 
 def list_ids() -> int:
     from specatlas.bench.contenders import PEERS
-    from specatlas.impls.registry import METHODS
 
     for spec in METHODS.values():
         print(f"{spec.id:24} {spec.name}" + (f" (aliases: {', '.join(spec.aliases)})" if spec.aliases else ""))
@@ -84,7 +87,6 @@ def list_ids() -> int:
 def chosen_ids(names: list[str], everything: bool, peers: bool) -> tuple[list[str], list[str]]:
     """(registry ids with the baseline first, peer ids), or a BenchError naming the closest ids."""
     from specatlas.bench.contenders import PEERS
-    from specatlas.impls.registry import all_names, implemented_ids, resolve
 
     if not names and not everything:
         raise BenchError("name methods to measure, or --all (specatlas bench --list shows the ids)")
@@ -106,20 +108,22 @@ def chosen_ids(names: list[str], everything: bool, peers: bool) -> tuple[list[st
 
 
 def check_numbers(args) -> None:
-    from specatlas.run_command import number_problem
-
     for flag, value, least in (("--repeats", args.repeats, 1), ("--limit-per-category", args.limit_per_category, 1)):
         if value is not None and value < least:
             raise BenchError(f"{flag} must be at least {least}, got {value}")
-    problem = number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
-                             draft_length=args.draft_length, policies=("both", "paper", "auto"))
+    problem = number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     if problem:
         raise BenchError(problem)
 
 
-def policies(draft_length: str) -> list[str]:
-    """The draft-length policies each method runs under."""
-    return ["paper", "auto"] if draft_length == "both" else [draft_length]
+def policies(draft_length: str) -> list[DraftLengthPolicy]:
+    """The draft-length policies each method runs under: 'both' is the paper's settings and the cost-aware policy."""
+    if draft_length == "both":
+        return [DraftLengthPolicy.paper(), DraftLengthPolicy.cost_aware()]
+    try:
+        return [DraftLengthPolicy.parse(draft_length)]
+    except ValueError:
+        raise BenchError(f"--draft-length must be 'both', {CHOICES}, got {draft_length[:40]!r}") from None
 
 
 def encode_conversation(tokenizer, turns: list[str], answers: list[str]) -> list[int]:
@@ -147,6 +151,7 @@ def now() -> str:
 def bench(args) -> Path:
     # The cheap checks first: bad input is answered in a second, before torch is even imported.
     check_numbers(args)
+    chosen_policies = policies(args.draft_length)
     prompt_set = qs.load(args.questions)
     chosen = qs.select(prompt_set.questions, args.categories, args.limit_per_category)
     out = writable_dir(output_place(args.out or _default_out(), "results", allowed=_default_out()), "results folder")
@@ -157,10 +162,8 @@ def bench(args) -> Path:
     from transformers.utils import logging as hf_logging
 
     from specatlas.bench import contenders as cs
-    from specatlas.bench import provenance
     from specatlas.impls.cpu_kernels import packed_layers
     from specatlas.impls.models import eos_ids, load_model, pick_device, pick_dtype
-    from specatlas.impls.registry import METHODS
 
     hf_logging.set_verbosity_error()  # generate()'s deprecation notices would tear the progress bar
     device = pick_device(args.device)
@@ -198,7 +201,7 @@ def bench(args) -> Path:
     draft_model = drafter.model if drafter else None
     contenders = [_built(lambda s=METHODS[i], d=d: cs.specatlas_method(s, target.model, draft_model, d),
                          cs.contender_id(i, d), METHODS[i].name, "specatlas", METHODS[i].lossless, cs.policy_of(i, d))
-                  for i in method_ids for d in (policies(args.draft_length) if i != BASELINE else ["paper"])]
+                  for i in method_ids for d in (chosen_policies if i != BASELINE else [DraftLengthPolicy.paper()])]
     stop = eos_ids(target.model, target.tokenizer)
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else min(stop)
     contenders += [_built(lambda p=p: cs.peer(p, target.model, draft_model, pad), p, cs.PEERS[p], "peer", True)
@@ -242,8 +245,6 @@ def bench(args) -> Path:
 def _shown(path: Path) -> str:
     """A path as recorded in results: relative to the repository when inside it, so result
     files carry no machine-specific location."""
-    from specatlas.paths import repo_root
-
     try:
         return str(path.resolve().relative_to(repo_root()))
     except ValueError:
@@ -251,8 +252,6 @@ def _shown(path: Path) -> str:
 
 
 def _default_out() -> Path:
-    from specatlas.paths import repo_root
-
     return repo_root() / "results"
 
 

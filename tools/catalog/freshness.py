@@ -16,13 +16,11 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection
 
 import yaml
 
 from specatlas.catalog.metadata import ARXIV_API, ArxivEntry, Fetch, MetadataError, Offline, http_get, parse_arxiv_feed
-from specatlas.catalog.validate import normalize_title
-from specatlas.catalog.yamlio import YamlProblem, load_yaml
+from specatlas.catalog.records import Catalog, normalize_title, read_catalog
 from specatlas.paths import papers_dir
 
 # label -> arXiv search_query. Phrases, so "speculative" alone (a common word) does not flood it.
@@ -95,34 +93,6 @@ def search(since: dt.date, fetch: Fetch, queries: dict[str, str] = QUERIES, max_
             if not entries or entries[-1].published < since or start + len(entries) >= total:
                 break
     return found
-
-
-@dataclass
-class Catalog:
-    arxiv_ids: Collection[str]  # read_catalog maps each to its record's file name
-    titles: Collection[str]  # normalized; likewise
-    newest_arxiv: str | None
-
-
-def read_catalog(directory: Path) -> Catalog:
-    """arXiv ids and normalized titles (previous titles too) of every record; a record that
-    does not parse is skipped here, the validator reports it."""
-    ids: dict[str, str] = {}
-    titles: dict[str, str] = {}
-    for path in sorted(directory.glob("*.yaml")):
-        try:
-            data = load_yaml(path.read_text(encoding="utf-8")).data
-        except (OSError, UnicodeDecodeError, YamlProblem):
-            continue
-        if not isinstance(data, dict):
-            continue
-        if data.get("arxiv"):
-            ids[str(data["arxiv"])] = path.name
-        for title in [data.get("title"), *(data.get("previous_titles") or [])]:
-            if isinstance(title, str):
-                titles[normalize_title(title)] = path.name
-    new_style = sorted(i for i in ids if "/" not in i)
-    return Catalog(ids, titles, new_style[-1] if new_style else None)
 
 
 def read_ignored(path: Path = IGNORE_FILE) -> dict[str, str]:

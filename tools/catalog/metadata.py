@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from specatlas.catalog.ids import surname
-from specatlas.catalog.validate import normalize_title
+from specatlas.catalog.records import normalize_title, read_catalog
 from specatlas.paths import papers_dir
 from specatlas.catalog.venues import VENUES, normalize_badge
 
@@ -533,8 +533,6 @@ def manual_command(args: argparse.Namespace) -> str:
 
 def _catalogued_as(directory: Path, meta: Metadata) -> str | None:
     """The record file that already holds this paper (same arXiv id or normalized title)."""
-    from specatlas.catalog.freshness import read_catalog
-
     catalog = read_catalog(directory)
     titles = [meta.title, *([meta.previous_title] if meta.previous_title else [])]
     return (catalog.arxiv_ids.get(meta.arxiv or "")

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import yaml
 
+from specatlas.catalog.records import normalize_title
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.taxonomy import Taxonomy
-from specatlas.catalog.validate import normalize_title
 
 EXCLUSIONS_FILE = Path(__file__).with_name("paperlist_exclusions.yaml")
 MIN_REASON = 16  # characters: a reason says why, not just "no"

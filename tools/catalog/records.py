@@ -1,12 +1,16 @@
 """Reading paper records: bytes -> text -> YAML (with lines) -> `Paper`, with every problem
-reported as a `Problem` naming file, line and field. Never raises on bad input."""
+reported as a `Problem` naming file, line and field. Never raises on bad input. Also the
+catalog's index of arXiv ids and normalized titles, which `specatlas new` and `specatlas
+freshness` check papers against."""
 
 from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Collection
 
 from pydantic import ValidationError
 
@@ -140,3 +144,39 @@ def _pattern_hint(loc: tuple, value) -> str:
     if loc and loc[0] == "taxonomy":
         return f"'{value}' is not a kebab-case node id"
     return f"'{value}' has the wrong form; {hints.get(name, 'see paper.schema.json')}"
+
+
+# The catalog as `specatlas new` and `specatlas freshness` look papers up in it
+
+def normalize_title(title: str) -> str:
+    """A title as duplicates are detected: ASCII, lowercase, words only."""
+    text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode().lower()
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text).split())
+
+
+@dataclass
+class Catalog:
+    arxiv_ids: Collection[str]  # read_catalog maps each to its record's file name
+    titles: Collection[str]  # normalized; likewise
+    newest_arxiv: str | None
+
+
+def read_catalog(directory: Path) -> Catalog:
+    """arXiv ids and normalized titles (previous titles too) of every record; a record that
+    does not parse is skipped here, the validator reports it."""
+    ids: dict[str, str] = {}
+    titles: dict[str, str] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            data = load_yaml(path.read_text(encoding="utf-8")).data
+        except (OSError, UnicodeDecodeError, YamlProblem):
+            continue
+        if not isinstance(data, dict):
+            continue
+        if data.get("arxiv"):
+            ids[str(data["arxiv"])] = path.name
+        for title in [data.get("title"), *(data.get("previous_titles") or [])]:
+            if isinstance(title, str):
+                titles[normalize_title(title)] = path.name
+    new_style = sorted(i for i in ids if "/" not in i)
+    return Catalog(ids, titles, new_style[-1] if new_style else None)

@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from specatlas.catalog.ids import propose_id
+from specatlas.catalog.metadata import fill_args
 from specatlas.catalog.schema import ARXIV_PATTERN, DOI_PATTERN, ID_PATTERN, HttpsUrl, Line, Paper
 from specatlas.catalog.venues import VENUES, normalize_badge
 from specatlas.catalog.yamlio import shorten
@@ -81,8 +82,6 @@ def _fill_from_metadata(args: argparse.Namespace) -> int:
     """With --arxiv or --doi and facts missing, fetch them (metadata.py); flags win. 0 or an exit status."""
     if not (args.arxiv or args.doi) or args.offline or all(getattr(args, n) not in (None, "") for n, _ in _PROMPTS):
         return 0
-    from specatlas.catalog.metadata import fill_args
-
     return fill_args(args)
 
 

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from specatlas.catalog.schema import json_schema
+from specatlas.fsutil import WriteError, atomic_write
 from specatlas.paths import repo_root
 
 SCHEMA_FILE = "paper.schema.json"
@@ -32,8 +33,6 @@ def execute(args: argparse.Namespace) -> int:
             print(f"{SCHEMA_FILE} is stale; run `specatlas schema`")
             return 1
         return 0
-    from specatlas.fsutil import WriteError, atomic_write
-
     try:
         atomic_write(path, text)
     except WriteError as exc:

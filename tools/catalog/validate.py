@@ -11,20 +11,14 @@ import datetime as dt
 import json
 import re
 import sys
-import unicodedata
 from pathlib import Path
 
-from specatlas.catalog.records import Problem, Record, display_path, read_record, safe_resolve
+from specatlas.catalog.records import Problem, Record, display_path, normalize_title, read_record, safe_resolve
 from specatlas.catalog.taxonomy import FACETS, Taxonomy, load_taxonomy
 from specatlas.paths import repo_root
 
 NEAR_DUPLICATE_TITLE_SCORE = 95.0
 _ARXIV_NEW_STYLE = re.compile(r"^(\d{2})(\d{2})\.\d{4,5}$")
-
-
-def normalize_title(title: str) -> str:
-    text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode().lower()
-    return " ".join(re.sub(r"[^a-z0-9]+", " ", text).split())
 
 
 def validate(paths: list[Path] | None = None, root: Path | None = None, today: dt.date | None = None) -> tuple[list[Problem], list[Record], Taxonomy]:

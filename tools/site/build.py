@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
+import tempfile
 from pathlib import Path
 
+from specatlas.fsutil import WriteError, install_dir, output_dir, writable_dir
 from specatlas.paths import repo_root
 from specatlas.site.catalog import Catalog
 
@@ -47,12 +50,7 @@ def execute(args: argparse.Namespace) -> int:
 
         serve(str(config_file()), dev_addr=args.addr)
         return 0
-    import shutil
-    import tempfile
-
     from mkdocs.exceptions import Abort
-
-    from specatlas.fsutil import WriteError, install_dir, output_dir, writable_dir
 
     # Built beside the target, then swapped in: a failed or killed build leaves the old site whole.
     requested = args.out or repo_root() / "site"
