@@ -29,6 +29,7 @@ _ID = re.compile(ID_PATTERN)
 _NODE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 METRIC_UNITS = {"speedup": "×", "throughput-gain": "×"}
+RAW_RESULTS = "runs"  # the site folder of the result files under results/
 RUN_PROMPT = "Explain speculative decoding in two sentences."
 
 
@@ -58,6 +59,8 @@ def generate(catalog: Catalog, *, directory_urls: bool = True) -> dict[str, str]
         pages[f"papers/{paper.id}.bib"] = entries[paper.id] + "\n"
     for node in catalog.taxonomy.all_nodes():
         pages[f"taxonomy/{node.id}.md"] = node_page(catalog, node)
+    for _, name in loaded[0] if loaded else []:  # the raw result files the leaderboard links to
+        pages[f"{RAW_RESULTS}/{name}"] = (catalog.root / "results" / name).read_text(encoding="utf-8")
     return pages
 
 
@@ -284,7 +287,8 @@ def leaderboard_page(catalog: Catalog, loaded=None) -> str:
 
         link = lambda method_id: f"papers/{method_id}.md" if method_id in catalog.by_id else None  # noqa: E731
         # Markdown that specatlas.bench.leaderboard escapes text by text, as results/LEADERBOARD.md
-        tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded))
+        tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded,
+                                        raw=lambda name: f"{RAW_RESULTS}/{name}"))
     return _page("leaderboard.md.j2", tables=tables)
 
 
