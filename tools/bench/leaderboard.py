@@ -237,9 +237,9 @@ class Table:
         return f"{count(len(self.questions), 'question')} × {count(self.max_new_tokens, 'token')} × {count(self.repeats, 'run')}"
 
     @property
-    def heading(self) -> str:
-        return (f"{md(self.hardware)} · {md(self.model)} {md(self.dtype)}, {md(self.kernels)} · "
-                f"{md(self.prompt_set)}, {md(self.sample_size)}")
+    def title(self) -> str:
+        """Everything the table's numbers depend on, as plain text."""
+        return f"{self.hardware} · {self.model} {self.dtype}, {self.kernels} · {self.prompt_set}, {self.sample_size}"
 
 
 def kernels(config: dict) -> str:
@@ -339,7 +339,7 @@ def _breakable(cell: str) -> str:
 
 
 def _group_markdown(table: Table, members: list[tuple[Run, str]], link: Linker, raw: FileLinker, headline: bool) -> str:
-    out = [f"## {table.heading}", ""]
+    out = [f"## {md(table.title)}", ""]
     lines = _lines(members)
     ranked = sorted((line for line in lines if line.ranked), key=lambda line: -line.mean("overall", "speedup"))
     broken = [(line, e) for line in lines for e in line.entries if e.failure is not None]
@@ -612,3 +612,47 @@ def measured_rows(results_dir: Path, loaded: Loaded | None = None) -> list[Measu
     out = [Measured(line.method_id, line.policy, line.mean("overall", "speedup"), len(line.ok), table.hardware, table.model)
            for table, members in tables(runs) for line in _lines(members) if line.ranked]
     return sorted(out, key=lambda m: -m.speedup)
+
+
+@dataclass(frozen=True)
+class MethodMeasurement:
+    """One method's rows in one leaderboard table, as its paper page shows them: per policy
+    (paper settings first), per category, the speedup and the mean accepted tokens."""
+
+    table: Table
+    files: list[str]  # the result files the rows come from
+    lines: list[Line]
+    categories: list[str]  # "overall", then the subtasks measured
+
+    @property
+    def rows(self) -> list[tuple[str, list[str]]]:
+        """(category name, speedup and mean accepted tokens under each policy in the order of `lines`)."""
+        out = []
+        for category in self.categories:
+            cells = []
+            for line in self.lines:
+                cells += ([line.cell(category, "speedup"), line.cell(category, "mean_accepted", "")] if line.ranked
+                          else ["failed", "–"])
+            out.append(("Overall" if category == "overall" else SUBTASKS.get(category, category), cells))
+        return out
+
+    @property
+    def failures(self) -> list[str]:
+        return [f"{line.policy}: {e.failure} ({e.file})" for line in self.lines for e in line.entries if e.failure]
+
+
+def measured_by_method(loaded: Loaded) -> dict[str, list[MethodMeasurement]]:
+    """paper id -> its rows in every table, the tables in leaderboard order."""
+    order = {"paper": 0, DEFAULT_POLICY: 1}
+    out: dict[str, list[MethodMeasurement]] = {}
+    for table, members in tables(loaded[0]):
+        by_method: dict[str, list[Line]] = {}
+        for line in _lines(members):
+            by_method.setdefault(line.method_id, []).append(line)
+        for method_id, lines in by_method.items():
+            lines.sort(key=lambda line: (order.get(line.policy, 2), line.policy))
+            measured = {c for line in lines for e in line.ok for c in e.summary} - {"overall", "lossless"}
+            categories = ["overall", *(c for c in SUBTASKS if c in measured), *sorted(measured - set(SUBTASKS))]
+            files = sorted({e.file for line in lines for e in line.entries})
+            out.setdefault(method_id, []).append(MethodMeasurement(table, files, lines, categories))
+    return out
