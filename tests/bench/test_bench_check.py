@@ -101,6 +101,7 @@ def test_malformed_input_is_one_line(capsys, tmp_path, text, message):
     (lambda d: d["samples"][0].update(turns="none"), "does not match the result schema: samples.0.turns"),
     (lambda d: d["summary"]["baseline"]["overall"].update(speedup="fast"), "summary does not match the raw samples: "
      "baseline.overall.speedup is \"fast\"; the samples give 1.0"),
+    (lambda d: d.update(cost_curve={"4": 0.1}), "summary does not match the raw samples: "),  # no width 1 measured
 ])
 def test_wrong_types_are_one_line(capsys, tmp_path, edit, message):
     status, _, err = check(capsys, edited(tmp_path, edit))
@@ -129,3 +130,27 @@ def test_a_valid_run_from_another_machine_gets_its_own_hardware_table(capsys, tm
     assert "\n## NVIDIA H100 80GB HBM3 · " in page and "\n## AMD EPYC \\(2 cores, 2 torch threads\\) · " in page
     assert "bfloat16" in page[page.index("## NVIDIA H100"):]
     assert "Result files that failed checks" not in page
+
+
+def zero_drafts(data):
+    for s in data["samples"]:
+        if s["method"] == "hu2025sam":
+            for t in s["turns"]:
+                t["drafted_at"] = [0] * len(t["drafted_at"])
+                t["accepted_at"] = [0] * len(t["accepted_at"])
+
+
+def test_draft_positions_never_drafted_at_have_no_acceptance_rate(capsys, tmp_path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    path = edited(folder, rehashed(zero_drafts))
+    assert check(capsys, path)[0] == 0
+    assert json.loads(path.read_text())["summary"]["hu2025sam"]["overall"]["acceptance_by_position"][0] is None
+    assert "| hu2025sam | paper | 0.00 |" in measured_markdown(folder)  # and the leaderboard renders it
+
+
+def test_more_accepted_than_drafted_is_refused(capsys, tmp_path):
+    def inflate(data):
+        data["samples"][1]["turns"][0]["accepted_at"] = [10 ** 6]
+    status, _, err = check(capsys, edited(tmp_path, inflate))
+    assert status == 1 and len(err) == 1 and "accepted_at must list, per draft position, at most the drafted_at" in err[0]

@@ -95,8 +95,6 @@ def provenance_problems(run: Run) -> list[str]:
         elif not _fits(value, kind):
             expected = "a sha256 in hex" if kind == "sha256" else "a non-empty value of the right type"
             out.append(f"{section}.{dotted} should be {expected} ({meaning})")
-    if _get(run.provenance, "hardware.gpu") is _MISSING:
-        out.append("provenance.hardware.gpu is missing (the accelerator; null for none)")
     if run.config["model"].get("drafter") is not None and not _fits(run.config["model"].get("drafter_sha256"), "sha256"):
         out.append("config.model.drafter_sha256 is missing (the draft model's weights digest)")
     for config_key, recorded in (("torch", "packages.torch"), ("transformers", "packages.transformers"),

@@ -35,6 +35,7 @@ from specatlas.site.text import md, md_link
 
 PAGE_FILE = "LEADERBOARD.md"
 DEFAULT_POLICY = "cost-aware"
+PAPER_POLICY = "paper"
 NO_POLICY = "–"
 BASELINE = "baseline"
 KINDS = {"specatlas": "SpecAtlas", "peer": "peer"}
@@ -139,6 +140,12 @@ class Line:
             return "–"
         text = f"{fmean(values):.2f}{suffix}"
         return text + (f"\u00a0±{stdev(values):.2f}" if len(values) > 1 else "")  # no break inside a value
+
+    def speedup_and_accepted(self, category: str) -> list[str]:
+        """The two cells quoted wherever a method's policies sit side by side."""
+        if not self.ranked:
+            return ["failed", "–"]
+        return [self.cell(category, "speedup"), self.cell(category, "mean_accepted", "")]
 
     @property
     def drafters(self) -> str:
@@ -448,24 +455,20 @@ def _policies_side_by_side(lines: list[Line], link: Linker) -> str | None:
     by_method: dict[str, dict[str, Line]] = {}
     for line in lines:
         by_method.setdefault(line.method_id, {})[line.policy] = line
-    pairs = [(ps["paper"], ps[DEFAULT_POLICY]) for ps in by_method.values() if "paper" in ps and DEFAULT_POLICY in ps]
+    pairs = [(ps[PAPER_POLICY], ps[DEFAULT_POLICY]) for ps in by_method.values() if PAPER_POLICY in ps and DEFAULT_POLICY in ps]
     if not pairs:
         return None
 
     def best(pair: tuple[Line, Line]) -> float:
         return max((line.mean("overall", "speedup") or 0) if line.ranked else 0 for line in pair)
 
-    def cells(line: Line) -> list[str]:
-        if not line.ranked:
-            return ["failed", "–"]
-        return [line.cell("overall", "speedup"), line.cell("overall", "mean_accepted", "")]
-
     out = ["**Paper settings beside cost-aware (tuned)**: each method as its paper sets it up, and with the draft "
            "length tuned to this hardware's measured costs.", "",
            "| Method | Paper: speedup | Paper: accepted | Cost-aware: speedup | Cost-aware: accepted |",
            "|---|---:|---:|---:|---:|"]
     for paper, tuned in sorted(pairs, key=lambda pair: (-best(pair), pair[0].method_id)):
-        out.append("| " + " | ".join([_method_cell(paper.method, link), *cells(paper), *cells(tuned)]) + " |")
+        cells = [_method_cell(paper.method, link), *paper.speedup_and_accepted("overall"), *tuned.speedup_and_accepted("overall")]
+        out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
@@ -485,12 +488,10 @@ def _time_table(lines: list[Line]) -> str:
            "| Method | Policy | Drafted (tokens/step) | Drafting (s) | Verification (s) | Wall (s) | Acceptance by draft position |",
            "|---|---|---:|---:|---:|---:|---|"]
     for line in lines:
-        by_position = line.ok[0].summary["overall"]["acceptance_by_position"]
-        runs = [e.summary["overall"]["acceptance_by_position"] for e in line.ok]
-        runs = [r for r in runs if r]
-        if runs:  # mean per position over the runs that reached it
-            by_position = [fmean(r[k] for r in runs if len(r) > k) for k in range(max(map(len, runs)))]
-        positions = " · ".join(f"{a:.2f}" for a in by_position) if by_position else "–"
+        runs = [r for r in (e.summary["overall"]["acceptance_by_position"] for e in line.ok) if r]
+        # per position, the mean over the runs that drafted there (None: a position none drafted at)
+        by_position = [[r[k] for r in runs if len(r) > k and r[k] is not None] for k in range(max(map(len, runs), default=0))]
+        positions = " · ".join(_fmt(fmean(values) if values else None, "") for values in by_position) or "–"
         out.append(f"| {md(line.method_id)} | {md(line.policy)} | {_fmt(line.drafted_per_step, '')} | "
                    f"{_fmt(line.mean('overall', 'draft_seconds'), '')} | {_fmt(line.mean('overall', 'verify_seconds'), '')} | "
                    f"{line.mean('overall', 'seconds'):.1f} | {positions} |")
@@ -627,14 +628,8 @@ class MethodMeasurement:
     @property
     def rows(self) -> list[tuple[str, list[str]]]:
         """(category name, speedup and mean accepted tokens under each policy in the order of `lines`)."""
-        out = []
-        for category in self.categories:
-            cells = []
-            for line in self.lines:
-                cells += ([line.cell(category, "speedup"), line.cell(category, "mean_accepted", "")] if line.ranked
-                          else ["failed", "–"])
-            out.append(("Overall" if category == "overall" else SUBTASKS.get(category, category), cells))
-        return out
+        return [("Overall" if category == "overall" else SUBTASKS.get(category, category),
+                 [cell for line in self.lines for cell in line.speedup_and_accepted(category)]) for category in self.categories]
 
     @property
     def failures(self) -> list[str]:
@@ -643,7 +638,7 @@ class MethodMeasurement:
 
 def measured_by_method(loaded: Loaded) -> dict[str, list[MethodMeasurement]]:
     """paper id -> its rows in every table, the tables in leaderboard order."""
-    order = {"paper": 0, DEFAULT_POLICY: 1}
+    order = {PAPER_POLICY: 0, DEFAULT_POLICY: 1}
     out: dict[str, list[MethodMeasurement]] = {}
     for table, members in tables(loaded[0]):
         by_method: dict[str, list[Line]] = {}

@@ -18,7 +18,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from specatlas.fsutil import ReadError, atomic_write, read_limited
 
@@ -45,8 +45,15 @@ class Turn(_Strict):
     widths: dict[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=0)]]  # tokens fed -> forwards
     draft_seconds: float | None = Seconds
     verify_seconds: float | None = Seconds
-    drafted_at: list[int] | None
-    accepted_at: list[int] | None
+    drafted_at: list[Annotated[int, Field(ge=0)]] | None  # draft tokens proposed at each depth
+    accepted_at: list[Annotated[int, Field(ge=0)]] | None  # and of those, accepted
+
+    @model_validator(mode="after")
+    def _accepted_within_drafted(self) -> Turn:
+        drafted, accepted = self.drafted_at or [], self.accepted_at or []
+        if len(drafted) != len(accepted) or any(a > d for a, d in zip(accepted, drafted)):
+            raise ValueError("accepted_at must list, per draft position, at most the drafted_at tokens")
+        return self
 
 
 class Sample(_Strict):
@@ -205,20 +212,22 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
         "mean_accepted": round(tokens / steps, 4) if steps else None,
         "predicted": round(tokens / steps * _cost(curve, 1) * sum(widths.values()) / forward_seconds, 4)
         if steps and forward_seconds else None,
-        "acceptance_by_position": [round(a / d, 4) for a, d in zip(accepted, drafted)] if drafted else None,
+        "acceptance_by_position": [round(a / d, 4) if d else None for a, d in zip(accepted, drafted)] if drafted else None,
         "draft_seconds": round(sum(t.draft_seconds for t in timed), 4) if timed else None,
         "verify_seconds": round(sum(t.verify_seconds for t in timed), 4) if timed else None,
     }
 
 
 def _cost(curve: dict[int, float], width: int) -> float:
-    """c(width), interpolated linearly between measured widths; beyond the last, proportional."""
+    """c(width), interpolated linearly between measured widths; outside them, proportional to the
+    nearest (a curve from another tool may lack width 1)."""
     if width in curve:
         return curve[width]
-    below = max((w for w in curve if w < width), default=min(curve))
+    below = max((w for w in curve if w < width), default=None)
     above = min((w for w in curve if w > width), default=None)
-    if above is None:
-        return curve[below] * width / below
+    if below is None or above is None:
+        nearest = above if below is None else below
+        return curve[nearest] * width / nearest
     return curve[below] + (curve[above] - curve[below]) * (width - below) / (above - below)
 
 
