@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list-coverage": ("specatlas.catalog.paperlist", "check that every row of a public paper list (--list PATH) has a record or a reasoned exclusion"),
     "bench": ("specatlas.bench.run", "measure methods against the baseline; results go to results/"),
     "leaderboard": ("specatlas.bench.leaderboard", "render results/ as the leaderboard page (or check it)"),
+    "results": ("specatlas.bench.check", "check result files from any machine (provenance, lossless checks, numbers)"),
     "run": ("specatlas.run_command", "run a method by paper id or alias"),
     "datastore": ("specatlas.datastore", "build a REST/SAM datastore from a text or JSONL corpus"),
     "train": ("specatlas.train", "train a draft head (Medusa, EAGLE) on the target's own answers"),

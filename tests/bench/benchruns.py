@@ -2,6 +2,7 @@
 
 from specatlas.bench.results import SCHEMA_VERSION, Run, config_hash, summarize
 
+PACKAGES = {"python": "3.11.7", "torch": "2", "transformers": "5", "specatlas": "0.1.0"}
 HARDWARE = {"cpu": "Test CPU", "gpu": None, "cores": 2, "torch_threads": 2, "platform": "test"}
 
 
@@ -19,7 +20,7 @@ def build_run(samples, methods=("baseline", "fast"), hardware=HARDWARE, temperat
               "seed": 0, "draft_length": "auto", "torch_threads": 2, "torch": "2", "transformers": "5"}
     errors, names = errors or {}, names or {}
     run = Run(schema_version=SCHEMA_VERSION, config_hash=config_hash(config), config=config,
-              provenance={"started": "2026-01-01T00:00:00+00:00", "packages": {}, "hardware": hardware,
+              provenance={"started": "2026-01-01T00:00:00+00:00", "packages": PACKAGES, "hardware": hardware,
                           "prompt_set_file": "test.jsonl", "arguments": {}},
               cost_curve={1: 0.01, 2: 0.012, 4: 0.016, 8: 0.024},
               sessions=[{"started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00",

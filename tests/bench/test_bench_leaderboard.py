@@ -48,7 +48,7 @@ def test_one_table_per_hardware_and_broken_files_shown_as_failed(write_run, tmp_
     assert cpu[0].rstrip().endswith("| 1 |") and cpu[1].rstrip().endswith("| 2 |")
     assert len(gpu) == 2
     assert "| could not run: ValueError: refused | c\\.json |" in page
-    assert "| d\\.json | does not match the result schema" in page
+    assert "| d\\.json | not valid JSON" in page
     assert "partial" not in page
 
 
@@ -193,7 +193,8 @@ def test_site_page_embeds_the_leaderboard_and_markdown_keeps_tables_and_charts(t
     shutil.copytree(repo_root() / SPEC_BENCH_FILE.parent, folder.parent / SPEC_BENCH_FILE.parent)
     catalog = Catalog(folder.parent, [], None)
     page = leaderboard_page(catalog, measured_results(catalog))
-    assert render_markdown(folder, link=lambda _: None, papers={}) in page
+    assert render_markdown(folder, link=lambda _: None, papers={}, raw=lambda name: f"runs/{name}") in page
+    assert "Raw results: [run\\.json](runs/run.json)." in page
     html = markdown.markdown(measured_markdown(folder), extensions=["tables", "md_in_html"])
     # ranked, by subtask, time, and each run's numbers (in the details block)
     assert html.count("<table>") == 4 and html.count("<svg") == 2 and "<p><figure" not in html
@@ -206,3 +207,44 @@ def test_rows_under_another_policy_share_the_papers_id():
     assert method_paper_id("saxena2023prompt@cost-aware") == "saxena2023prompt"
     assert method_paper_id("saxena2023prompt@fixed-4") == "saxena2023prompt"
     assert method_paper_id("hf-prompt-lookup") == "hf-prompt-lookup"
+
+
+def test_headings_state_sample_size_prompt_set_hardware_model_and_kernels(write_run):
+    def run(questions, tokens, packed=None):
+        built = build_run([sample(m, str(q), "qa", turn([1, 2], 1.0 if m == "baseline" else 0.5))
+                           for q in range(questions) for m in ("baseline", "fast")])
+        built.config.update(max_new_tokens=tokens, **({} if packed is None else {"packed_linears": packed}))
+        built.config_hash = config_hash(built.config)
+        return built
+
+    write_run(run(1, 4, packed=0), "a-small.json")
+    folder = write_run(run(3, 8, packed=5), "z-large.json").parent
+    page = measured_markdown(folder)
+    headings = [line for line in page.splitlines() if line.startswith("## Test CPU")]
+    # the largest run (3 questions × 8 tokens) heads the hardware, though its file sorts last
+    assert headings == [
+        "## Test CPU \\(2 cores, 2 torch threads\\) · tiny float32, 5 linears packed for oneDNN · test\\-set, 3 questions × 8 tokens × 1 run",
+        "## Test CPU \\(2 cores, 2 torch threads\\) · tiny float32, default kernels · test\\-set, 1 question × 4 tokens × 1 run"]
+    large, small = page.split(headings[1])
+    assert "The largest run on this hardware: its headline table. Raw results: [z\\-large\\.json](z-large.json)." in large
+    assert "Another table on this hardware" in small and "[a\\-small\\.json](a-small.json)" in small
+    assert "- Test CPU \\(2 cores, 2 torch threads\\): test\\-set, 3 questions × 8 tokens × 1 run" in page
+
+
+def test_spec_bench_is_named_by_its_digest_not_its_file_name():
+    page = (repo_root() / "results" / "LEADERBOARD.md").read_text(encoding="utf-8")
+    headings = [line for line in page.splitlines() if line.startswith("## ") and "Spec" in line]
+    assert headings and all(" · Spec\\-Bench, " in h and "· question" not in h for h in headings)
+    assert ("## AMD EPYC \\(2 cores, 2 torch threads\\) · smollm2\\-135m\\-instruct float32, 211 linears packed for oneDNN"
+            " · Spec\\-Bench, 6 questions × 64 tokens × 1 run") in headings
+    assert "(2026-12-03-smollm2-135m-instruct-cpu-9abfbd69.json)" in page
+
+
+def test_paper_settings_and_cost_aware_rows_side_by_side(write_run):
+    run = build_run([sample("baseline", "1", "qa", turn([1, 2], 1.0)), sample("fast", "1", "qa", turn([1, 2], 0.5)),
+                     sample("fast@cost-aware", "1", "qa", turn([1, 2], 0.25))], methods=("baseline", "fast", "fast@cost-aware"))
+    run.methods[1].policy, run.methods[2].policy = "paper", "cost-aware"
+    page = measured_markdown(write_run(run).parent)
+    rows = table_rows(page, "**Paper settings beside cost-aware (tuned)**")
+    assert rows == ["| fast (fast) | 2.00× | 1.00 | 4.00× | 1.00 |"]
+    assert "baseline" not in page[page.index("**Paper settings beside"):page.index("**Speedup by subtask")]

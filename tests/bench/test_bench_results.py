@@ -57,7 +57,7 @@ def test_result_file_round_trips_and_rejects_tampering(two_method_run, tmp_path)
     with pytest.raises(ValueError, match="result schema: provenance"):
         load(path)
     path.write_text(dumps(two_method_run)[:-50])
-    with pytest.raises(ValueError, match="result schema"):
+    with pytest.raises(ValueError, match="not valid JSON"):
         load(path)
 
 

@@ -10,11 +10,16 @@ from specatlas.catalog.validate import validate
 from specatlas.paths import repo_root
 
 
+# The addresses a deployment configures (tests/site/test_site_urls.py: and those it does not)
+ADDRESSES = {"SPECATLAS_SITE_URL": "https://atlas.example.org/", "SPECATLAS_REPO_URL": "https://github.com/someone/atlas",
+             "SPECATLAS_EDIT_URI": "edit/main/"}
+
+
 def test_mkdocs_build_strict_on_the_real_catalog(tmp_path):
     out = tmp_path / "site"
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
                             cwd=repo_root(), capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+                            env={**os.environ, "NO_MKDOCS_2_WARNING": "1", **ADDRESSES})
     assert result.returncode == 0, result.stderr[-4000:]
     assert "WARNING -" not in result.stderr, result.stderr[-4000:]
     ids = [r.paper.id for r in validate()[1]]

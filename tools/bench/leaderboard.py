@@ -8,8 +8,10 @@ results say. The reported part reads the catalog beside results/ and Spec-Bench'
 leaderboard (results/published/, see `specatlas.bench.published`), which change independently of
 the measured runs.
 
-Tables are per (hardware, model, dtype, prompt set): a speedup only means something on the
-machine and model it was measured on, so nothing is ranked across them. Rows whose lossless check
+Tables are per hardware, model, dtype, kernels, prompt set and sample size (questions, new tokens
+per turn, repeats): a speedup only means something on the machine and model it was measured on,
+so nothing is ranked across them. Each heading states all of them; on each hardware the largest
+run's table comes first, the headline for that hardware. Rows whose lossless check
 failed, and methods that could not run, are listed as failed, never ranked; files that fail the
 schema are listed as failed too.
 """
@@ -22,11 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean, stdev
+from urllib.parse import quote
 
 from specatlas.bench import charts
 from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
-from specatlas.bench.questions import SUBTASKS
+from specatlas.bench.questions import SUBTASKS, prompt_set_name
 from specatlas.bench.results import Run, load, write_atomic
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.validate import validate
@@ -37,11 +40,13 @@ from specatlas.site.text import md, md_link
 PAGE_FILE = "LEADERBOARD.md"
 PAGE_START = b"Measured by `specatlas bench`"  # how every page this module writes begins
 DEFAULT_POLICY = "cost-aware"
+PAPER_POLICY = "paper"
 NO_POLICY = "–"
 BASELINE = "baseline"
 KINDS = {"specatlas": "SpecAtlas", "peer": "peer"}
 IDLE_DRAFTING = 0.05  # drafted tokens per step below which a method effectively did not speculate
 Linker = Callable[[str], "str | None"]
+FileLinker = Callable[[str], str]  # a result file's name, URL-quoted -> the URL of the raw file
 Loaded = tuple[list[tuple[Run, str]], list[tuple[str, str]]]  # (run, file name), (file name, why not valid)
 
 
@@ -141,6 +146,12 @@ class Line:
         text = f"{fmean(values):.2f}{suffix}"
         return text + (f"\u00a0±{stdev(values):.2f}" if len(values) > 1 else "")  # no break inside a value
 
+    def speedup_and_accepted(self, category: str) -> list[str]:
+        """The two cells quoted wherever a method's policies sit side by side."""
+        if not self.ranked:
+            return ["failed", "–"]
+        return [self.cell(category, "speedup"), self.cell(category, "mean_accepted", "")]
+
     @property
     def drafters(self) -> str:
         return " / ".join(dict.fromkeys(e.drafter for e in self.ok or self.entries))
@@ -165,15 +176,21 @@ def _top_level_parts(text: str) -> list[str]:
 
 
 def render_markdown(results_dir: Path, link: Linker | None = None, papers: dict[str, Paper] | None = None,
-                    loaded: Loaded | None = None) -> str:
+                    loaded: Loaded | None = None, raw: FileLinker | None = None) -> str:
     """The site's leaderboard page body. `link(method id)` is the URL of the method's paper page,
-    or None; by default, its record beside results/. `papers` (id -> record) and `loaded` (what
+    or None; by default, its record beside results/. `raw(file name)` is the URL of a result
+    file; by default the file beside the page. `papers` (id -> record) and `loaded` (what
     `load_all` returned) save a caller that has them from reading them again."""
     runs, failed = loaded or load_all(Path(results_dir))
     link = link or _record_linker(Path(results_dir).parent)
     measured_ids = sorted({method_paper_id(m.id) for run, _ in runs for m in run.methods})
-    return (_measured(runs, failed, link) + "\n\n"
+    return (_measured(runs, failed, link, raw or _beside) + "\n\n"
             + reported_markdown(measured_ids, Path(results_dir).parent, link, papers))
+
+
+def _beside(name: str) -> str:
+    """results/LEADERBOARD.md links to the result files in its own folder."""
+    return name
 
 
 def _record_linker(root: Path) -> Linker:
@@ -194,37 +211,95 @@ def load_all(results_dir: Path) -> Loaded:
     return runs, failed
 
 
-def _group_key(run: Run) -> tuple[str, str, str, str, str, str]:
-    """(hardware, model, model weights digest, dtype, prompt set, prompt set digest)."""
-    model = run.config["model"]
-    prompts = run.config["prompt_set"]
-    return (label(run.provenance["hardware"]), model["target"], (model["target_sha256"] or "unknown")[:12],
-            run.config["dtype"], prompts["id"], prompts["sha256"][:12])
+@dataclass(frozen=True)
+class Table:
+    """What the runs of one table share: everything a speedup depends on besides the method."""
+
+    hardware: str
+    model: str
+    model_digest: str
+    dtype: str
+    kernels: str
+    prompt_set: str  # its name (Spec-Bench), else the file's
+    prompt_id: str
+    prompt_digest: str
+    questions: tuple[str, ...]
+    max_new_tokens: int
+    repeats: int
+
+    @classmethod
+    def of(cls, run: Run) -> Table:
+        c = run.config
+        return cls(label(run.provenance["hardware"]), c["model"]["target"], (c["model"]["target_sha256"] or "unknown")[:12],
+                   c["dtype"], kernels(c), prompt_set_name(c["prompt_set"]), c["prompt_set"]["id"],
+                   c["prompt_set"]["sha256"][:12], tuple(sorted(c["question_ids"])), c["max_new_tokens"], c["repeats"])
+
+    @property
+    def size(self) -> int:
+        """Questions × new tokens per turn × repeats: how much one run of the table measured."""
+        return len(self.questions) * self.max_new_tokens * self.repeats
+
+    @property
+    def sample_size(self) -> str:
+        def count(n: int, noun: str) -> str:
+            return f"{n} {noun}{'s' if n != 1 else ''}"
+
+        return f"{count(len(self.questions), 'question')} × {count(self.max_new_tokens, 'token')} × {count(self.repeats, 'run')}"
+
+    @property
+    def title(self) -> str:
+        """Everything the table's numbers depend on, as plain text."""
+        return f"{self.hardware} · {self.model} {self.dtype}, {self.kernels} · {self.prompt_set}, {self.sample_size}"
 
 
-def measured_markdown(results_dir: Path, link: Linker | None = None) -> str:
-    return _measured(*load_all(Path(results_dir)), link or _record_linker(Path(results_dir).parent))
+def kernels(config: dict) -> str:
+    """The linear-layer kernels of a run (`specatlas bench` records how many it packed)."""
+    if "packed_linears" not in config:
+        return "kernels not recorded"
+    packed = config["packed_linears"]
+    return f"{packed} linears packed for oneDNN" if packed else "default kernels"
 
 
-def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: Linker) -> str:
+def tables(runs: list[tuple[Run, str]]) -> list[tuple[Table, list[tuple[Run, str]]]]:
+    """The runs by table: by hardware, then the largest run first (the hardware's headline)."""
+    groups: dict[Table, list[tuple[Run, str]]] = {}
+    for run, name in runs:
+        groups.setdefault(Table.of(run), []).append((run, name))
+    return sorted(groups.items(), key=lambda item: (item[0].hardware, -item[0].size, -len(item[1]), repr(item[0])))
+
+
+def measured_markdown(results_dir: Path, link: Linker | None = None, raw: FileLinker | None = None) -> str:
+    return _measured(*load_all(Path(results_dir)), link or _record_linker(Path(results_dir).parent), raw or _beside)
+
+
+def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: Linker, raw: FileLinker) -> str:
     out = [
         PAGE_START.decode() + ", recomputed from the raw per-question samples in the result "
         "files under `results/`, which also record how to repeat each run. One table per hardware, "
-        "model, dtype and prompt set: never compare rows across tables. What each column means is "
-        "explained [under the tables](#reading-the-tables).",
+        "model, dtype, kernels, prompt set and sample size, each stated in its heading: never compare "
+        "rows across tables. On each hardware the largest run (questions × tokens × runs) comes first. "
+        "What each column means is explained [under the tables](#reading-the-tables).",
     ]
-    groups: dict[tuple, list[tuple[Run, str]]] = {}
-    for run, name in runs:
-        groups.setdefault(_group_key(run), []).append((run, name))
-    for key, members in sorted(groups.items()):
-        out += ["", _group_markdown(key, members, link)]
-    if not groups:
+    grouped = tables(runs)
+    headlines = {}  # hardware -> its first table, the largest run
+    for table, _ in grouped:
+        headlines.setdefault(table.hardware, table)
+    if grouped:
+        out += ["", "Hardware measured, with its headline table:", ""]
+        out += [f"- {md(t.hardware)}: {md(t.prompt_set)}, {md(t.sample_size)}, {md(t.model)} {md(t.dtype)}"
+                for t in headlines.values()]
+    for table, members in grouped:
+        out += ["", _group_markdown(table, members, link, raw, headlines[table.hardware] is table)]
+    if not grouped:
         out += ["", "No valid result files yet."]
     if failed:
         out += ["", "## Result files that failed checks", "", "| File | Problem |", "|---|---|"]
         out += [f"| {md(name)} | {md(why)} |" for name, why in failed]
     out += [
         "", "## Reading the tables", "",
+        "- **Headings** state the hardware, the target model, its dtype and linear-layer kernels, the "
+        "prompt set and the sample size: questions × new tokens per turn × runs of each question (the "
+        "repeats of one result file). The raw result files are linked under each heading.",
         "- **One row per method and draft-length policy**, over every run in the table: the mean, "
         "± the standard deviation between runs when there are several; each run's own numbers are in "
         "the *Runs* block under the table.",
@@ -239,7 +314,8 @@ def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: 
         "- **Policy**: how the draft length was chosen. *paper*: the paper's own settings (draft "
         "length, tree, window). *cost-aware*: from the target's measured forward costs and the "
         "acceptance seen so far, drafting only as far as it is expected to pay on this hardware, "
-        "down to none. Peers keep their library's schedule and the baseline drafts nothing: –.",
+        "down to none. Peers keep their library's schedule and the baseline drafts nothing: –. Methods "
+        "measured under both are shown side by side under the ranking.",
         "- **Drafter**: what made the drafts in this run: a draft model (when none is given: the "
         "distilled drafter shipped for the embedded model, else a shallow slice of the target), "
         "heads, or a lookup in the prompt or a datastore.",
@@ -254,10 +330,6 @@ def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: 
 
 def _fmt(value: float | None, suffix: str = "×") -> str:
     return "–" if value is None else f"{value:.2f}{suffix}"
-
-
-def _kernels(packed: int) -> str:
-    return f"{packed} packed for oneDNN" if packed else "default kernels"
 
 
 def _lines(members: list[tuple[Run, str]]) -> list[Line]:
@@ -276,9 +348,8 @@ def _breakable(cell: str) -> str:
     return cell.replace("/", "/<wbr>")
 
 
-def _group_markdown(key: tuple, members: list[tuple[Run, str]], link: Linker) -> str:
-    hardware, model, model_digest, dtype, prompts, prompts_digest = key
-    out = [f"## {md(hardware)} · {md(model)} · {md(dtype)} · {md(prompts)}", ""]
+def _group_markdown(table: Table, members: list[tuple[Run, str]], link: Linker, raw: FileLinker, headline: bool) -> str:
+    out = [f"## {md(table.title)}", ""]
     lines = _lines(members)
     ranked = sorted((line for line in lines if line.ranked), key=lambda line: -line.mean("overall", "speedup"))
     broken = [(line, e) for line in lines for e in line.entries if e.failure is not None]
@@ -289,8 +360,11 @@ def _group_markdown(key: tuple, members: list[tuple[Run, str]], link: Linker) ->
     def name(line: Line) -> str:
         return line.method_id + (f" ({line.policy})" if policies and line.policy != NO_POLICY else "")
 
-    out += [f"Weights sha256 {md(model_digest)}…, prompt set sha256 {md(prompts_digest)}…; {len(members)} run(s), "
-            f"{len(ranked)} ranked rows.", "",
+    files = ", ".join(f"[{md(name)}]({raw(quote(name))})" for _, name in members)
+    out += [("The largest run on this hardware: its headline table. " if headline else
+             "Another table on this hardware; its headline table, the largest run, is above. ")
+            + f"Raw results: {files}. Weights sha256 {md(table.model_digest)}…, prompt set {md(table.prompt_id)} "
+            f"sha256 {md(table.prompt_digest)}…; {len(ranked)} ranked rows.", "",
             "| # | Method | Overall speedup | Tokens/s ratio | Accepted (tokens/forward) | Predicted speedup "
             "| Policy | Drafter | Kind | Lossless (identical/compared) | Runs |",
             "|---:|---|---:|---:|---:|---:|---|---|---|---|---:|"]
@@ -300,6 +374,9 @@ def _group_markdown(key: tuple, members: list[tuple[Run, str]], link: Linker) ->
                  line.cell("overall", "predicted"), md(line.policy), _breakable(md(line.drafters)),
                  KINDS.get(line.method.kind, md(line.method.kind)), _lossless_cell(line), str(len(line.ok))]
         out.append("| " + " | ".join(cells) + " |")
+    side_by_side = _policies_side_by_side(lines, link)
+    if side_by_side:
+        out += ["", side_by_side]
     idle = [line for line in ranked if line.policy != NO_POLICY
             and line.drafted_per_step is not None and line.drafted_per_step < IDLE_DRAFTING]
     if idle:
@@ -319,7 +396,7 @@ def _group_markdown(key: tuple, members: list[tuple[Run, str]], link: Linker) ->
         out += ["", charts.speedup_bars(
                     [(name(line), line.mean("overall", "speedup"), min(line.values("overall", "speedup")),
                       max(line.values("overall", "speedup"))) for line in ranked],
-                    f"Overall speedup over the baseline (mean over runs; whiskers: lowest to highest run): {hardware}, {model}"),
+                    f"Overall speedup over the baseline (mean over runs; whiskers: lowest to highest run): {table.hardware}, {table.model}"),
                 "", charts.accepted_vs_speedup(
                     [(name(line), line.mean("overall", "mean_accepted"), line.mean("overall", "speedup"))
                      for line in ranked if line.mean("overall", "mean_accepted")],
@@ -343,8 +420,7 @@ def _runs_block(members: list[tuple[Run, str]], lines: list[Line]) -> str:
         out.append(f"- {md(name)}: {md(p['started'])}, commit {md(', '.join(commits))}, torch {md(c['torch'])}, "
                    f"transformers {md(c['transformers'])}, device {md(c['device'])}, {len(c['question_ids'])} questions × "
                    f"{c['repeats']} repeat(s), max {c['max_new_tokens']} new tokens per turn, temperature "
-                   f"{c['temperature']:g}, seed {c['seed']}, {len(run.sessions)} session(s)"
-                   + (f", linears: {_kernels(c['packed_linears'])}" if "packed_linears" in c else ""))
+                   f"{c['temperature']:g}, seed {c['seed']}, {len(run.sessions)} session(s)")
     names = [name for _, name in members]
     out += ["", "| Method | Policy | " + " | ".join(md(n) for n in names) + " |", "|---|---|" + "---:|" * len(names)]
     for line in sorted(lines, key=lambda line: (line.method_id, line.policy)):
@@ -376,6 +452,29 @@ def _method_cell(method, link: Linker) -> str:
     return f"[{label}]({url})" if url else label
 
 
+def _policies_side_by_side(lines: list[Line], link: Linker) -> str | None:
+    """Each method measured under both its paper's settings and the cost-aware (tuned) policy, the
+    two rows side by side: what the method gives as published, and tuned to this hardware."""
+    by_method: dict[str, dict[str, Line]] = {}
+    for line in lines:
+        by_method.setdefault(line.method_id, {})[line.policy] = line
+    pairs = [(ps[PAPER_POLICY], ps[DEFAULT_POLICY]) for ps in by_method.values() if PAPER_POLICY in ps and DEFAULT_POLICY in ps]
+    if not pairs:
+        return None
+
+    def best(pair: tuple[Line, Line]) -> float:
+        return max((line.mean("overall", "speedup") or 0) if line.ranked else 0 for line in pair)
+
+    out = ["**Paper settings beside cost-aware (tuned)**: each method as its paper sets it up, and with the draft "
+           "length tuned to this hardware's measured costs.", "",
+           "| Method | Paper: speedup | Paper: accepted | Cost-aware: speedup | Cost-aware: accepted |",
+           "|---|---:|---:|---:|---:|"]
+    for paper, tuned in sorted(pairs, key=lambda pair: (-best(pair), pair[0].method_id)):
+        cells = [_method_cell(paper.method, link), *paper.speedup_and_accepted("overall"), *tuned.speedup_and_accepted("overall")]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def _lossless_cell(line: Line) -> str:
     checks = [e.summary["lossless"] for e in line.ok]
     statuses = {c["status"] for c in checks}
@@ -392,12 +491,10 @@ def _time_table(lines: list[Line]) -> str:
            "| Method | Policy | Drafted (tokens/step) | Drafting (s) | Verification (s) | Wall (s) | Acceptance by draft position |",
            "|---|---|---:|---:|---:|---:|---|"]
     for line in lines:
-        by_position = line.ok[0].summary["overall"]["acceptance_by_position"]
-        runs = [e.summary["overall"]["acceptance_by_position"] for e in line.ok]
-        runs = [r for r in runs if r]
-        if runs:  # mean per position over the runs that reached it
-            by_position = [fmean(r[k] for r in runs if len(r) > k) for k in range(max(map(len, runs)))]
-        positions = " · ".join(f"{a:.2f}" for a in by_position) if by_position else "–"
+        runs = [r for r in (e.summary["overall"]["acceptance_by_position"] for e in line.ok) if r]
+        # per position, the mean over the runs that drafted there (None: a position none drafted at)
+        by_position = [[r[k] for r in runs if len(r) > k and r[k] is not None] for k in range(max(map(len, runs), default=0))]
+        positions = " · ".join(_fmt(fmean(values) if values else None, "") for values in by_position) or "–"
         out.append(f"| {md(line.method_id)} | {md(line.policy)} | {_fmt(line.drafted_per_step, '')} | "
                    f"{_fmt(line.mean('overall', 'draft_seconds'), '')} | {_fmt(line.mean('overall', 'verify_seconds'), '')} | "
                    f"{line.mean('overall', 'seconds'):.1f} | {positions} |")
@@ -517,9 +614,44 @@ class Measured:
 def measured_rows(results_dir: Path, loaded: Loaded | None = None) -> list[Measured]:
     """Every ranked row of every table, fastest first."""
     runs, _ = loaded or load_all(Path(results_dir))
-    groups: dict[tuple, list[tuple[Run, str]]] = {}
-    for run, name in runs:
-        groups.setdefault(_group_key(run), []).append((run, name))
-    out = [Measured(line.method_id, line.policy, line.mean("overall", "speedup"), len(line.ok), key[0], key[1])
-           for key, members in groups.items() for line in _lines(members) if line.ranked]
+    out = [Measured(line.method_id, line.policy, line.mean("overall", "speedup"), len(line.ok), table.hardware, table.model)
+           for table, members in tables(runs) for line in _lines(members) if line.ranked]
     return sorted(out, key=lambda m: -m.speedup)
+
+
+@dataclass(frozen=True)
+class MethodMeasurement:
+    """One method's rows in one leaderboard table, as its paper page shows them: per policy
+    (paper settings first), per category, the speedup and the mean accepted tokens."""
+
+    table: Table
+    files: list[str]  # the result files the rows come from
+    lines: list[Line]
+    categories: list[str]  # "overall", then the subtasks measured
+
+    @property
+    def rows(self) -> list[tuple[str, list[str]]]:
+        """(category name, speedup and mean accepted tokens under each policy in the order of `lines`)."""
+        return [("Overall" if category == "overall" else SUBTASKS.get(category, category),
+                 [cell for line in self.lines for cell in line.speedup_and_accepted(category)]) for category in self.categories]
+
+    @property
+    def failures(self) -> list[str]:
+        return [f"{line.policy}: {e.failure} ({e.file})" for line in self.lines for e in line.entries if e.failure]
+
+
+def measured_by_method(loaded: Loaded) -> dict[str, list[MethodMeasurement]]:
+    """paper id -> its rows in every table, the tables in leaderboard order."""
+    order = {PAPER_POLICY: 0, DEFAULT_POLICY: 1}
+    out: dict[str, list[MethodMeasurement]] = {}
+    for table, members in tables(loaded[0]):
+        by_method: dict[str, list[Line]] = {}
+        for line in _lines(members):
+            by_method.setdefault(line.method_id, []).append(line)
+        for method_id, lines in by_method.items():
+            lines.sort(key=lambda line: (order.get(line.policy, 2), line.policy))
+            measured = {c for line in lines for e in line.ok for c in e.summary} - {"overall", "lossless"}
+            categories = ["overall", *(c for c in SUBTASKS if c in measured), *sorted(measured - set(SUBTASKS))]
+            files = sorted({e.file for line in lines for e in line.entries})
+            out.setdefault(method_id, []).append(MethodMeasurement(table, files, lines, categories))
+    return out

@@ -27,6 +27,11 @@ SUBTASKS = {
 MT_BENCH_CATEGORIES = {"writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities"}
 
 BUILTIN = Path(__file__).resolve().parent / "prompts" / "specatlas-prompts-v1.jsonl"
+# Prompt sets known by their sha256, named as their authors name them: a result file records a
+# set by its file name and digest, and Spec-Bench's file is plainly called question.jsonl.
+KNOWN_PROMPT_SETS = {
+    "4b6d33e79484f9841c487ee87d1cf6aa8c6066f61d5d482ff09e5a007fafdf04": "Spec-Bench",  # hemingkx/Spec-Bench data/spec_bench/question.jsonl
+}
 MAX_BYTES = 256 * 1024 * 1024
 
 
@@ -47,6 +52,11 @@ class PromptSet:
     sha256: str
     path: Path
     questions: tuple[Question, ...]
+
+
+def prompt_set_name(prompt_set: dict) -> str:
+    """How a result file's prompt set (its `config.prompt_set`: id and sha256) is named to readers."""
+    return KNOWN_PROMPT_SETS.get(prompt_set["sha256"], prompt_set["id"])
 
 
 def subtask(category: str) -> str:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 from statistics import fmean
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from specatlas.fsutil import ReadError, atomic_write, read_limited
 
@@ -44,8 +45,15 @@ class Turn(_Strict):
     widths: dict[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=0)]]  # tokens fed -> forwards
     draft_seconds: float | None = Seconds
     verify_seconds: float | None = Seconds
-    drafted_at: list[int] | None
-    accepted_at: list[int] | None
+    drafted_at: list[Annotated[int, Field(ge=0)]] | None  # draft tokens proposed at each depth
+    accepted_at: list[Annotated[int, Field(ge=0)]] | None  # and of those, accepted
+
+    @model_validator(mode="after")
+    def _accepted_within_drafted(self) -> Turn:
+        drafted, accepted = self.drafted_at or [], self.accepted_at or []
+        if len(drafted) != len(accepted) or any(a > d for a, d in zip(accepted, drafted)):
+            raise ValueError("accepted_at must list, per draft position, at most the drafted_at tokens")
+        return self
 
 
 class Sample(_Strict):
@@ -204,20 +212,22 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
         "mean_accepted": round(tokens / steps, 4) if steps else None,
         "predicted": round(tokens / steps * _cost(curve, 1) * sum(widths.values()) / forward_seconds, 4)
         if steps and forward_seconds else None,
-        "acceptance_by_position": [round(a / d, 4) for a, d in zip(accepted, drafted)] if drafted else None,
+        "acceptance_by_position": [round(a / d, 4) if d else None for a, d in zip(accepted, drafted)] if drafted else None,
         "draft_seconds": round(sum(t.draft_seconds for t in timed), 4) if timed else None,
         "verify_seconds": round(sum(t.verify_seconds for t in timed), 4) if timed else None,
     }
 
 
 def _cost(curve: dict[int, float], width: int) -> float:
-    """c(width), interpolated linearly between measured widths; beyond the last, proportional."""
+    """c(width), interpolated linearly between measured widths; outside them, proportional to the
+    nearest (a curve from another tool may lack width 1)."""
     if width in curve:
         return curve[width]
-    below = max((w for w in curve if w < width), default=min(curve))
+    below = max((w for w in curve if w < width), default=None)
     above = min((w for w in curve if w > width), default=None)
-    if above is None:
-        return curve[below] * width / below
+    if below is None or above is None:
+        nearest = above if below is None else below
+        return curve[nearest] * width / nearest
     return curve[below] + (curve[above] - curve[below]) * (width - below) / (above - below)
 
 
@@ -275,11 +285,21 @@ def _schema_error(exc: ValidationError, prefix: str = "") -> ValueError:
 def load(path: Path) -> Run:
     """A result file, checked against the schema and its own samples (raises ValueError saying why)."""
     try:
-        run = Run.model_validate_json(read_limited(path, MAX_RESULT_BYTES))
-    except ValidationError as exc:
-        raise _schema_error(exc) from None
+        data = json.loads(read_limited(path, MAX_RESULT_BYTES), parse_constant=_no_constant, parse_float=_finite)
     except ReadError as exc:
         raise ValueError(str(exc)) from None
+    except RecursionError:
+        raise ValueError("not valid JSON: nested too deeply") from None
+    except UnicodeDecodeError:
+        raise ValueError("not valid JSON: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except ValueError as exc:  # a NaN or an infinity, refused by the hooks below
+        raise ValueError(f"not valid JSON: {exc}") from None
+    try:
+        run = Run.model_validate(data)
+    except ValidationError as exc:
+        raise _schema_error(exc) from None
     for name, model, data in (("config", RunConfig, run.config), ("provenance", Provenance, run.provenance)):
         try:
             model.model_validate(data)
@@ -287,9 +307,53 @@ def load(path: Path) -> Run:
             raise _schema_error(exc, name) from None
     if config_hash(run.config) != run.config_hash:
         raise ValueError("config_hash does not match its config")
-    if summarize(run) != run.summary:
-        raise ValueError("summary does not match the raw samples")
+    mismatch = difference(run.summary, summarize(run))
+    if mismatch:
+        raise ValueError(f"summary does not match the raw samples: {mismatch}")
     return run
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number a measurement can have")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+# Stored metrics are rounded to 4 decimals; a recomputation on another machine may round the last
+# digit the other way, never more.
+ROUNDING = 1e-4 + 1e-9
+
+
+def difference(stored: object, computed: object, where: str = "") -> str | None:
+    """Where `stored` differs from `computed` (numbers within rounding count as equal), or None."""
+    here = where or "(top level)"
+    if isinstance(computed, dict):
+        if not isinstance(stored, dict):
+            return f"{here} is not an object"
+        for key in computed.keys() | stored.keys():
+            path = f"{where}.{key}" if where else str(key)
+            if key not in stored:
+                return f"{path} is missing"
+            if key not in computed:
+                return f"{path} is not derived from any sample"
+            found = difference(stored[key], computed[key], path)
+            if found:
+                return found
+        return None
+    if isinstance(computed, list):
+        if not isinstance(stored, list) or len(stored) != len(computed):
+            return f"{here} should be {json.dumps(computed)}"
+        return next((d for i, (a, b) in enumerate(zip(stored, computed)) if (d := difference(a, b, f"{where}[{i}]"))), None)
+    if isinstance(computed, float) and not isinstance(stored, bool) and isinstance(stored, (int, float)):
+        return None if abs(stored - computed) <= ROUNDING else f"{here} is {stored:g}; the samples give {computed:g}"
+    if type(stored) is not type(computed) or stored != computed:
+        return f"{here} is {json.dumps(stored)}; the samples give {json.dumps(computed)}"
+    return None
 
 
 class Checkpoint:

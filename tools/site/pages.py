@@ -29,6 +29,7 @@ _ID = re.compile(ID_PATTERN)
 _NODE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 METRIC_UNITS = {"speedup": "×", "throughput-gain": "×"}
+RAW_RESULTS = "runs"  # the site folder of the result files under results/
 RUN_PROMPT = "Explain speculative decoding in two sentences."
 
 
@@ -53,11 +54,14 @@ def generate(catalog: Catalog, *, directory_urls: bool = True) -> dict[str, str]
         "papers.bib": bib.render(catalog.papers),
     }
     entries = bib_entries(pages["papers.bib"])
+    measured = measured_here(loaded)
     for paper in catalog.papers:
-        pages[f"papers/{paper.id}.md"] = paper_page(catalog, paper, entries[paper.id])
+        pages[f"papers/{paper.id}.md"] = paper_page(catalog, paper, entries[paper.id], measured.get(paper.id, []))
         pages[f"papers/{paper.id}.bib"] = entries[paper.id] + "\n"
     for node in catalog.taxonomy.all_nodes():
         pages[f"taxonomy/{node.id}.md"] = node_page(catalog, node)
+    for _, name in loaded[0] if loaded else []:  # the raw result files the leaderboard links to
+        pages[f"{RAW_RESULTS}/{name}"] = (catalog.root / "results" / name).read_text(encoding="utf-8")
     return pages
 
 
@@ -115,7 +119,8 @@ def home(catalog: Catalog) -> str:
 
 # One page per paper --------------------------------------------------------------------------
 
-def paper_page(catalog: Catalog, paper: Paper, bibtex: str) -> str:
+def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | None = None) -> str:
+    """`measured`: the method's rows in the leaderboard's tables (see `measured_here`)."""
     facets = []
     for facet_id in FACETS:
         facet = catalog.taxonomy.facets.get(facet_id)
@@ -128,7 +133,8 @@ def paper_page(catalog: Catalog, paper: Paper, bibtex: str) -> str:
         venue_name=venue.name if venue else paper.venue, links=_links(paper),
         parents=[catalog.by_id[i] for i in paper.builds_on if i in catalog.by_id],
         children=_newest_first(catalog.by_id[i] for i in catalog.built_upon_by.get(paper.id, [])),
-        results=_result_cells(paper), implemented=paper.id in catalog.implemented, run_prompt=RUN_PROMPT, bibtex=bibtex)
+        results=_result_cells(paper), implemented=paper.id in catalog.implemented, run_prompt=RUN_PROMPT, bibtex=bibtex,
+        measured=measured or [], raw_results=RAW_RESULTS)
 
 
 def _links(paper: Paper) -> list[tuple[str, str]]:
@@ -277,6 +283,15 @@ def measured_results(catalog: Catalog):
     return loaded if loaded[0] or loaded[1] else None
 
 
+def measured_here(loaded) -> dict:
+    """paper id -> its `specatlas.bench.leaderboard.MethodMeasurement`s; empty without results."""
+    if not loaded:
+        return {}
+    from specatlas.bench.leaderboard import measured_by_method
+
+    return measured_by_method(loaded)
+
+
 def leaderboard_page(catalog: Catalog, loaded=None) -> str:
     tables = None
     if loaded:
@@ -284,7 +299,8 @@ def leaderboard_page(catalog: Catalog, loaded=None) -> str:
 
         link = lambda method_id: f"papers/{method_id}.md" if method_id in catalog.by_id else None  # noqa: E731
         # Markdown that specatlas.bench.leaderboard escapes text by text, as results/LEADERBOARD.md
-        tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded))
+        tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded,
+                                        raw=lambda name: f"{RAW_RESULTS}/{name}"))
     return _page("leaderboard.md.j2", tables=tables)
 
 

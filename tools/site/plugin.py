@@ -11,6 +11,7 @@ from mkdocs.structure.files import File, Files
 
 from specatlas.bench.published import PublishedDataError
 from specatlas.paths import repo_root
+from specatlas.site import urls
 from specatlas.site.catalog import Catalog, load_catalog
 from specatlas.site.pages import allowed_tags, generate
 
@@ -25,6 +26,8 @@ class SpecAtlasPlugin(BasePlugin):
     def on_config(self, config: MkDocsConfig) -> MkDocsConfig:
         if self.catalog is None:
             self.catalog = load_catalog(repo_root())
+        found = urls.resolve(self.catalog.root, urls.Addresses(config.site_url, config.repo_url, config.edit_uri))
+        config["site_url"], config["repo_url"], config["edit_uri"] = found.site_url, found.repo_url, found.edit_uri
         from material.plugins.tags.plugin import TagsPlugin
         from material.plugins.tags.structure.tag import Tag
 
