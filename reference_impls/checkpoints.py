@@ -409,6 +409,13 @@ def save(head: nn.Module, family: str, folder: Path, target, base_model: str, ex
     return folder
 
 
+def _schedule(card: dict) -> str:
+    """How the run ended, when the card records it: its schedule ran out, or the time budget stopped it."""
+    if card.get("stopped_by") == "budget":
+        return f" of {card['planned_steps']} planned (stopped by the time budget)"
+    return f" (seed {card['config']['seed']})" if "config" in card else ""
+
+
 def model_card(family: str, config: dict, card: dict) -> str:
     held = card["held_out"]
     by_position = ", ".join(f"{x:.3f}" for x in held["acceptance_by_position"])
@@ -436,7 +443,7 @@ def model_card(family: str, config: dict, card: dict) -> str:
 | Data | {card['train_conversations']} conversations of this project's prompt corpus (`specatlas/train_prompts.py`), \
 {card['train_tokens']} tokens ({card['train_answer_tokens']} of them answer tokens); {card.get('targets', "labels are the target's greedy tokens")} |
 | Held out | {card['held_out_conversations']} conversations, {held['positions']} answer positions |
-| Training | {card['steps']} steps, {card['train_seconds'] / 60:.1f} min (float32, CPU), final loss {card['final_loss']} |
+| Training | {card['steps']} steps{_schedule(card)}, {card['train_seconds'] / 60:.1f} min (float32, CPU), final loss {card['final_loss']} |
 | Held-out acceptance by draft position (top-1 chain, given the earlier drafts accepted) | {by_position} |
 | Held-out mean accepted tokens per step (top-1 chain, bonus token included) | {held['mean_accepted_tokens_chain']} |{untrained}
 | Weights | float16, the family's published layout (loads with `specatlas.impls.checkpoints.load`) |

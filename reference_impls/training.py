@@ -10,8 +10,9 @@ three inner layers for EAGLE-3) plus the target's greedy next token at every pos
 are those greedy tokens, so every position teaches what the target would decode there. (The
 batch is left-padded: its states equal an unpadded forward's up to float32 rounding.)
 
-Training runs in float32 (on CPU bf16 matmuls are far slower), checkpoints every few minutes and
-resumes from the last checkpoint, and stops at `budget_minutes`. The 49k-token LM head dominates a
+Training runs in float32 (on CPU bf16 matmuls are far slower) on a schedule in steps; a run is a
+function of its config (`Family.train`, `train_loop`): a time budget only stops it early, it
+checkpoints every few minutes under a key of the whole config, and a rerun resumes it exactly. The 49k-token LM head dominates a
 training step (~4x the cost of an EAGLE layer), so the cross-entropy terms score only the
 `LOSS_VOCAB` tokens the target uses most in the training data plus every label of the batch: the
 label's logit is exact, only the rarest negatives are left out (a sampled softmax with a fixed,
@@ -36,6 +37,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
+from specatlas.fsutil import atomic_write
 from specatlas.impls import checkpoints
 from specatlas.impls.distilled import DraftLayers
 from specatlas.impls.errors import unpickle_failure
@@ -208,8 +210,11 @@ def shared_prompt_prefix(features: Features) -> int:
 @dataclass
 class Progress:
     step: int = 0
+    planned: int = 0  # the schedule's length in steps
+    stopped_by: str = ""  # "steps" (the schedule ran out) or "budget" (the time budget stopped it first)
     seconds: float = 0.0
     losses: list[float] = field(default_factory=list)  # mean loss per logged interval
+    running: list[float] = field(default_factory=list)  # losses of the interval in progress
 
 
 def resume(checkpoint: Path, module, optimizer) -> Progress:
@@ -231,57 +236,78 @@ def resume(checkpoint: Path, module, optimizer) -> Progress:
 
 def atomic_save(obj, path: Path) -> None:
     """torch.save to `path` through fsutil.atomic_write: a kill never leaves a torn checkpoint."""
-    from specatlas.fsutil import atomic_write
-
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     atomic_write(path, buffer.getvalue())
 
 
-def train_loop(module, optimizer, batches, loss_fn, checkpoint: Path, budget_minutes: float, max_steps: int,
-               progress=None, warmup: int = 30, log_every: int = 20) -> Progress:
-    """Minimise `loss_fn(batch)` over `batches(step)` for `max_steps` or `budget_minutes`, whichever
-    ends first, saving (module, optimizer, progress) to `checkpoint` every few minutes and resuming
-    from it. The learning rate warms up, then follows a cosine to zero over whichever of steps or
-    time is further along, so a budget cut still ends on a decayed rate."""
+def step_seed(seed: int, step: int) -> int:
+    """The seed of step `step`'s randomness: a function of (run seed, step) only, so a resumed run
+    draws exactly what an uninterrupted one would, with no generator state to save."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{step}".encode()).digest()[:8], "big") >> 1
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run: its seed, schedule length, resume checkpoint and the whole resolved config."""
+
+    family: str
+    seed: int
+    steps: int
+    checkpoint: Path
+    config: dict
+
+
+clock = time.monotonic  # what the budget is measured with (a test stops a run at a chosen step)
+
+
+def train_loop(module, optimizer, batches, loss_fn, run: Run, budget_minutes: float, progress=None,
+               warmup: int = 30, log_every: int = 20) -> Progress:
+    """Minimise `loss_fn(batches(step, generator))` for `run.steps` steps: the learning rate warms
+    up over `warmup` steps, then follows a cosine to zero at the last step. Everything random in a
+    step comes from `generator` (and torch's global RNG, for code that draws from it) seeded by
+    (seed, step), so the run is a function of its config. The time budget only stops the run early
+    (`stopped_by`); (module, optimizer, progress) are saved to `run.checkpoint` every few minutes
+    and at the end, and a later call resumes from them as if never stopped."""
+    checkpoint, max_steps, seed = run.checkpoint, run.steps, run.seed
     state = resume(checkpoint, module, optimizer)
+    state.planned = max_steps
     budget = budget_minutes * 60
     peak = [group.setdefault("initial_lr", group["lr"]) for group in optimizer.param_groups]
     bar = progress(total=max_steps, initial=state.step, desc="training", unit="step") if progress else None
-    started, last_save, running = time.monotonic() - state.seconds, time.monotonic(), []
+    started, last_save = clock() - state.seconds, clock()
 
     def save():
-        state.seconds = time.monotonic() - started
+        state.seconds = clock() - started
         # Tensors, numbers and strings only (Progress as a dict), so that resume() can read it
         # with weights_only=True: the cache is a file anyone may have placed, never code to run.
         atomic_save({"module": module.state_dict(), "optimizer": optimizer.state_dict(),
                      "progress": dataclasses.asdict(state)}, checkpoint)
 
     module.train()
-    while state.step < max_steps and time.monotonic() - started < budget:
-        done = max(state.step / max_steps, (time.monotonic() - started) / budget)
-        factor = min(1.0, (state.step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, done)))
+    while state.step < max_steps and clock() - started < budget:
+        factor = min(1.0, (state.step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * state.step / max_steps))
         for group, lr in zip(optimizer.param_groups, peak):
             group["lr"] = lr * factor
-        loss = loss_fn(batches(state.step))
+        torch.manual_seed(step_seed(seed, state.step))
+        loss = loss_fn(batches(state.step, torch.Generator().manual_seed(step_seed(seed, state.step))))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(module.parameters(), 0.5)
         optimizer.step()
         state.step += 1
-        running.append(loss.item())
-        if len(running) == log_every:
-            state.losses.append(sum(running) / len(running))
-            running = []
+        state.running.append(loss.item())
+        if len(state.running) == log_every or state.step == max_steps:
+            state.losses.append(sum(state.running) / len(state.running))
+            state.running = []
             if bar:
                 bar.set_postfix(loss=f"{state.losses[-1]:.3f}")
         if bar:
             bar.update(1)
-        if time.monotonic() - last_save > 180:
+        if clock() - last_save > 180:
             save()
-            last_save = time.monotonic()
-    if running:
-        state.losses.append(sum(running) / len(running))
+            last_save = clock()
+    state.stopped_by = "steps" if state.step >= max_steps else "budget"
     if bar:
         bar.close()
     module.eval()
@@ -303,7 +329,28 @@ class Family:
         return (model.config.num_hidden_layers,)
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+        """Train on `features` (cached in `folder`) and save to `output`. The run is a function of
+        its config: the seed fixes the initial weights here and every step's draws in `train_loop`,
+        and its resume checkpoint is keyed by the whole config, so a changed seed, schedule, setting
+        or data never resumes another run."""
+        data = hashlib.sha256()
+        for tokens in features.tokens:
+            data.update(tokens.numpy().astype("int64").tobytes() + b"|")
+        steps = steps or self.default_steps
+        config = {"family": self.name, "settings": self.settings(), "steps": steps, "seed": seed,
+                  "data": {"conversations": len(features.tokens), "sha256": data.hexdigest()}}
+        key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+        torch.manual_seed(seed)
+        run = Run(self.name, seed, steps, folder / f"{self.name}-{key}.ckpt", config)
+        return self.fit(loaded, features, run, output, budget_minutes, command, progress)
+
+    def fit(self, loaded, features, run: Run, output, budget_minutes, command, progress) -> str:
         raise NotImplementedError
+
+    def settings(self) -> dict:
+        """The family's hyperparameters (learning rate, batch, heads...), as its attributes say."""
+        return {name: value for name in dir(self) if not name.startswith("_")
+                and isinstance(value := getattr(self, name), (bool, int, float, str, tuple))}
 
 
 class MedusaFamily(Family):
@@ -314,19 +361,17 @@ class MedusaFamily(Family):
 
     name, num_heads, batch, lr, default_steps = "medusa", 4, 256, 1e-3, 2000
 
-    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+    def fit(self, loaded, features, run, output, budget_minutes, command, progress) -> str:
         model = loaded.model
         final = model.config.num_hidden_layers
         hidden, lm_weight = model.config.hidden_size, model.lm_head.weight.detach()
         heads = MedusaHeads(hidden, self.num_heads)
-        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
         start = shared_prompt_prefix(features)
         rows, labels = self._table(features, train_ids, start, final)
-        steps = steps or self.default_steps
         optimizer = torch.optim.AdamW(heads.parameters(), lr=self.lr, weight_decay=0.0)
-        generator = torch.Generator().manual_seed(seed)
 
-        def batches(step):
+        def batches(step, generator):
             pick = torch.randint(len(rows), (self.batch,), generator=generator)
             return rows[pick].float(), labels[pick]
 
@@ -337,10 +382,9 @@ class MedusaFamily(Family):
             outputs = heads.features(x)  # [heads, B, H]
             return sum(0.8**k * vocabulary.cross_entropy(outputs[k], y[:, k]) for k in range(self.num_heads))
 
-        state = train_loop(heads, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes, steps,
-                           progress)
+        state = train_loop(heads, optimizer, batches, loss_fn, run, budget_minutes, progress)
         accuracy = self.evaluate(heads, features, test_ids, lm_weight, final)
-        return finish(self.name, heads, loaded, features, train_ids, test_ids, state, accuracy, output, command,
+        return finish(run, heads, loaded, features, train_ids, test_ids, state, accuracy, output, command,
                       {"medusa_num_heads": self.num_heads, "medusa_num_layers": 1, "version": "2"})
 
     def _table(self, features, conversations, start, final):
@@ -378,15 +422,16 @@ def acceptance_summary(accepted: list[int], depth: int) -> dict:
             "mean_accepted_tokens_chain": round(1 + float(counts.float().mean()), 3), "positions": len(accepted)}
 
 
-def finish(name, module, loaded, features, train_ids, test_ids, state, accuracy, output, command, extra,
+def finish(run: Run, module, loaded, features, train_ids, test_ids, state, accuracy, output, command, extra,
            notes: dict | None = None) -> str:
     """Save `module` with its model card; `notes` adds to the card (what it was trained on)."""
+    name = run.family
     tokens = sum(len(features.tokens[c]) for c in train_ids)
     answer_tokens = sum(len(features.tokens[c]) - features.prompt_lengths[c] for c in train_ids)
     card = {"family": name, "base_model": loaded.name, "train_conversations": len(train_ids),
             "train_tokens": tokens, "train_answer_tokens": answer_tokens, "held_out_conversations": len(test_ids),
-            "steps": state.step, "train_seconds": round(state.seconds), "final_loss": round(state.losses[-1], 4)
-            if state.losses else None, "loss_curve": [round(x, 4) for x in state.losses[:: max(1, len(state.losses) // 20)]],
+            "steps": state.step, "planned_steps": state.planned, "stopped_by": state.stopped_by, "config": run.config,
+            "train_seconds": round(state.seconds), "final_loss": round(state.losses[-1], 4) if state.losses else None, "loss_curve": [round(x, 4) for x in state.losses[:: max(1, len(state.losses) // 20)]],
             "held_out": accuracy, "command": command, "torch": torch.__version__} | (notes or {})
     checkpoints.save(module, name, output, loaded.model, base_model=loaded.name, extra=extra, card=card)
     return f"{state.step} steps in {state.seconds / 60:.1f} min, loss {card['final_loss']}, " \
@@ -404,19 +449,17 @@ class EagleFamily(Family):
 
     name, conversations, lr, default_steps, steps_evaluated = "eagle", 4, 5e-4, 1500, 5
 
-    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+    def fit(self, loaded, features, run, output, budget_minutes, command, progress) -> str:
         model = loaded.model
         final = model.config.num_hidden_layers
         head = EagleHead(LayerConfig.from_dict(model.config.to_dict()))
         embed, lm_weight = model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
-        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
         start = shared_prompt_prefix(features)
-        steps = steps or self.default_steps
         optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr, weight_decay=0.0, betas=(0.9, 0.95))
-        generator = torch.Generator().manual_seed(seed)
         vocabulary = loss_vocabulary(features, train_ids, lm_weight)
 
-        def batches(step):
+        def batches(step, generator):
             picked = [train_ids[i] for i in torch.randperm(len(train_ids), generator=generator)[: self.conversations]]
             width = max(len(features.tokens[c]) for c in picked) - 1
             tokens = torch.zeros(len(picked), width, dtype=torch.long)
@@ -438,10 +481,9 @@ class EagleFamily(Family):
             regression = F.smooth_l1_loss(predicted[valid], wanted[valid])
             return regression + 0.1 * vocabulary.cross_entropy(predicted[valid], labels[valid])
 
-        state = train_loop(head, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes, steps,
-                           progress)
+        state = train_loop(head, optimizer, batches, loss_fn, run, budget_minutes, progress)
         accuracy = self.evaluate(head, features, test_ids, embed, lm_weight, final)
-        return finish(self.name, head, loaded, features, train_ids, test_ids, state, accuracy, output, command,
+        return finish(run, head, loaded, features, train_ids, test_ids, state, accuracy, output, command,
                       {"bias": True})
 
     @torch.no_grad()
@@ -496,19 +538,18 @@ class HydraFamily(Family):
 
     name, num_heads, batch, lr, default_steps = "hydra", 4, 256, 1e-3, 2000
 
-    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+    def fit(self, loaded, features, run, output, budget_minutes, command, progress) -> str:
         model = loaded.model
         final = model.config.num_hidden_layers
         embed, lm_weight = model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
         heads = HydraHeads(model.config.hidden_size, self.num_heads)
-        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
         start = shared_prompt_prefix(features)
         rows, inputs, labels = self._table(features, train_ids, start, final)
         optimizer = torch.optim.AdamW(heads.parameters(), lr=self.lr, weight_decay=0.0)
-        generator = torch.Generator().manual_seed(seed)
         vocabulary = loss_vocabulary(features, train_ids, lm_weight)
 
-        def batches(step):
+        def batches(step, generator):
             pick = torch.randint(len(rows), (self.batch,), generator=generator)
             return rows[pick].float(), F.embedding(inputs[pick], embed), labels[pick]
 
@@ -517,10 +558,9 @@ class HydraFamily(Family):
             return sum(vocabulary.cross_entropy(heads.features(k, hidden, embeds[:, : k + 1]), y[:, k])
                        for k in range(self.num_heads))
 
-        state = train_loop(heads, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes,
-                           steps or self.default_steps, progress)
+        state = train_loop(heads, optimizer, batches, loss_fn, run, budget_minutes, progress)
         accuracy = self.evaluate(heads, features, test_ids, embed, lm_weight, final)
-        return finish(self.name, heads, loaded, features, train_ids, test_ids, state, accuracy, output, command, {})
+        return finish(run, heads, loaded, features, train_ids, test_ids, state, accuracy, output, command, {})
 
     def _table(self, features, conversations, start, final):
         """Per position t >= start: the final state, tokens t+1 .. t+K (head k reads the first
@@ -579,12 +619,12 @@ class Eagle3Family(EagleFamily):
     def layers(self, model) -> tuple[int, ...]:
         return eagle3_layers(model.config.num_hidden_layers)
 
-    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+    def fit(self, loaded, features, run, output, budget_minutes, command, progress) -> str:
         model = loaded.model
         layers = self.layers(model)
         vocab, hidden = model.config.vocab_size, model.config.hidden_size
         embed = model.model.embed_tokens.weight.detach()
-        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
         used = frequency_ranked(features, train_ids, vocab)[:DRAFT_VOCAB].sort().values
         head = Eagle3Head(LayerConfig.from_dict(model.config.to_dict()), hidden, vocab, len(used))
         head.d2t.copy_(used - torch.arange(len(used)))
@@ -595,9 +635,8 @@ class Eagle3Family(EagleFamily):
         start = shared_prompt_prefix(features)
         fused = lambda c: torch.cat([features.hidden[layer][c] for layer in layers], -1).float()  # noqa: E731
         optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr, weight_decay=0.0, betas=(0.9, 0.95))
-        generator = torch.Generator().manual_seed(seed)
 
-        def batches(step):
+        def batches(step, generator):
             picked = [train_ids[i] for i in torch.randperm(len(train_ids), generator=generator)[: self.conversations]]
             width = max(len(features.tokens[c]) for c in picked) - 1
             tokens = torch.zeros(len(picked), width + self.ttt_steps, dtype=torch.long)  # room for the shifts
@@ -621,12 +660,11 @@ class Eagle3Family(EagleFamily):
                     loss = loss + 0.8**k * F.cross_entropy(head.logits(predicted)[wanted != -100], wanted[wanted != -100])
             return loss
 
-        state = train_loop(head, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes,
-                           steps or self.default_steps, progress)
+        state = train_loop(head, optimizer, batches, loss_fn, run, budget_minutes, progress)
         accuracy = chain_acceptance(features, test_ids, embed, self.steps_evaluated, fused,
                                     lambda *args: head.hidden(*args),
                                     lambda predicted: head.to_target(head.logits(predicted).argmax(-1)))
-        return finish(self.name, head, loaded, features, train_ids, test_ids, state, accuracy, output, command, {})
+        return finish(run, head, loaded, features, train_ids, test_ids, state, accuracy, output, command, {})
 
 
 def training_time_test(head, tokens, states, embed, steps: int, deep: torch.Tensor | None = None):
@@ -657,10 +695,10 @@ class FrSpecFamily(Family):
     def layers(self, model) -> tuple[int, ...]:
         return ()
 
-    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+    def fit(self, loaded, features, run, output, budget_minutes, command, progress) -> str:
         vocab = loaded.model.config.vocab_size
         size = vocab // FR_SPEC_FRACTION
-        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
         ranked = frequency_ranked(features, train_ids, vocab)[:size].tolist()
         seen = set(ranked)
         ranked += [token for token in range(vocab) if token not in seen][: size - len(ranked)]
@@ -715,10 +753,10 @@ class KangarooFamily(Family):
         assert self.exit_layer in stored_layers(model), "the exit layer's states must be in the training data"
         return (self.exit_layer, model.config.num_hidden_layers)
 
-    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+    def fit(self, loaded, features, run, output, budget_minutes, command, progress) -> str:
         model = loaded.model
         final, lm_weight = model.config.num_hidden_layers, model.lm_head.weight.detach()
-        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
         start = shared_prompt_prefix(features)
         vocabulary = loss_vocabulary(features, train_ids, lm_weight).frequent
         adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight.detach(),
@@ -727,9 +765,8 @@ class KangarooFamily(Family):
         head = lm_weight[vocabulary]
         untrained = self.evaluate(adapter, features, test_ids, lm_weight)
         optimizer = torch.optim.AdamW(adapter.parameters(), lr=self.lr, weight_decay=0.0, betas=(0.9, 0.95))
-        generator = torch.Generator().manual_seed(seed)
 
-        def batches(step):
+        def batches(step, generator):
             picked = [train_ids[i] for i in torch.randperm(len(train_ids), generator=generator)[: self.conversations]]
             mask = padded([torch.arange(len(features.tokens[c])) >= start for c in picked], False)
             with torch.no_grad():
@@ -741,10 +778,9 @@ class KangarooFamily(Family):
             positions = torch.arange(exits.shape[1])[None].expand(exits.shape[0], -1)
             return -(p * F.linear(adapter(exits, positions)[mask], head).log_softmax(-1)).sum(-1).mean()
 
-        state = train_loop(adapter, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes,
-                           steps or self.default_steps, progress)
+        state = train_loop(adapter, optimizer, batches, loss_fn, run, budget_minutes, progress)
         accuracy = self.evaluate(adapter, features, test_ids, lm_weight) | {"untrained": untrained}
-        return finish(self.name, adapter, loaded, features, train_ids, test_ids, state, accuracy, output, command,
+        return finish(run, adapter, loaded, features, train_ids, test_ids, state, accuracy, output, command,
                       {"exit_layer": self.exit_layer},
                       {"targets": f"targets are the target's full distributions; inputs its exit states after layer "
                                   f"{self.exit_layer}"})
@@ -780,25 +816,24 @@ class DistillFamily(Family):
     # `scored_rows` positions, whose target distributions need the full 49k-row head) or 2 samples of 48 tokens.
     conversations, scored_rows, on_policy_prompts, on_policy_tokens, off_policy_warmup = 2, 256, 2, 48, 50
 
-    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+    def fit(self, loaded, features, run, output, budget_minutes, command, progress) -> str:
         model = loaded.model
         final, lm_weight = model.config.num_hidden_layers, model.lm_head.weight.detach()
-        train_ids, test_ids = split(len(features.tokens), seed=seed)
+        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
         start = shared_prompt_prefix(features)
         vocabulary = loss_vocabulary(features, train_ids, lm_weight).frequent
         student = DraftLayers.from_target(model, self.num_layers, vocabulary).train().requires_grad_(True)
         drafter, head = student.drafter(model), lm_weight[vocabulary]
         untrained = self.evaluate(drafter, features, test_ids)
         optimizer = torch.optim.AdamW(student.parameters(), lr=self.lr, weight_decay=0.0)
-        generator = torch.Generator().manual_seed(seed)
         pad = int(features.tokens[0][0])  # any id: padded positions are masked out of attention and loss
         stops = torch.tensor(sorted(eos_ids(model, loaded.tokenizer)))
 
-        def pick(count):
+        def pick(count, generator):
             return [train_ids[i] for i in torch.randperm(len(train_ids), generator=generator)[:count]]
 
-        def off_policy():
-            picked = pick(self.conversations)
+        def off_policy(generator):
+            picked = pick(self.conversations, generator)
             tokens = padded([features.tokens[c] for c in picked], pad)
             mask = padded([torch.ones(len(features.tokens[c]), dtype=torch.bool) for c in picked], False)
             scored = padded([torch.arange(len(features.tokens[c])) >= start for c in picked], False)
@@ -810,8 +845,8 @@ class DistillFamily(Family):
             return tokens, mask, scored, p.softmax(-1)[:, vocabulary]
 
         @torch.no_grad()
-        def on_policy():
-            prompts = [features.tokens[c][: features.prompt_lengths[c]] for c in pick(self.on_policy_prompts)]
+        def on_policy(generator):  # the samples draw from torch's global RNG, seeded per step by train_loop
+            prompts = [features.tokens[c][: features.prompt_lengths[c]] for c in pick(self.on_policy_prompts, generator)]
             width = max(map(len, prompts))
             # Left-padded, so every sample starts at column `width`; the student samples at T = 1.
             batch = torch.stack([torch.cat([prompt.new_full((width - len(prompt),), pad), prompt]) for prompt in prompts])
@@ -829,8 +864,8 @@ class DistillFamily(Family):
             logits = model(input_ids=tokens, attention_mask=mask.long(), position_ids=positions(mask)).logits
             return tokens, mask, scored, logits[scored].softmax(-1)[:, vocabulary]
 
-        def batches(step):
-            return on_policy() if step >= self.off_policy_warmup and step % 2 else off_policy()
+        def batches(step, generator):
+            return on_policy(generator) if step >= self.off_policy_warmup and step % 2 else off_policy(generator)
 
         def loss_fn(batch):
             tokens, mask, scored, p = batch
@@ -838,10 +873,9 @@ class DistillFamily(Family):
             q = F.linear(hidden[scored], head).softmax(-1)
             return 0.5 * ((p - q).abs().sum(-1) + 1 - p.sum(-1)).mean()
 
-        state = train_loop(student, optimizer, batches, loss_fn, folder / f"{self.name}.ckpt", budget_minutes,
-                           steps or self.default_steps, progress)
+        state = train_loop(student, optimizer, batches, loss_fn, run, budget_minutes, progress)
         accuracy = self.evaluate(drafter, features, test_ids) | {"untrained": untrained}
-        return finish(self.name, student, loaded, features, train_ids, test_ids, state, accuracy, output, command,
+        return finish(run, student, loaded, features, train_ids, test_ids, state, accuracy, output, command,
                       {"num_hidden_layers": self.num_layers, "draft_vocab_size": len(vocabulary)},
                       {"trained_on": "by distillation: on the target's greedy answers, then alternately on sequences "
                                      "the drafter sampled itself (on-policy)",

@@ -46,7 +46,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, help="folder for the trained checkpoint, new, empty or an earlier "
                                                      "output (default: the shipped heads folder for the embedded "
                                                      "model, else ./<family>-head)")
-    parser.add_argument("--budget-minutes", type=float, default=45.0, help="stop training after this long")
+    parser.add_argument("--budget-minutes", type=float, default=45.0, help="stop training after this long (the schedule is in steps; a budget stop is recorded and a rerun resumes)")
     parser.add_argument("--steps", type=int, help="training steps (default: the family's; the budget may stop earlier)")
     parser.add_argument("--max-new-tokens", type=int, default=320, help="answer length cap when generating data")
     parser.add_argument("--batch-size", type=int, default=16, help="prompts answered together when generating data")
@@ -74,8 +74,10 @@ def execute(args: argparse.Namespace) -> int:
         close = difflib.get_close_matches(args.method.lower(), names, n=3, cutoff=0.5)
         hint = f"; closest: {', '.join(close)}" if close else ""
         raise CommandError(f"no trainable head for {args.method!r}{hint}; trainable: {', '.join(TRAINABLE)}")
-    if args.budget_minutes <= 0 or args.max_new_tokens < 1 or args.batch_size < 1 or (args.prompts or 1) < 1:
-        raise CommandError("--budget-minutes, --max-new-tokens, --batch-size and --prompts must be positive")
+    if not 0 < args.budget_minutes < float("inf") or args.max_new_tokens < 1 or args.batch_size < 1 \
+            or (args.prompts or 1) < 1 or (args.steps is not None and args.steps < 1):
+        raise CommandError("--budget-minutes (finite), --steps, --max-new-tokens, --batch-size and --prompts must be "
+                           "positive")
     worker = args.worker.split("/")
     if len(worker) != 2 or not all(part.isdigit() for part in worker) or not int(worker[0]) < int(worker[1]):
         raise CommandError(f"--worker must be I/N with 0 <= I < N, got {args.worker!r}")

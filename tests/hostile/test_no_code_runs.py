@@ -69,8 +69,9 @@ def test_the_training_checkpoint_the_project_writes_resumes_with_weights_only(tm
     module = torch.nn.Linear(2, 2)
     optimizer = torch.optim.AdamW(module.parameters())
     checkpoint = tmp_path / "medusa.ckpt"
-    state = training.train_loop(module, optimizer, lambda step: torch.randn(4, 2),
-                                lambda x: module(x).pow(2).mean(), checkpoint, 1.0, 3)
+    run = training.Run("medusa", 0, 3, checkpoint, {})
+    state = training.train_loop(module, optimizer, lambda step, generator: torch.randn(4, 2, generator=generator),
+                                lambda x: module(x).pow(2).mean(), run, 1.0)
     torch.load(checkpoint, weights_only=True)  # plain data only
     fresh = torch.nn.Linear(2, 2)
     resumed = training.resume(checkpoint, fresh, torch.optim.AdamW(fresh.parameters()))

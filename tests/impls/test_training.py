@@ -64,23 +64,56 @@ def test_workers_split_the_prompts(tmp_path, loaded):
         training.read_data(tmp_path, list(range(len(PROMPTS))), (6,))
 
 
-@pytest.mark.parametrize("family", ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec"])
-def test_training_resumes_and_writes_a_loadable_published_checkpoint(tmp_path, loaded, family, monkeypatch):
-    training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=4)
+FAMILIES = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec"]
+
+
+def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0, stop_after_steps=None):
+    """`specatlas train <family>` on the tiny model; `stop_after_steps`: a time budget that runs out
+    after that many steps (a fake clock that advances one minute per step)."""
     trainer = training.FAMILIES[family]
     monkeypatch.setattr(trainer, "off_policy_warmup", 2, raising=False)  # DistillSpec: on-policy batches from step 2
-    features = training.read_data(tmp_path, list(range(len(PROMPTS))), trainer.layers(loaded.model))
-    output = tmp_path / "out"
-    summary = trainer.train(loaded, features, tmp_path, output, 5.0, 6, 0, "specatlas train x", None)
-    assert "6 steps" in summary
-    card = json.loads((output / "training.json").read_text())
-    assert card["steps"] == 6 and card["held_out"]["positions"] > 0
-    assert (output / "README.md").read_text().count("specatlas train x") == 1
-    # Resuming with a larger step budget continues from step 6, not from scratch.
-    trainer.train(loaded, features, tmp_path, output, 5.0, 9, 0, "specatlas train x", None)
-    assert json.loads((output / "training.json").read_text())["steps"] == 9
-    ckpt = load(output, loaded.model, "tiny")
-    assert ckpt.family == family
+    training.generate(loaded, PROMPTS, cache, max_new_tokens=12, batch_size=4)
+    features = training.read_data(cache, list(range(len(PROMPTS))), trainer.layers(loaded.model))
+    budget = 1e9
+    if stop_after_steps is not None:
+        ticks = iter(range(10**6))
+        calls_per_step = 2  # the loop's budget check and its save check read the clock once each
+        monkeypatch.setattr(training, "clock", lambda: next(ticks) * 60 / calls_per_step)
+        budget = stop_after_steps + 0.5
+    summary = trainer.train(loaded, features, cache, output, budget, steps, seed, "specatlas train x", None)
+    monkeypatch.setattr(training, "clock", training.time.monotonic)
+    return summary, json.loads((output / "training.json").read_text())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(tmp_path, loaded, family, monkeypatch):
+    """Stopped by its time budget after 2 of 6 steps and run again, training ends exactly where an
+    uninterrupted run ends: weights, loss curve and card; and the checkpoint loads in its layout."""
+    cache = tmp_path / "data"
+    _, whole = train(loaded, tmp_path, family, monkeypatch, cache, tmp_path / "whole")
+    assert whole["steps"] == whole["planned_steps"] == 6 and whole["stopped_by"] == "steps"
+    assert whole["held_out"]["positions"] > 0 and whole["config"]["seed"] == 0
+    assert (tmp_path / "whole" / "README.md").read_text().count("specatlas train x") == 1
+    for leftover in cache.glob("*.ckpt"):  # the uninterrupted run's own checkpoint would be resumed
+        leftover.unlink()
+    _, stopped = train(loaded, tmp_path, family, monkeypatch, cache, tmp_path / "resumed", stop_after_steps=2)
+    assert stopped["steps"] == 2 and stopped["stopped_by"] == "budget"
+    _, resumed = train(loaded, tmp_path, family, monkeypatch, cache, tmp_path / "resumed")
+    assert resumed["steps"] == 6 and resumed["loss_curve"] == whole["loss_curve"] and resumed["config"] == whole["config"]
+    want, got = (load(tmp_path / name, loaded.model, "tiny") for name in ("whole", "resumed"))
+    assert want.family == got.family == family
+    for key, value in want.head.state_dict().items():
+        assert torch.equal(value, got.head.state_dict()[key]), key
+
+
+def test_another_seed_or_schedule_never_resumes_a_run(tmp_path, loaded, monkeypatch):
+    cache = tmp_path / "data"
+    train(loaded, tmp_path, "medusa", monkeypatch, cache, tmp_path / "a", stop_after_steps=2)
+    assert len(list(cache.glob("medusa-*.ckpt"))) == 1
+    _, other_seed = train(loaded, tmp_path, "medusa", monkeypatch, cache, tmp_path / "b", seed=1, stop_after_steps=3)
+    _, other_steps = train(loaded, tmp_path, "medusa", monkeypatch, cache, tmp_path / "c", steps=7, stop_after_steps=3)
+    assert other_seed["steps"] == other_steps["steps"] == 3  # each started from step 0, not from the first run's 2
+    assert len(list(cache.glob("medusa-*.ckpt"))) == 3
 
 
 def test_loss_vocabulary_scores_the_frequent_tokens_and_every_label():
