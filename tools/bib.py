@@ -21,6 +21,7 @@ from pathlib import Path
 
 import bibtexparser
 from bibtexparser.model import Entry, Field
+from pylatexenc.latex2text import LatexNodes2Text
 from pylatexenc.latexencode import RULE_DICT, UnicodeToLatexConversionRule, UnicodeToLatexEncoder
 
 from specatlas.catalog.schema import Paper
@@ -63,6 +64,7 @@ def identifier(text: str) -> str:
     return text.translate(_URL_UNSAFE)
 
 
+_DECODER = LatexNodes2Text()  # what bibtexparser's LatexDecodingMiddleware reads with
 _LIGATURE = re.compile(r"([-'`])(?=[-'`])")
 
 
@@ -75,8 +77,32 @@ _VERBATIM = frozenset(c for c in map(chr, range(32, 127)) if _ENCODER.unicode_to
 def latex(text: str) -> str:
     """Plain text as LaTeX that decodes back to the same text. Runs such as -- or '' are split
     with {} so that TeX does not turn them into dashes or curly quotes."""
-    encoded = text if _VERBATIM.issuperset(text) else _ENCODER.unicode_to_latex(text)
+    encoded = text if _VERBATIM.issuperset(text) else "".join(map(_latex_char, text))
     return _LIGATURE.sub(r"\1{}", encoded)
+
+
+@lru_cache(maxsize=None)
+def _latex_char(char: str) -> str:
+    """`char`'s LaTeX macro when it decodes back to `char`, else the character itself (UTF-8, which
+    biber and LaTeX since 2018 read): pylatexenc writes U+00B7 as \\textperiodcentered but reads
+    that macro as U+02D9, so a macro is kept only where the round trip holds."""
+    encoded = _ENCODER.unicode_to_latex(char)
+    return encoded if encoded == char or _DECODER.latex_to_text(encoded) == char else char
+
+
+# Math a title may carry into BibTeX: symbols, sub/superscripts and these macros only. Anything else
+# (\input, \write18, \def, \catcode...) would run in whoever compiles a citing paper: such
+# "math" is escaped as text instead.
+_MATH_MACROS = frozenset("""alpha beta gamma delta epsilon varepsilon zeta eta theta kappa lambda mu nu xi pi rho sigma
+    tau phi varphi chi psi omega Gamma Delta Theta Lambda Xi Pi Sigma Phi Psi Omega times cdot leq geq le ge neq
+    approx sim infty ell log exp sqrt frac mathcal mathrm mathbf mathbb text textrm rightarrow to leftarrow pm
+    ldots cdots""".split())
+_MATH_SAFE = re.compile(r"[$\\\sA-Za-z0-9+\-*/=<>()\[\]{}^_.,:;!|'~]*")
+
+
+def safe_math(math: str) -> bool:
+    """Whether a $...$ span holds only whitelisted macros and harmless characters."""
+    return bool(_MATH_SAFE.fullmatch(math)) and set(re.findall(r"\\([A-Za-z]+|.)", math)) <= _MATH_MACROS
 
 
 def latex_title(title: str, proper_names: Iterable[str] = ()) -> str:
@@ -86,7 +112,7 @@ def latex_title(title: str, proper_names: Iterable[str] = ()) -> str:
     names = {n.lower() for n in proper_names}
     parts = []
     for i, chunk in enumerate(_MATH.split(title)):
-        if i % 2:
+        if i % 2 and safe_math(chunk):
             parts.append(chunk)
             continue
         pos = 0

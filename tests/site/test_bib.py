@@ -98,3 +98,31 @@ def test_cli_writes_the_file(tmp_path):
     out = tmp_path / "papers.bib"
     assert main(["bib", "-o", str(out)]) == 0
     assert out.read_text(encoding="utf-8").count("\n@") + 1 == len(validate()[1])
+
+
+@pytest.mark.parametrize("title, kept", [
+    (r"Faster by $\alpha_{t}$ and $O(n^2)$", [r"$\alpha_{t}$", "$O(n^2)$"]),
+    (r"Math that runs $\input{/etc/passwd}$ or $\write18{rm -rf ~}$", []),
+    (r"A $\def\x{y}$ and $\catcode`\^=7$", []),
+])
+def test_title_math_reaches_bibtex_only_from_the_whitelist(title, kept):
+    """A title's $...$ with any macro outside the whitelist is escaped as text, so compiling a
+    citing paper never runs it; whitelisted math stays math."""
+    rendered = bib.latex_title(title)
+    for math in kept:
+        assert math in rendered
+    for danger in (r"\input", r"\write18", r"\def", r"\catcode"):
+        assert danger not in rendered.replace(r"\textbackslash{}", "")
+    library = bibtexparser.parse_string("@article{k, title = {" + rendered + "}}",
+                                        append_middleware=[LatexDecodingMiddleware()])
+    if not kept:  # escaped math reads back as the title's own characters
+        assert library.entries[0]["title"] == title
+
+
+def test_characters_whose_macro_reads_back_otherwise_stay_utf8():
+    title = "Middle dot \u00b7 and caf\u00e9"
+    rendered = bib.latex_title(title)
+    assert "\u00b7" in rendered and r"\'e" in rendered
+    library = bibtexparser.parse_string("@article{k, title = {" + rendered + "}}",
+                                        append_middleware=[LatexDecodingMiddleware()])
+    assert library.entries[0]["title"] == title
