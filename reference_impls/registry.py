@@ -27,6 +27,9 @@ class MethodSpec:
     # `paper_settings` says in numbers; exact for static structures, a bound for adaptive ones.
     paper_draft: tuple[int, int] | None = None
     paper_draft_exact: bool = True
+    # When the record lists lossless_variants and its top-level flag describes all of them, the
+    # variant this composition implements (its `variant` text); `lossless` must match that entry.
+    variant: str = ""
 
     def builder_function(self):
         """The composition's builder (importing it imports torch)."""
@@ -96,7 +99,7 @@ METHODS: dict[str, MethodSpec] = {
                    ("extra-heads",), ("greedy-verification", "top-k-acceptance"), True, f"{_M}_heads:blockwise",
                    trained_head="medusa",
                    paper_settings="top-1 block of the heads' tokens, exact greedy acceptance (top-k acceptance opt-in)",
-                   paper_draft=(4, 4)),
+                   paper_draft=(4, 4), variant="frozen base model, exact greedy acceptance"),
         MethodSpec("li2024eagle", "EAGLE: feature-level draft head, static tree", ("eagle", "eagle-1"),
                    ("feature-level-drafting", "token-tree"),
                    ("token-tree-verification", "speculative-sampling", "greedy-verification"), True, f"{_M}_heads:eagle",

@@ -127,6 +127,18 @@ class ReportedResult(_Strict):
         return self
 
 
+class LosslessVariant(_Strict):
+    """One variant of a method (a verification rule, a training mode) and whether it is lossless.
+    Lossless always means: the output distribution of the *unmodified* target model (greedy:
+    its identical output). A variant that fine-tunes the target's own weights is compared with the
+    original target, so it is not lossless even if it reproduces the fine-tuned model exactly."""
+
+    variant: Line = Field(min_length=2, description="The variant as the paper names it, e.g. 'exact verification', 'typical acceptance', 'Medusa-2 (backbone fine-tuned)'.")
+    lossless: bool = Field(description="true when this variant provably keeps the unmodified target's output distribution.")
+    modifies_target: bool = Field(False, description="true when this variant trains or fine-tunes the target's own weights; it then cannot be lossless.")
+    note: Note | None = None
+
+
 class BibtexOverrides(_Strict):
     """Fields that replace what the BibTeX generator derives from the record."""
 
@@ -162,7 +174,8 @@ class Paper(_Strict):
     aliases: list[Annotated[str, Field(pattern=ALIAS_PATTERN, max_length=64)]] = Field(default_factory=list, description="Short method names users type: eagle, medusa, pld.")
     previous_titles: list[Annotated[Line, Field(min_length=4)]] = Field(default_factory=list, description="Earlier titles of the same paper (usually the arXiv preprint's) when the cited version was renamed; kept so searches and citations by the old title still find it.")
     taxonomy: TaxonomyTags
-    lossless: bool | None = Field(strict=True, description="true when the output distribution provably equals the target's; null when not a decoding method.")
+    lossless: bool | None = Field(strict=True, description="true when the output distribution provably equals the unmodified target's in every variant the paper proposes; false when any variant relaxes acceptance, approximates, or changes the target's weights (then say which variants are lossless in lossless_variants); null when not a decoding method.")
+    lossless_variants: list[LosslessVariant] = Field(default_factory=list, description="Per-variant losslessness when the paper's variants differ, e.g. exact verification (lossless) and typical acceptance (not).")
     builds_on: list[PaperId] = Field(default_factory=list, description="Ids of cataloged papers this work extends.")
     not_duplicate_of: list[PaperId] = Field(default_factory=list, description="Ids of records whose titles are nearly identical but that are different papers.")
     summary: Annotated[str, AfterValidator(_prose)] = Field(min_length=40, max_length=900, description="1-4 sentences in our own words. No HTML.")

@@ -18,6 +18,11 @@ from specatlas.catalog.taxonomy import FACETS, Taxonomy, load_taxonomy
 from specatlas.paths import repo_root
 
 NEAR_DUPLICATE_TITLE_SCORE = 95.0
+# Tags that say an existing target's own weights are fine-tuned (Medusa-2, SDSAT): the output then
+# follows a modified model, so the record cannot claim to keep the unmodified target's distribution.
+# (Plain joint-training also covers pre-training a new model with a multi-token objective, where the
+# trained model is the target; it is not in this set.)
+TARGET_MODIFYING_TAGS = {"alignment": ("target-fine-tuning",)}
 _ARXIV_NEW_STYLE = re.compile(r"^(\d{2})(\d{2})\.\d{4,5}$")
 
 
@@ -129,12 +134,39 @@ def _cross_record_problems(records: list[Record], taxonomy: Taxonomy, today: dt.
             for t in paper.taxonomy.verification
         ):
             report(record, "lossless", "is true, but every verification tag is a relaxed (lossy) rule; set lossless: false or fix the tags")
+        _check_lossless_variants(record, report)
     for alias, owner in owners.items():
         if alias in by_id and owner != alias:
             report(by_id[owner], "aliases", f"'{alias}' is the id of another record; pick a different alias")
     _check_near_duplicates(records, report)
     _check_lineage(records, by_id, report)
     return problems
+
+
+def _check_lossless_variants(record: Record, report) -> None:
+    """Lossless means the unmodified target's distribution: a record or variant that trains the
+    target's weights cannot claim it, and the top-level flag agrees with the variants."""
+    paper = record.paper
+    modifying = [f"taxonomy.{facet} '{tag}'" for facet, tags in TARGET_MODIFYING_TAGS.items()
+                 for tag in getattr(paper.taxonomy, facet) if tag in tags]
+    if paper.lossless and modifying:
+        report(record, "lossless", f"is true, but {modifying[0]} says the target's own weights are trained, so the output is "
+               "no longer the unmodified target's; set lossless: false and name the variants that keep the target "
+               "frozen in lossless_variants")
+    variants = paper.lossless_variants
+    for i, variant in enumerate(variants):
+        if variant.lossless and variant.modifies_target:
+            report(record, f"lossless_variants[{i}].lossless", f"is true, but '{variant.variant}' modifies the target's "
+                   "weights; lossless means the unmodified target's distribution, so set it to false",
+                   "lossless_variants", i, "lossless")
+    if not variants:
+        return
+    if paper.lossless is None:
+        report(record, "lossless_variants", "lists variants, but lossless is null (not a decoding method); set lossless or drop the list")
+    elif paper.lossless and not all(v.lossless for v in variants):
+        report(record, "lossless", "is true, but lossless_variants lists a lossy variant; set lossless: false (true only when every variant is lossless)")
+    elif paper.lossless is False and all(v.lossless for v in variants) and not modifying:
+        report(record, "lossless", "is false, but every variant in lossless_variants is lossless; set lossless: true or mark the lossy variant")
 
 
 def _check_tags(record: Record, taxonomy: Taxonomy, report) -> None:

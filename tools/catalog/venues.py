@@ -30,6 +30,7 @@ VENUES: dict[str, Venue] = {
     "NAACL-Findings": Venue("conference", "Findings of the Association for Computational Linguistics: NAACL"),
     "NAACL-Industry": Venue("conference", "Proceedings of NAACL: Industry Track"),
     "EACL": Venue("conference", "Proceedings of the Conference of the European Chapter of the Association for Computational Linguistics"),
+    "EACL-Findings": Venue("conference", "Findings of the Association for Computational Linguistics: EACL"),
     "COLING": Venue("conference", "Proceedings of the International Conference on Computational Linguistics"),
     "COLM": Venue("conference", "Conference on Language Modeling"),
     "TACL": Venue("journal", "Transactions of the Association for Computational Linguistics"),
