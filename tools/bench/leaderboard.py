@@ -257,6 +257,8 @@ def kernels(config: dict) -> str:
     if "packed_linears" not in config:
         return "kernels not recorded"
     packed = config["packed_linears"]
+    if "kernel_choice" in config:  # chosen per shape and row count by timing them on the machine
+        return f"kernels chosen by measurement ({packed} linears packed for oneDNN at some row counts)"
     return f"{packed} linears packed for oneDNN" if packed else "default kernels"
 
 

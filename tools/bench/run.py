@@ -162,6 +162,7 @@ def bench(args) -> Path:
     from transformers.utils import logging as hf_logging
 
     from specatlas.bench import contenders as cs
+    from specatlas.impls.cpu_kernels import describe as describe_kernels
     from specatlas.impls.cpu_kernels import packed_layers
     from specatlas.impls.models import eos_ids, load_model, pick_device, pick_dtype
 
@@ -181,7 +182,7 @@ def bench(args) -> Path:
         "device": str(device), "dtype": str(dtype).removeprefix("torch."),
         "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "temperature": args.temperature,
         "seed": args.seed, "draft_length": args.draft_length, "torch_threads": torch.get_num_threads(),
-        "packed_linears": packed_layers(target.model),
+        "packed_linears": packed_layers(target.model), "kernel_choice": describe_kernels(target.model),
         "torch": versions["torch"], "transformers": versions["transformers"],
     }  # the commit is not part of it: a resumed run records each session's commit instead
     digest = config_hash(config)
