@@ -114,9 +114,9 @@ class TargetLayers:
             self._committed = None
 
     @property
-    def committed(self) -> int:
-        """Cached positions that hold committed text (every committed token but the pending one)."""
-        return kv.cache_length(self._cache) if self._committed is None else self._committed
+    def committed(self) -> int | None:
+        """Inside a scratch: the cached positions of committed text (every committed token but the pending one)."""
+        return self._committed
 
     def forward(self, view, input_ids: list[int], tree=None, hidden_layers=(), last_only=False, head=True) -> kv.ForwardOutput:
         """`view` (a `layer_view.LayerView` of the target) over `input_ids` after the rows its layers
@@ -127,7 +127,7 @@ class TargetLayers:
     def exit_states(self, layer: int, hidden: torch.Tensor) -> ExitStates:
         """For the verification (`Draft.exit_states`): this scratch's rows, a chain after the committed
         text through exactly layers 0..layer-1, with `hidden`, their states entering `layer`."""
-        assert all(kv.cache_length(self._cache, l) == self._committed + len(hidden) for l in range(layer)), \
+        assert all(kv.cache_length(self._cache, below) == self._committed + len(hidden) for below in range(layer)), \
             "exit states are the scratch's rows of every layer below the exit"
         return ExitStates(layer, hidden, kv.copy_rows(self._cache, self._committed, range(layer)))
 

@@ -106,10 +106,9 @@ def forward_from_exit(model, cache, exit_states: ExitStates, input_ids: list[int
     hidden states, those of layers >= l are returned."""
     layer, hidden = exit_states.layer, exit_states.hidden
     kv.append_rows(cache, exit_states.cached)
-    if len(hidden) < len(input_ids):
-        shallow = LayerView(model, range(layer))(model, cache, input_ids[len(hidden) :], tree, hidden_layers=(layer,),
-                                                         head=False)
-        hidden = torch.cat([hidden, shallow.hidden_states[layer]])
+    if len(hidden) < len(input_ids):  # rows the early exit did not reach (the last draft token)
+        rest = LayerView(model, range(layer))(model, cache, input_ids[len(hidden) :], tree, (layer,), head=False)
+        hidden = torch.cat([hidden, rest.hidden_states[layer]])
     out = resume(model, cache, hidden, layer, tree, hidden_layers)
     if layer in hidden_layers:
         out.hidden_states[layer] = hidden
@@ -166,7 +165,7 @@ class Kangaroo(Drafter):
 
     def __init__(self, model, adapter, exit_layer: int, threshold: float, label: str = ""):
         self.shallow = LayerView(model, range(exit_layer))
-        self.model, self.adapter, self.exit_layer, self.threshold, self.label = model, adapter, exit_layer, threshold, label
+        self.adapter, self.exit_layer, self.threshold, self.label = adapter, exit_layer, threshold, label
         vocab = getattr(adapter, "draft_vocab", None)
         self.head = model.lm_head if vocab is None else VocabularyHead(model.lm_head.weight, vocab)
         self.hidden_layers = (exit_layer,)
