@@ -5,7 +5,9 @@ but the last ("pending") one, which opens the next verification forward: [pendin
 nodes...]. `Session.step(draft)` runs that forward, the verifier, the KV rollback and the commit.
 With no draft the forward is a plain decoding step, so the autoregressive baseline is the loop
 with no drafter. The target forward is pluggable (`kv.forward`'s signature), so a layer view of
-the target or an inner session can take its place.
+the target or an inner session can take its place. Self-speculative drafters reach the target's
+layers only through `Prefill.target` (a scratch of the cache, see `drafting.TargetLayers`), and
+a draft that carries an early exit's states (`Draft.exit_states`) is verified from its exit layer.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Callable
 import torch
 
 from specatlas.impls import kv
-from specatlas.impls.drafting import Draft, Drafter, Prefill, Verified
+from specatlas.impls.drafting import Draft, Drafter, Prefill, TargetLayers, Verified
 from specatlas.impls.draft_length import FixedLength
+from specatlas.impls.layer_view import forward_from_exit
 from specatlas.impls.sampling import Randomness, Sampling
 from specatlas.impls.verification import GreedyMatch, RejectionSampling, Verifier
 
@@ -124,13 +127,16 @@ class Session:
         elif self.hidden_layers:  # nothing before the pending token: zero rows
             size = getattr(getattr(target, "config", None), "hidden_size", 0)
             hidden = {layer: torch.zeros(0, size, dtype=target.dtype, device=target.device) for layer in self.hidden_layers}
-        self.prefill = Prefill(tuple(prompt), hidden, self)
+        self.prefill = Prefill(tuple(prompt), hidden, TargetLayers(target, self.cache))
 
     def step(self, draft: Draft) -> Verified:
         """One verification forward over [pending] + draft, acceptance, KV rollback, commit."""
         pending, opened = len(self.tokens) - 1, self.tokens[-1]
-        tree = [-1] + [parent + 1 for parent in draft.parents]  # row 0 is the pending token
-        out = self.forward(self.target, self.cache, [opened] + draft.tokens, tree=tree, hidden_layers=self.hidden_layers)
+        rows, tree = [opened] + draft.tokens, [-1] + [parent + 1 for parent in draft.parents]  # row 0: the pending token
+        if draft.exit_states is None:
+            out = self.forward(self.target, self.cache, rows, tree=tree, hidden_layers=self.hidden_layers)
+        else:  # an early exit already ran the first rows through the shallow layers
+            out = forward_from_exit(self.target, self.cache, draft.exit_states, rows, tree, self.hidden_layers)
         accepted, next_token = self.verifier.verify(draft, out.logits, self.sampling, self.rng, len(self.tokens))
         kv.keep_rows(self.cache, pending, [0] + [node + 1 for node in accepted])
         self.tokens += [draft.tokens[node] for node in accepted] + [next_token]

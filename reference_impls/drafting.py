@@ -4,10 +4,16 @@ A drafter proposes a `Draft` (a chain or a token tree) after the committed token
 observe each `Verified` step (target logits and hidden states of every verified position and
 the tokens committed), which is what Medusa/EAGLE heads, Lookahead's Jacobi branch or Token
 Recycling's tables feed on. The loop never needs to know which kind of drafter it runs.
+
+Self-speculative drafters (layer skipping, early exits) run the target's own layers on its own
+cache through `TargetLayers`, the one door the session opens to them: a scratch that puts the
+cache back to the committed text when it closes. What an early exit computed of the target's
+forward travels to the verification inside the `Draft` (`ExitStates`), never on the drafter.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -27,6 +33,8 @@ class Draft:
     their outputs back (e.g. a Jacobi window), but they can never be accepted.
     `key`: what the drafter knows of this draft's reliability (e.g. the length of the match it was
     copied from); the cost-aware draft length learns acceptance per key.
+    `exit_states`: the target's own forward of the verification's first rows up to an exit layer,
+    computed while drafting (Kangaroo); the session's verification resumes from it.
     """
 
     tokens: list[int] = field(default_factory=list)
@@ -34,10 +42,12 @@ class Draft:
     q: torch.Tensor | None = None
     auxiliary: int = 0
     key: object = None
+    exit_states: ExitStates | None = None
 
     @classmethod
-    def chain(cls, tokens: list[int], q: torch.Tensor | None = None, key: object = None) -> Draft:
-        return cls(list(tokens), list(range(-1, len(tokens) - 1)), q, key=key)
+    def chain(cls, tokens: list[int], q: torch.Tensor | None = None, key: object = None,
+              exit_states: ExitStates | None = None) -> Draft:
+        return cls(list(tokens), list(range(-1, len(tokens) - 1)), q, key=key, exit_states=exit_states)
 
     def node_depths(self) -> list[int]:
         """Each node's depth: 1 for a child of the last committed token."""
@@ -47,8 +57,9 @@ class Draft:
         """The nodes at depth <= `depth` (a draft without auxiliary nodes)."""
         kept = [node for node, d in enumerate(self.node_depths()) if d <= depth]
         index = {old: new for new, old in enumerate(kept)}
+        exit_states = None if self.exit_states is None else self.exit_states.select([0] + [node + 1 for node in kept])
         return Draft([self.tokens[node] for node in kept], [index.get(self.parents[node], -1) for node in kept],
-                     None if self.q is None else self.q[kept], key=self.key)
+                     None if self.q is None else self.q[kept], key=self.key, exit_states=exit_states)
 
     @property
     def proposed(self) -> int:
@@ -67,6 +78,61 @@ class Draft:
 
 
 @dataclass
+class ExitStates:
+    """An early exit's share of a verification forward: the target's decoder layers 0..layer-1 run,
+    while drafting, over the forward's first rows ([pending] + draft nodes, in order). The
+    verification puts their keys and values back in the cache and runs only layers layer.. on
+    them (`layer_view.forward_from_exit`): the shallow work is done once."""
+
+    layer: int
+    hidden: torch.Tensor  # [rows, hidden]: each row's state entering decoder layer `layer`
+    cached: list[tuple[torch.Tensor, torch.Tensor]]  # per layer < `layer`: the rows' keys and values (`kv.copy_rows`)
+
+    def select(self, rows: list[int]) -> ExitStates:
+        """The states of those of `rows` (increasing verification rows, e.g. a cut draft's) it holds."""
+        held = torch.tensor([row for row in rows if row < len(self.hidden)], device=self.hidden.device)
+        return ExitStates(self.layer, self.hidden[held], [(keys[..., held, :], values[..., held, :]) for keys, values in self.cached])
+
+
+class TargetLayers:
+    """The target's decoder layers on the session's KV cache, as a self-speculative drafter uses
+    them. Only inside `scratch()`: what a drafter runs there appends scratch rows to the layers it
+    runs, and closing the scratch, however the drafter leaves it (an exception included), truncates
+    every layer back to the committed text. The drafter never holds the session or its cache."""
+
+    def __init__(self, model, cache):
+        self.model, self._cache, self._committed = model, cache, None
+
+    @contextmanager
+    def scratch(self):
+        assert self._committed is None, "scratches do not nest"
+        self._committed = kv.cache_length(self._cache)
+        try:
+            yield self
+        finally:
+            kv.truncate(self._cache, self._committed)
+            self._committed = None
+
+    @property
+    def committed(self) -> int | None:
+        """Inside a scratch: the cached positions of committed text (every committed token but the pending one)."""
+        return self._committed
+
+    def forward(self, view, input_ids: list[int], tree=None, hidden_layers=(), last_only=False, head=True) -> kv.ForwardOutput:
+        """`view` (a `layer_view.LayerView` of the target) over `input_ids` after the rows its layers
+        hold, as in `kv.forward`; `head` False: no norm and LM head (logits None)."""
+        assert self._committed is not None, "the target's layers run inside `scratch()`"
+        return view(self.model, self._cache, input_ids, tree, hidden_layers, last_only, head)
+
+    def exit_states(self, layer: int, hidden: torch.Tensor) -> ExitStates:
+        """For the verification (`Draft.exit_states`): this scratch's rows, a chain after the committed
+        text through exactly layers 0..layer-1, with `hidden`, their states entering `layer`."""
+        assert all(kv.cache_length(self._cache, below) == self._committed + len(hidden) for below in range(layer)), \
+            "exit states are the scratch's rows of every layer below the exit"
+        return ExitStates(layer, hidden, kv.copy_rows(self._cache, self._committed, range(layer)))
+
+
+@dataclass
 class Prefill:
     """The target's prefill, as a drafter's `start` sees it."""
 
@@ -74,9 +140,8 @@ class Prefill:
     # layer -> [len(prompt) - 1, hidden]: the target's hidden states of prompt[:-1] (the last prompt
     # token is the pending one that opens the first verification forward); {} when none were asked.
     hidden_states: dict[int, torch.Tensor] = field(default_factory=dict)
-    # The generation's `decoding.Session` (target, cache, committed tokens), for self-speculative
-    # drafters that run the target's own layers on its cache; None outside the loop.
-    session: object = None
+    # The target's layers on the generation's cache, for self-speculative drafters; None outside the loop.
+    target: TargetLayers | None = None
 
 
 @dataclass

@@ -37,8 +37,8 @@ def new_cache(model):
     return cache
 
 
-def cache_length(cache) -> int:
-    return cache.get_seq_length()
+def cache_length(cache, layer: int = 0) -> int:
+    return cache.get_seq_length(layer)
 
 
 def keep_rows(cache, prefix: int, rows: list[int]) -> None:
@@ -69,6 +69,18 @@ def keep_rows(cache, prefix: int, rows: list[int]) -> None:
 
 def truncate(cache, length: int) -> None:
     keep_rows(cache, length, [])
+
+
+def copy_rows(cache, start: int, layers) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Copies of the keys and values of positions start.. in `layers` (full-attention layers)."""
+    return [(cache.layers[layer].keys[..., start:, :].clone(), cache.layers[layer].values[..., start:, :].clone())
+            for layer in layers]
+
+
+def append_rows(cache, rows: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """Append keys and values (`copy_rows`'s) to the first len(rows) layers."""
+    for layer, (keys, values) in zip(cache.layers, rows):
+        layer.update(keys, values)
 
 
 def is_chain(parents: list[int]) -> bool:

@@ -5,10 +5,12 @@ of the target's decoder layers, in order), then the target's final norm and LM h
 exit when `layers` is a prefix 0..l-1 (LayerSkip, Kangaroo's shallow sub-network), layer skipping
 otherwise (Draft & Verify). The view's i-th layer is the target's layer `layers[i]` and keeps its
 `layer_idx`, so it reads and writes that layer's slot of the shared cache: no second cache, no
-second prefill. A draft phase leaves its rows in the slots of the layers it ran; `kv.truncate`
-to the committed length restores the cache (a skipped layer's input differs from the full
-model's, so those rows must not be kept). After an early exit at layer l the rows of layers < l
-are exactly the full model's, and `resume` finishes the verification from layer l.
+second prefill. Drafters run views inside the session's scratch (`drafting.TargetLayers`), which
+truncates the cache to the committed text when it closes (a skipped layer's input differs from
+the full model's, so draft rows must not stay). After an early exit at layer l the rows of layers
+< l are exactly the full model's: `resume` finishes a forward from layer l, and an early-exit
+drafter hands its rows to the verification in the draft (`drafting.ExitStates`,
+`forward_from_exit`), so they are computed once.
 
 Supports Llama-family layouts (model.model.embed_tokens / layers / norm / rotary_emb, lm_head)
 with full attention in every layer.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from specatlas.impls import kv
-from specatlas.impls.drafting import Draft, Drafter
+from specatlas.impls.drafting import Draft, Drafter, ExitStates
 from specatlas.impls.heads import HeadCache, VocabularyHead
 
 
@@ -77,12 +79,13 @@ class LayerView:
         if not self.layers or any(not 0 <= layer < total for layer in self.layers) or self.layers != sorted(set(self.layers)):
             raise ValueError(f"a layer view needs increasing layer indices in 0..{total - 1}, got {layers}")
 
-    def __call__(self, model, cache, input_ids: list[int], tree=None, hidden_layers=(), last_only=False) -> kv.ForwardOutput:
+    def __call__(self, model, cache, input_ids: list[int], tree=None, hidden_layers=(), last_only=False,
+                 head=True) -> kv.ForwardOutput:
         assert model is self.model, "a layer view runs the model it was made from"
         # Positions come from a slot the view writes: a layer it skips may be shorter.
-        past = cache.layers[self.layers[0]].get_seq_length() if len(cache.layers) > self.layers[0] else 0
+        past = kv.cache_length(cache, self.layers[0])
         embeddings = model.model.embed_tokens(torch.tensor(input_ids, device=model.device))
-        return run_layers(model, cache, embeddings, past, self.layers, tree, hidden_layers, last_only)
+        return run_layers(model, cache, embeddings, past, self.layers, tree, hidden_layers, last_only, head)
 
     def describe(self) -> str:
         return f"layers {self.layers[0]}..{self.layers[-1]}" if self.layers == list(range(self.layers[0], self.layers[-1] + 1)) \
@@ -92,35 +95,49 @@ class LayerView:
 def resume(model, cache, hidden: torch.Tensor, layer: int, tree=None, hidden_layers=(), last_only=False) -> kv.ForwardOutput:
     """Finish a forward from decoder layer `layer` on: `hidden` is the state entering it (the
     output of an early exit at `layer`, whose rows of layers < `layer` are already cached)."""
-    past = cache.layers[layer].get_seq_length() if len(cache.layers) > layer else 0
+    past = kv.cache_length(cache, layer)
     return run_layers(model, cache, hidden, past, range(layer, model.config.num_hidden_layers), tree, hidden_layers, last_only)
+
+
+def forward_from_exit(model, cache, exit_states: ExitStates, input_ids: list[int], tree=None, hidden_layers=()) -> kv.ForwardOutput:
+    """The full forward of `input_ids` (as `kv.forward`) whose first rows an early exit already ran
+    through layers < l = exit_states.layer while drafting: their keys and values go back into the
+    cache, only the later rows run layers < l now, and every row continues from layer l. Of the
+    hidden states, those of layers >= l are returned."""
+    layer, hidden = exit_states.layer, exit_states.hidden
+    kv.append_rows(cache, exit_states.cached)
+    if len(hidden) < len(input_ids):  # rows the early exit did not reach (the last draft token)
+        rest = LayerView(model, range(layer))(model, cache, input_ids[len(hidden) :], tree, (layer,), head=False)
+        hidden = torch.cat([hidden, rest.hidden_states[layer]])
+    out = resume(model, cache, hidden, layer, tree, hidden_layers)
+    if layer in hidden_layers:
+        out.hidden_states[layer] = hidden
+    return out
 
 
 class EarlyExit(Drafter):
     """Self-speculative drafting by early exit: the target's first `exit_layer` layers, its norm
     and head draft a chain on the target's own cache (no draft model, no second cache or
-    prefill); the draft rows are rolled back before the full model verifies (Draft & Verify's
-    discipline, which holds for any subset of layers)."""
+    prefill) in a scratch: the draft rows are rolled back before the full model verifies (Draft &
+    Verify's discipline, which holds for any subset of layers)."""
 
     def __init__(self, model, exit_layer: int):
-        self.view, self.session = LayerView(model, range(exit_layer)), None
+        self.view, self.target = LayerView(model, range(exit_layer)), None
 
     def start(self, prompt, prefill):
-        self.session = prefill.session
+        self.target = prefill.target
 
     def propose(self, context, depth, sampling, rng):
-        model, cache = self.view.model, self.session.cache
-        committed, feed, tokens, q = len(context) - 1, [context[-1]], [], []
-        for level in range(depth):
-            logits = self.view(model, cache, feed, last_only=True).logits[-1]
-            if sampling.greedy:
-                token = int(logits.argmax())
-            else:
-                q.append(sampling.probs(logits))
-                token = rng.categorical(q[-1], len(context) + level, "draft")
-            tokens.append(token)
-            feed = [token]
-        kv.truncate(cache, committed)
+        token, tokens, q = context[-1], [], []
+        with self.target.scratch() as scratch:
+            for level in range(depth):
+                logits = scratch.forward(self.view, [token], last_only=True).logits[-1]
+                if sampling.greedy:
+                    token = int(logits.argmax())
+                else:
+                    q.append(sampling.probs(logits))
+                    token = rng.categorical(q[-1], len(context) + level, "draft")
+                tokens.append(token)
         return Draft.chain(tokens, q=torch.stack(q) if q else None)
 
     def describe(self):
@@ -130,41 +147,36 @@ class EarlyExit(Drafter):
 class Kangaroo(Drafter):
     """Kangaroo (Liu et al. 2024): self-speculative decoding by double early exit. Per step:
 
-    1. the target's first l layers (on the target's own cache) turn the last token into its exit
-       state, the input of layer l;
+    1. the target's first l layers (in a scratch of the target's own cache) turn the last token
+       into its exit state, the input of layer l;
     2. the adapter (its own small cache over the committed tokens' exit states) and the target's
        LM head (over the adapter's draft vocabulary when it has one) give the next draft token;
     3. repeat from the drafted token, for at most `depth` tokens, stopping after a token whose
        top-1 probability is below `threshold` (the second early exit: a doubtful draft is the last
        one, as in its reference code);
-    4. `forward` is the verification: the pending and drafted tokens' exit states, whose rows of
-       layers < l are already cached, continue from layer l (`resume`); only the last draft's
-       shallow rows are new. The cache then holds exactly the full model's rows.
+    4. the draft carries the exit states of the pending and drafted tokens with their rows of
+       layers < l (`Draft.exit_states`), and the verification continues them from layer l
+       (`forward_from_exit`); only the last draft's shallow rows are new. The cache then holds
+       exactly the full model's rows.
 
     Every draft is the drafter's own choice (greedy) or draw (recorded in `Draft.q`), so exact
     matching and rejection sampling stay lossless.
     """
 
     def __init__(self, model, adapter, exit_layer: int, threshold: float, label: str = ""):
-        _parts(model)
-        self.model, self.adapter, self.exit_layer, self.threshold, self.label = model, adapter, exit_layer, threshold, label
+        self.shallow = LayerView(model, range(exit_layer))
+        self.adapter, self.exit_layer, self.threshold, self.label = adapter, exit_layer, threshold, label
         vocab = getattr(adapter, "draft_vocab", None)
         self.head = model.lm_head if vocab is None else VocabularyHead(model.lm_head.weight, vocab)
         self.hidden_layers = (exit_layer,)
-        self.stash = None
 
     def start(self, prompt, prefill):
-        self.session, self.adapter_cache, self.fed, self.stash = prefill.session, HeadCache(), 0, None
+        self.target, self.adapter_cache, self.fed = prefill.target, HeadCache(), 0
         self.pending = prefill.hidden_states[self.exit_layer]  # committed exit states the adapter has not read
 
     def observe(self, step):
         rows = [0] + [node + 1 for node in step.accepted]  # the pending token and the accepted drafts
         self.pending = torch.cat([self.pending, step.hidden_states[self.exit_layer][rows]])
-
-    def _shallow(self, cache, tokens: list[int], past: int) -> torch.Tensor:
-        embeddings = self.model.model.embed_tokens(torch.tensor(tokens, device=self.model.device))
-        return run_layers(self.model, cache, embeddings, past, range(self.exit_layer),
-                          hidden_layers=(self.exit_layer,), head=False).hidden_states[self.exit_layer]
 
     def _logits(self, states: torch.Tensor, first: int) -> torch.Tensor:
         positions = torch.arange(first, first + len(states), device=states.device)[None]
@@ -175,37 +187,23 @@ class Kangaroo(Drafter):
             self._logits(self.pending, self.fed)  # fills the adapter's cache; the logits are not needed
             self.fed, self.pending = self.fed + len(self.pending), self.pending[:0]
         token, tokens, states, q = context[-1], [], [], []
-        for level in range(depth):
-            position = len(context) - 1 + level
-            states.append(self._shallow(self.session.cache, [token], position))
-            logits = self._logits(states[-1], position)[-1]
-            if sampling.greedy:
-                token = int(logits.argmax())
-            else:
-                q.append(sampling.probs(logits))
-                token = rng.categorical(q[-1], position + 1, "draft")
-            tokens.append(token)
-            if float(logits.float().softmax(-1).max()) < self.threshold:
-                break
+        with self.target.scratch() as scratch:
+            for level in range(depth):
+                position = len(context) - 1 + level
+                out = scratch.forward(self.shallow, [token], hidden_layers=(self.exit_layer,), head=False)
+                states.append(out.hidden_states[self.exit_layer])
+                logits = self._logits(states[-1], position)[-1]
+                if sampling.greedy:
+                    token = int(logits.argmax())
+                else:
+                    q.append(sampling.probs(logits))
+                    token = rng.categorical(q[-1], position + 1, "draft")
+                tokens.append(token)
+                if float(logits.float().softmax(-1).max()) < self.threshold:
+                    break
+            exit_states = scratch.exit_states(self.exit_layer, torch.cat(states))
         self.adapter_cache.keep(list(range(self.fed)))  # draft rows: the verified exit states replace them
-        self.stash = ([context[-1]] + tokens[:-1], torch.cat(states))
-        return Draft.chain(tokens, q=torch.stack(q) if q else None)
-
-    def forward(self, model, cache, input_ids, tree=None, hidden_layers=(), last_only=False) -> kv.ForwardOutput:
-        """The target forward (`kv.forward`'s signature) reusing the draft phase's shallow rows."""
-        stash, self.stash = self.stash, None
-        if stash is None:
-            return kv.forward(model, cache, input_ids, tree, hidden_layers, last_only)
-        tokens, states = stash
-        past = cache.get_seq_length(self.exit_layer)
-        known = next((i for i, (a, b) in enumerate(zip(tokens, input_ids)) if a != b), min(len(tokens), len(input_ids)))
-        kv.truncate(cache, past + known)  # shallow rows of drafts the policy trimmed away
-        if known < len(input_ids):
-            states = torch.cat([states[:known], self._shallow(cache, input_ids[known:], past + known)])
-        out = resume(model, cache, states[: len(input_ids)], self.exit_layer, tree, hidden_layers, last_only)
-        if self.exit_layer in hidden_layers:
-            out.hidden_states[self.exit_layer] = states[: len(input_ids)]
-        return out
+        return Draft.chain(tokens, q=torch.stack(q) if q else None, exit_states=exit_states)
 
     def describe(self):
         return (f"Kangaroo: the target's layers 0..{self.exit_layer - 1} on its own cache + adapter, "

@@ -480,8 +480,7 @@ KANGAROO_STEPS, KANGAROO_THRESHOLD = 6, 0.6
 
 def kangaroo(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Liu et al. 2024: the target's first l layers + the adapter draft on the target's own cache,
-    stopping early on low confidence; verification resumes from layer l."""
+    stopping early on low confidence; verification resumes from layer l (the draft carries its exit states)."""
     checkpoint = load_head(target, "kangaroo", drafter_checkpoint)
     drafter = Kangaroo(target, checkpoint.head, checkpoint.hidden_layers[0], KANGAROO_THRESHOLD, checkpoint.describe())
-    return SpeculativeDecoder(target, drafter, forward=drafter.forward,
-                              draft_length=policy.controller(target, KANGAROO_STEPS, max_depth=KANGAROO_STEPS))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, KANGAROO_STEPS, max_depth=KANGAROO_STEPS))

@@ -1,10 +1,10 @@
 """Self-speculation by layer skipping: Draft & Verify (Zhang et al. 2024) and SWIFT (Xia et al. 2025).
 
-Both draft with the target itself minus a set of skipped decoder layers (a `LayerView` on the
-target's own cache: no second model, cache or prefill), stop drafting after a token whose
-confidence (the draft's probability of the token it drafted, before temperature, as both codes
-compute it) is below a threshold, and let the full target verify. They differ in how the skipped
-set is found:
+Both draft with the target itself minus a set of skipped decoder layers (a `LayerView` in a
+scratch of the target's own cache, `drafting.TargetLayers`: no second model, cache or prefill),
+stop drafting after a token whose confidence (the draft's probability of the token it drafted,
+before temperature, as both codes compute it) is below a threshold, and let the full target
+verify. They differ in how the skipped set is found:
 
 - Draft & Verify searches it once per model, before decoding, by Bayesian optimisation of
   decoding speed on calibration prompts (`search_skipped`), and adapts the exit threshold online
@@ -33,7 +33,7 @@ from specatlas.impls import kv
 from specatlas.impls.bayes import GaussianProcess
 from specatlas.impls.checkpoints import SHIPPED_HEADS
 from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.drafting import Draft, Drafter, ModelDrafter
+from specatlas.impls.drafting import Draft, Drafter, ModelDrafter, TargetLayers
 from specatlas.impls.layer_view import LayerView
 from specatlas.impls.models import cache_root, encode_chat
 from specatlas.impls.sampling import without
@@ -78,7 +78,7 @@ class LayerSkip(Drafter):
 
     def __init__(self, model, skipped, threshold: ExitThreshold, candidates=None):
         self.model, self.threshold, self.candidates = model, threshold, candidates
-        self.session, self.asked = None, 0
+        self.target, self.asked = None, 0
         self.skip(skipped)
 
     def skip(self, skipped) -> None:
@@ -86,28 +86,27 @@ class LayerSkip(Drafter):
         self.view = LayerView(self.model, kept_layers(self.model, self.skipped))
 
     def start(self, prompt, prefill):
-        self.session = prefill.session
+        self.target = prefill.target
 
     def propose(self, context, depth, sampling, rng):
-        model, cache, committed = self.model, self.session.cache, len(context) - 1
         draft, parent, feed = Draft(q=None if sampling.greedy else []), -1, context[-1]
-        for level in range(depth):
-            logits = self.view(model, cache, [feed], last_only=True).logits[-1]
-            key = (len(context) + level, "draft", 0)
-            drawn = ModelDrafter._children(logits, 1, sampling, rng, key)
-            confidence = float(logits.softmax(-1)[drawn[0][0]])
-            if self.candidates:
-                drawn += self._siblings(logits, drawn[0][0], self.candidates(confidence, sampling.greedy), sampling, rng, key)
-            chain = len(draft.tokens)
-            for token, q in drawn:
-                draft.tokens.append(token)
-                draft.parents.append(parent)
-                if q is not None:
-                    draft.q.append(q)
-            parent, feed = chain, drawn[0][0]
-            if confidence < self.threshold.value:
-                break
-        kv.truncate(cache, committed)  # the view's rows of skipped-layer inputs must not stay
+        with self.target.scratch() as scratch:  # the view's rows of skipped-layer inputs must not stay
+            for level in range(depth):
+                logits = scratch.forward(self.view, [feed], last_only=True).logits[-1]
+                key = (len(context) + level, "draft", 0)
+                drawn = ModelDrafter._children(logits, 1, sampling, rng, key)
+                confidence = float(logits.softmax(-1)[drawn[0][0]])
+                if self.candidates:
+                    drawn += self._siblings(logits, drawn[0][0], self.candidates(confidence, sampling.greedy), sampling, rng, key)
+                chain = len(draft.tokens)
+                for token, q in drawn:
+                    draft.tokens.append(token)
+                    draft.parents.append(parent)
+                    if q is not None:
+                        draft.q.append(q)
+                parent, feed = chain, drawn[0][0]
+                if confidence < self.threshold.value:
+                    break
         self.asked = depth
         if draft.q is not None:
             draft.q = torch.stack(draft.q) if draft.q else None
@@ -132,19 +131,17 @@ class LayerSkip(Drafter):
         return f"the target skipping layers {self.skipped} ({kept} of {kept + len(self.skipped)} layers, shared cache)"
 
 
-def replay(view, cache, start: int, tokens: list[int], own_rows: bool) -> torch.Tensor:
+def replay(target: TargetLayers, view, start: int, tokens: list[int], own_rows: bool) -> torch.Tensor:
     """The view's logits after each of `tokens`, the text's tokens at positions start, start+1, ...,
-    run as new rows of one forward and then rolled back. Each row sees the target's cached rows
-    before `start` and, with `own_rows`, the view's own rows of the earlier tokens (a draft of the
-    whole span, SWIFT's parallel drafting); else the target's cached rows of every earlier
-    position (at each position, the first draft token self-speculation would make there)."""
-    cached = kv.cache_length(cache)
-    span = cached - start  # cached rows after `start`, a chain: node j is position start + j
-    tree = list(range(-1, span - 1))
-    tree += [-1] + [span + i for i in range(len(tokens) - 1)] if own_rows else [i - 1 for i in range(len(tokens))]
-    logits = view(view.model, cache, tokens, tree=tree).logits
-    kv.truncate(cache, cached)
-    return logits
+    run as new rows of one forward in a scratch of `target`'s cache. Each row sees the target's
+    cached rows before `start` and, with `own_rows`, the view's own rows of the earlier tokens (a
+    draft of the whole span, SWIFT's parallel drafting); else the target's cached rows of every
+    earlier position (at each position, the first draft token self-speculation would make there)."""
+    with target.scratch() as scratch:
+        span = scratch.committed - start  # cached rows after `start`, a chain: node j is position start + j
+        tree = list(range(-1, span - 1))
+        tree += [-1] + [span + i for i in range(len(tokens) - 1)] if own_rows else [i - 1 for i in range(len(tokens))]
+        return scratch.forward(view, tokens, tree=tree).logits
 
 
 # SWIFT's defaults (its released evaluation script, eval_llama.sh): context window 50, skip ratio
@@ -192,7 +189,7 @@ class Swift(LayerSkip):
         candidate = self._suggest() if self.iterations % SWIFT_BAYES_EVERY == 0 else self._random()
         window = list(text[self.prompt_length : self.prompt_length + self.window + 1])
         view = LayerView(self.model, kept_layers(self.model, candidate))
-        logits = replay(view, self.session.cache, self.prompt_length, window, own_rows=True)
+        logits = replay(self.target, view, self.prompt_length, window, own_rows=True)
         score = float((logits[:-1].argmax(-1).cpu() == torch.tensor(window[1:])).double().mean())
         self.gp.register(self._bits(candidate), score)
         if score > self.best_score:
@@ -264,14 +261,14 @@ def view_cost(model, kept: int) -> float:
 
 def search_skipped(model, prompts: list[list[int]], iterations: int, seed: int = 1) -> tuple[list[int], float]:
     """Draft & Verify's Bayesian search for the skipped layers: (skipped, tokens per target forward)."""
-    texts, caches = [], []
+    texts, targets = [], []
     with torch.inference_mode():
         for prompt in prompts:
             text = prompt + SpeculativeDecoder(model).generate(prompt, DV_TOKENS).tokens
             cache = kv.new_cache(model)
             kv.forward(model, cache, text[:-1], last_only=True)
             texts.append((len(prompt), text))
-            caches.append(cache)
+            targets.append(TargetLayers(model, cache))
 
     total = model.config.num_hidden_layers
 
@@ -279,8 +276,8 @@ def search_skipped(model, prompts: list[list[int]], iterations: int, seed: int =
         view = LayerView(model, [layer for layer in range(total) if not bits[layer]])
         tokens = cost = 0.0
         with torch.inference_mode():
-            for (length, text), cache in zip(texts, caches):
-                logits = replay(view, cache, length - 1, text[length - 1 : -1], own_rows=False)
+            for (length, text), target in zip(texts, targets):
+                logits = replay(target, view, length - 1, text[length - 1 : -1], own_rows=False)
                 probs = logits.softmax(-1).max(-1)
                 matches = (probs.indices.cpu() == torch.tensor(text[length:])).tolist()
                 done, spent = simulated_speed(matches, probs.values.tolist(), view_cost(model, len(view.layers)),

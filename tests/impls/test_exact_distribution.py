@@ -132,7 +132,7 @@ def kangaroo_decoder(model):
     adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight, 2)
     adapter.draft_vocab.copy_(torch.tensor([1, 2]))  # drafts from 2 of the 3 tokens
     drafter = Kangaroo(model, perturbed(adapter.double(), 5).eval(), exit_layer=1, threshold=0.5)
-    return SpeculativeDecoder(model, drafter, forward=drafter.forward, draft_length=FixedLength(2))
+    return SpeculativeDecoder(model, drafter, draft_length=FixedLength(2))
 
 
 def distilled_decoder(model):

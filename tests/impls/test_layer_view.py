@@ -108,24 +108,27 @@ def test_kangaroo_is_lossless_and_reuses_the_shallow_rows(model, exit_layer, thr
     baseline = SpeculativeDecoder(model)
     want = {tuple(prompt): baseline.generate(prompt, 12).tokens for prompt in ([1], [3, 3, 0], PROMPT)}
     drafter = kangaroo_drafter(model, threshold, exit_layer)
-    decoder = SpeculativeDecoder(model, drafter, forward=drafter.forward, draft_length=FixedLength(4))
-    rows, drafts = [], []  # tokens fed to layer 0 per forward; tokens drafted per step
+    decoder = SpeculativeDecoder(model, drafter, draft_length=FixedLength(4))
+    shallow, deep, drafts = [], [], []  # rows fed to layer 0 and to the exit layer per call; drafts per step
     propose = drafter.propose
     drafter.propose = lambda *args: drafts.append(propose(*args)) or drafts[-1]
-    hook = model.model.layers[0].register_forward_hook(lambda module, args, out: rows.append(args[0].shape[1]))
+    hooks = [model.model.layers[layer].register_forward_hook(lambda module, args, out, rows=rows: rows.append(args[0].shape[1]))
+             for layer, rows in ((0, shallow), (exit_layer, deep))]
     accepted = 0
     try:
         for prompt in ([1], [3, 3, 0], PROMPT):
-            rows.clear(), drafts.clear()
+            shallow.clear(), deep.clear(), drafts.clear()
             output = decoder.generate(prompt, 12)
             assert output.tokens == want[tuple(prompt)]
             accepted += sum(output.stats.accepted_lengths) - len(output.stats.accepted_lengths)
-            # Layer 0 saw the prompt once, then per step the pending token and each draft once:
+            # Every layer saw the prompt once, then per step the pending token and each draft once:
             # the verification did not run the drafted tokens through the shallow layers again.
             steps = len(output.stats.accepted_lengths)
-            assert sum(rows) == len(prompt) - 1 + steps + sum(len(draft.tokens) for draft in drafts)
+            assert sum(shallow) == sum(deep) == len(prompt) - 1 + steps + sum(len(draft.tokens) for draft in drafts)
+            assert all(draft.exit_states is not None for draft in drafts)
     finally:
-        hook.remove()
+        for hook in hooks:
+            hook.remove()
     assert accepted > 0 or exit_layer == 1  # accepted drafts' shallow rows stay in the cache
 
 
@@ -142,9 +145,69 @@ def test_kangaroo_stops_drafting_below_the_confidence_threshold(model):
     assert len(draft(1.01).tokens) == 1  # no token is that sure: the first draft is the last
 
 
+@pytest.mark.parametrize("depth", [1, 2, 4])
+@torch.inference_mode()
+def test_a_cut_kangaroo_draft_is_verified_as_the_full_forward(model, depth):
+    """A draft-length policy may cut a draft: its exit states are cut with it."""
+    from specatlas.impls.drafting import Draft
+    from specatlas.impls.sampling import Randomness, Sampling
+
+    drafter = kangaroo_drafter(model)
+    session = kv_session(model, drafter)
+    draft = drafter.propose(session.tokens, 4, Sampling(), Randomness(0)).cut(depth)
+    assert len(draft.tokens) == depth and len(draft.exit_states.hidden) == min(depth + 1, 4)
+    plain = kv_session(model, kangaroo_drafter(model))
+    mine, full = session.step(draft), plain.step(Draft.chain(draft.tokens))
+    torch.testing.assert_close(mine.logits, full.logits, rtol=0, atol=1e-9)
+    torch.testing.assert_close(mine.hidden_states[2], full.hidden_states[2], rtol=0, atol=1e-9)
+    for layer, other in zip(session.cache.layers, plain.cache.layers, strict=True):
+        torch.testing.assert_close(layer.keys, other.keys, rtol=0, atol=1e-9)
+
+
+def cache_rows(cache):
+    return [(layer.keys.clone(), layer.values.clone()) for layer in cache.layers]
+
+
+def assert_same_rows(cache, rows):
+    assert kv.cache_length(cache) == len(PROMPT) - 1
+    for layer, (keys, values) in zip(cache.layers, rows, strict=True):
+        assert torch.equal(layer.keys, keys) and torch.equal(layer.values, values)
+
+
+@pytest.mark.parametrize("name", ["early exit", "layer skip", "kangaroo"])
+@torch.inference_mode()
+def test_a_drafters_scratch_leaves_the_cache_as_committed_even_when_it_raises(model, name, monkeypatch):
+    from specatlas.impls.drafting import TargetLayers
+    from specatlas.impls.sampling import Randomness, Sampling
+    from specatlas.impls.self_speculative import ExitThreshold, LayerSkip
+
+    drafter = {"early exit": lambda: EarlyExit(model, 2), "layer skip": lambda: LayerSkip(model, [1], ExitThreshold(0.0)),
+               "kangaroo": lambda: kangaroo_drafter(model)}[name]()
+    session = kv_session(model, drafter)
+    committed = cache_rows(session.cache)
+    with pytest.raises(AssertionError, match="inside `scratch"):
+        session.prefill.target.forward(LayerView(model, [0]), [1])
+    assert len(drafter.propose(session.tokens, 4, Sampling(), Randomness(0)).tokens) == 4
+    assert_same_rows(session.cache, committed)  # Kangaroo's shallow rows travel in the draft, not in the cache
+
+    forward, calls = TargetLayers.forward, []
+
+    def failing(*args, **kwargs):  # the second draft forward fails, after the first wrote its rows
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("mid-draft")
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(TargetLayers, "forward", failing)
+    with pytest.raises(RuntimeError, match="mid-draft"):
+        drafter.propose(session.tokens, 4, Sampling(), Randomness(0))
+    assert len(calls) == 2
+    assert_same_rows(session.cache, committed)
+
+
 def kv_session(model, drafter):
     from specatlas.impls.decoding import Session
 
-    session = Session(model, PROMPT, hidden_layers=drafter.hidden_layers, forward=drafter.forward)
+    session = Session(model, PROMPT, hidden_layers=drafter.hidden_layers)
     drafter.start(PROMPT, session.prefill)
     return session

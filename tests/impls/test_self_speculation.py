@@ -13,6 +13,7 @@ from specatlas.impls import self_speculative as ss
 from specatlas.impls.bayes import GaussianProcess
 from specatlas.impls.decoding import InnerDecoder, Session, SpeculativeDecoder
 from specatlas.impls.draft_length import DraftLengthPolicy
+from specatlas.impls.drafting import TargetLayers
 from specatlas.impls.layer_view import LayerView
 from specatlas.impls.sampling import Randomness, Sampling
 
@@ -37,8 +38,9 @@ def full_cache(model, tokens):
 def test_replayed_rows_equal_real_draft_forwards(model):
     view = LayerView(model, [0, 2, 5])
     cache = full_cache(model, TEXT)
-    first_drafts = ss.replay(view, cache, START, TEXT[START:], own_rows=False)
-    spans = ss.replay(view, cache, START, TEXT[START:], own_rows=True)
+    target = TargetLayers(model, cache)
+    first_drafts = ss.replay(target, view, START, TEXT[START:], own_rows=False)
+    spans = ss.replay(target, view, START, TEXT[START:], own_rows=True)
     for i in range(len(TEXT) - START):
         # After position START + i: the target's rows before it, the view's row of it (a first draft)...
         first = view(model, full_cache(model, TEXT[: START + i]), [TEXT[START + i]]).logits[-1]
