@@ -103,10 +103,10 @@ def measure(out_features: int, in_features: int, rows=ROWS, rounds: int = 3) -> 
     generator = torch.Generator().manual_seed(0)
     weight = torch.randn(out_features, in_features, generator=generator)
     packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
-    calls = max(1, min(50, int(2e8 // (out_features * in_features))))  # ~0.2 GFLOP of 1-row work per timing
     timings: dict[str, list[float]] = {DEFAULT: [], PACKED: []}
     with torch.inference_mode():
         for r in rows:
+            calls = max(1, min(50, int(1e8 // (out_features * in_features * r))))  # ~0.2 GFLOP per timing
             x = torch.randn(r, in_features, generator=generator)
             kernels = {DEFAULT: lambda: F.linear(x, weight), PACKED: lambda: _packed_product(x, packed, None)}
             best = {name: float("inf") for name in kernels}

@@ -203,15 +203,15 @@ def model_identity(model) -> tuple:
     return source, shape, str(model.dtype), str(model.device), torch.get_num_threads()
 
 
-def calibrate(model, max_width: int, context: int = 64, rounds: int = 3) -> dict[int, float]:
+def calibrate(model, max_width: int, context: int = 64, rounds: int = 3, widths=None) -> dict[int, float]:
     """Seconds c(w) of a forward over w new tokens: the fastest of `rounds` forwards over w new tokens after `context`
-    cached ones, for a spread of w up to `max_width`. Measured once per model identity per process;
+    cached ones, for a spread of w up to `max_width` (or exactly `widths`). Measured once per model identity per process;
     widths interleave within each round, so a burst of load hits them alike."""
     import torch
 
     from specatlas.impls import kv
 
-    widths = [w for w in WIDTHS if w < max_width] + [max_width]
+    widths = list(widths) if widths is not None else [w for w in WIDTHS if w < max_width] + [max_width]
     key = (model_identity(model), tuple(widths))
     if key not in _calibrations:
         cache = kv.new_cache(model)
