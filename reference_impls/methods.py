@@ -13,6 +13,7 @@ from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.models import is_embedded, shallow_slice
+from specatlas.impls.verification import BlockVerification, RejectionSampling, Verifier
 
 
 def autoregressive(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -39,9 +40,20 @@ def chen_speculative_sampling(target, draft_model=None, policy=DraftLengthPolicy
     return _draft_model_method(target, draft_model, policy, CHEN_K)
 
 
-def _draft_model_method(target, draft_model, policy, paper_depth):
+# Sun et al. 2025 (block verification), Table 1: γ = 8 (PaLM-2-S drafted by PaLM-2-XXS).
+BLOCK_GAMMA = 8
+
+
+def block_verification(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
+    """Sun et al. 2025: speculative decoding's draft model and loop, its γ drafted tokens verified
+    jointly as a block (`BlockVerification`) instead of token by token. Paper default: γ = 8."""
+    return _draft_model_method(target, draft_model, policy, BLOCK_GAMMA, BlockVerification())
+
+
+def _draft_model_method(target, draft_model, policy, paper_depth, verifier: Verifier | None = None):
     model, label = default_draft_model(target, draft_model)
-    return SpeculativeDecoder(target, ModelDrafter(model, label=label), draft_length=policy.controller(target, paper_depth))
+    return SpeculativeDecoder(target, ModelDrafter(model, label=label), sampling_verifier=verifier or RejectionSampling(),
+                              draft_length=policy.controller(target, paper_depth))
 
 
 # SpecInfer's expansion-based token tree: children per node at each depth, the configuration

@@ -81,11 +81,66 @@ class RejectionSampling(Verifier):
                     accepted.append(child)
                     node = child
                     break
-                residual = (p - q).clamp_min(0)
-                mass = float(residual.sum())
-                # p <= q everywhere only when p == q up to rounding; then a rejection has probability
-                # ~0 and p itself is the residual (dividing would give NaN).
-                p = residual / mass if mass > 0 else p
+                p, _ = residual(p, q)
                 tried.append(token)
             else:
                 return accepted, rng.categorical(p, at, "token")
+
+
+def residual(p: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """(norm(max(p - q, 0)), the mass of max(p - q, 0)): what is left of p once a draft from q was
+    rejected. `p` may be scaled (block verification's weighted target)."""
+    left = (p - q).clamp_min(0)
+    mass = float(left.sum())
+    # p <= q everywhere only when p == q up to rounding; then a rejection has probability ~0 and p
+    # itself is the residual (dividing would give NaN).
+    return (left / mass if mass > 0 else p / p.sum()), mass
+
+
+class BlockVerification(RejectionSampling):
+    """Block verification (Sun et al. 2025, Algorithm 2): the drafted chain X_1..X_γ is judged as a
+    block, not token by token. With p_i, q_i the target's and the drafter's distributions of X_i:
+
+        weight_0 = 1,  weight_i = min(1, weight_{i-1} · p_i(X_i) / q_i(X_i))
+        h_i = mass_i / (mass_i + 1 - weight_i),  mass_i = Σ_x max(weight_i · p_{i+1}(x) - q_{i+1}(x), 0)
+        h_γ = weight_γ
+
+    The longest prefix X_1..X_τ with η_τ <= h_τ (η_i uniform, independent) is kept, τ = 0 if none;
+    then the bonus token from p_{γ+1} when τ = γ, else the correction from
+    norm(max(weight_τ · p_{τ+1} - q_{τ+1}, 0)). Token-wise verification throws away the excess
+    p_i(X_i) > q_i(X_i) at each token; the weight carries it along the block, so a later likely
+    token can make up for an earlier unlikely one. Lossless, and in expectation it keeps at least as
+    many tokens as token-wise speculative sampling (the paper's Theorems 1 and 2).
+
+    Drafts are chains. Deterministic drafts (point masses) gain nothing from it (a point-mass block
+    is kept with probability Π p_i(X_i) either way) and take the token-wise rule, which lets the
+    seed alone fix the text.
+    """
+
+    def verify(self, draft, logits, sampling, rng, position):
+        if draft.q is None:
+            return super().verify(draft, logits, sampling, rng, position)
+        if not kv.is_chain(draft.parents):
+            raise ValueError("block verification verifies a chain of drafts")
+        p, tokens = sampling.probs(logits), draft.tokens
+        q = draft.q.to(p)
+        gamma = len(tokens)
+        weight = [1.0]
+        for i, token in enumerate(tokens):
+            weight.append(min(1.0, weight[-1] * float(p[i, token] / q[i, token])))
+        # The paper draws every η_i and keeps the largest τ that passes: the same as trying the
+        # whole block first and walking back towards the root, stopping at the first pass.
+        for tau in range(gamma, 0, -1):
+            if tau == gamma:
+                keep = weight[gamma]
+            else:
+                _, mass = residual(weight[tau] * p[tau], q[tau])
+                keep = mass / (mass + 1 - weight[tau]) if mass + 1 - weight[tau] > 0 else 1.0
+            if rng.bernoulli(keep, position + tau - 1, "block"):
+                break
+        else:
+            tau = 0
+        if tau == gamma:
+            return list(range(gamma)), rng.categorical(p[gamma], position + gamma, "token")
+        correction, _ = residual(weight[tau] * p[tau], q[tau])
+        return list(range(tau)), rng.categorical(correction, position + tau, "token")

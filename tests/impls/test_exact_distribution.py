@@ -5,11 +5,12 @@ enumerating every draft sample and accept/reject branch, equals the target's to 
 import pytest
 import torch
 
-from specatlas.impls import kv, methods, methods_self
+from specatlas.impls import kv, methods, methods_self, verification
 from specatlas.impls.decoding import InnerDecoder, SpeculativeDecoder
 from specatlas.impls.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.sampling import Sampling
+from specatlas.impls.verification import BlockVerification
 
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution, tiny_llama
 
@@ -34,21 +35,62 @@ def decoders(target, drafter_model):
         "tree (SpecInfer recursive rejection)": SpeculativeDecoder(
             target, ModelDrafter(drafter_model, widths=(2, 1)), draft_length=FixedLength(2)),
         "point-mass drafts (prompt lookup)": SpeculativeDecoder(target, PromptLookup(), draft_length=FixedLength(2)),
+        "block verification": SpeculativeDecoder(target, ModelDrafter(drafter_model), sampling_verifier=BlockVerification(),
+                                                 draft_length=FixedLength(3)),
     }
 
 
-@pytest.mark.parametrize("sampling", SAMPLINGS, ids=lambda s: f"T{s.temperature}-p{s.top_p}")
-@pytest.mark.parametrize("name", ["baseline", "chain (speculative sampling)",
-                                  "tree (SpecInfer recursive rejection)", "point-mass drafts (prompt lookup)"])
-def test_output_distribution_equals_target(target, drafter_model, name, sampling):
-    length = 3
-    # A fresh decoder for every enumerated run: drafter state must not carry over between them.
-    got = enumerate_outputs(lambda rng: tuple(decoders(target, drafter_model)[name].generate(PROMPT, length, sampling, rng).tokens))
-    want = sequence_distribution(target, PROMPT, length, sampling)
+def deviation(got: dict[tuple, float], want: dict[tuple, float]) -> float:
+    """max |P_decoder - P_target| over every sequence, once the decoder's mass is checked to be 1."""
     assert abs(sum(got.values()) - 1) < 1e-9
-    worst = max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
-    assert worst < 1e-6, f"{name}: max |P_decoder - P_target| = {worst:.2e}"
     assert set(got) <= set(want)
+    return max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS, ids=lambda s: f"T{s.temperature}-p{s.top_p}")
+@pytest.mark.parametrize("name", ["baseline", "chain (speculative sampling)", "tree (SpecInfer recursive rejection)",
+                                  "point-mass drafts (prompt lookup)", "block verification"])
+def test_output_distribution_equals_target(target, drafter_model, name, sampling):
+    worst = deviation(sampled_distribution(target, drafter_model, name, sampling), target_distribution(target, sampling))
+    assert worst < 1e-6, f"{name}: max |P_decoder - P_target| = {worst:.2e}"
+
+
+LENGTH = 4  # new tokens enumerated: a 3-token block and its bonus token fit
+
+
+def sampled_distribution(target, drafter_model, name, sampling):
+    # A fresh decoder for every enumerated run: drafter state must not carry over between them.
+    return enumerate_outputs(lambda rng: tuple(decoders(target, drafter_model)[name].generate(PROMPT, LENGTH, sampling, rng).tokens))
+
+
+def target_distribution(target, sampling):
+    return sequence_distribution(target, PROMPT, LENGTH, sampling)
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS[:2], ids=lambda s: f"T{s.temperature}-p{s.top_p}")
+def test_block_verification_with_the_token_wise_residual_is_caught(target, drafter_model, sampling, monkeypatch):
+    """A planted bug: the correction after τ kept tokens drawn from norm(max(p - q, 0)) (the token-wise
+    rule's) instead of norm(max(weight_τ · p - q, 0)). The enumeration must see it."""
+    right = verification.residual
+    monkeypatch.setattr(verification, "residual", lambda p, q: right(p / p.sum(), q))
+    worst = deviation(sampled_distribution(target, drafter_model, "block verification", sampling),
+                      target_distribution(target, sampling))
+    assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
+
+
+def expected_accepted(decoder, sampling) -> float:
+    """Expected drafts kept in the first step (a full-depth draft), computed exactly."""
+    lengths = enumerate_outputs(lambda rng: (decoder().generate(PROMPT, LENGTH, sampling, rng).stats.accepted_lengths[0],))
+    return sum((length - 1) * p for (length,), p in lengths.items())
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS, ids=lambda s: f"T{s.temperature}-p{s.top_p}")
+def test_block_verification_keeps_at_least_as_many_tokens(target, drafter_model, sampling):
+    block = expected_accepted(lambda: decoders(target, drafter_model)["block verification"], sampling)
+    token = expected_accepted(lambda: SpeculativeDecoder(target, ModelDrafter(drafter_model), draft_length=FixedLength(3)), sampling)
+    assert block >= token - 1e-9, f"block verification kept {block:.4f} tokens per step, token-wise {token:.4f}"
+    if sampling == SAMPLINGS[0]:  # and really verifies jointly: 1.07 tokens against 0.98 here
+        assert block > token + 0.05
 
 
 def test_tree_drafts_more_than_one_branch(target, drafter_model):
@@ -62,7 +104,7 @@ def test_tree_drafts_more_than_one_branch(target, drafter_model):
 
 
 @pytest.mark.parametrize("name", ["chain (speculative sampling)", "tree (SpecInfer recursive rejection)",
-                                  "point-mass drafts (prompt lookup)"])
+                                  "point-mass drafts (prompt lookup)", "block verification"])
 def test_greedy_output_equals_baseline(name):
     """On a real (random, tiny) transformer: tree masks and positions go through real attention."""
     found = decoders(tiny_llama(seed=1), tiny_llama(seed=2, layers=1))
