@@ -74,6 +74,25 @@ def specinfer(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> Spe
                               draft_length=policy.controller(target, len(SPECINFER_WIDTHS), expansion_nodes(widths)))
 
 
+# MCSD's code (NJUNLP/MCSD: its README's evaluation command, `SpeculativeGenerator`'s defaults):
+# k-config 4,2,2 (4 candidates after the text, 2 after each of them, 2 after each of those),
+# drawn without replacement (`--replacement` draws them independently).
+MCSD_K_CONFIG = (4, 2, 2)
+
+
+def multi_candidate(target, draft_model=None, policy=DraftLengthPolicy.paper(), replacement=False) -> SpeculativeDecoder:
+    """Yang et al. 2024 (MCSD): the draft model samples k_d candidates after every node at depth d
+    (with or without replacement), the target scores the whole tree in one forward with tree
+    attention, and multi-candidate speculative sampling tries each node's candidates in turn (kept
+    with probability min(1, p/q), else p <- norm(max(p - q, 0)): `RejectionSampling`). Defaults
+    of its code: k-config (4, 2, 2), candidates drawn without replacement."""
+    model, label = default_draft_model(target, draft_model)
+    drafter = ModelDrafter(model, MCSD_K_CONFIG, label, replacement)
+    depth = len(MCSD_K_CONFIG)
+    return SpeculativeDecoder(target, drafter,
+                              draft_length=policy.controller(target, depth, expansion_nodes(MCSD_K_CONFIG), max_depth=depth))
+
+
 # Prompt lookup decoding's reference code: max_ngram_size = 3, num_pred_tokens = 10.
 PLD_NGRAM, PLD_TOKENS = 3, 10
 

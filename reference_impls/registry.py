@@ -64,6 +64,13 @@ METHODS: dict[str, MethodSpec] = {
                    True, f"{_M}:specinfer", uses_draft_model=True,
                    paper_settings="token tree expansion <1, 1, 3, 1, 1, 1, 1, 1> (depth 8, 3 branches at depth 3)",
                    paper_draft=(8, 20)),
+        MethodSpec("yang2024multi", "MCSD: multi-candidate speculative decoding", ("mcsd",),
+                   ("independent-tuning-free", "multi-draft", "token-tree"),
+                   ("multi-draft-sampling", "token-tree-verification"),
+                   True, f"{_M}:multi_candidate", uses_draft_model=True,
+                   paper_settings="k-config 4,2,2 (28 candidates, depth 3), drawn without replacement "
+                                  "(its code's README and defaults)",
+                   paper_draft=(3, 28)),
         MethodSpec("saxena2023prompt", "Prompt lookup decoding", ("pld", "prompt-lookup", "prompt-lookup-decoding"),
                    ("context-copy",), ("greedy-verification", "speculative-sampling"), True, f"{_M}:prompt_lookup",
                    paper_settings="max_ngram_size = 3, num_pred_tokens = 10 (its reference code)",

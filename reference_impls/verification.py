@@ -46,10 +46,15 @@ class RejectionSampling(Verifier):
     """On a chain: speculative sampling (Leviathan et al. 2023; Chen et al. 2023). On a tree:
     SpecInfer's multi-step speculative sampling (Miao et al. 2024), i.e. recursive rejection.
 
+    Also multi-candidate speculative sampling (Yang et al. 2024), whose candidates may be drawn
+    independently (with replacement, `Draft.replacement`) or without replacement.
+
     At each node, with p the target's distribution there, try the children in drawing order:
-    accept child x with probability min(1, p(x)/q(x)); on rejection p <- norm(max(p - q, 0)).
-    When every child is rejected (or there is none) the next token is drawn from what is left of p,
-    which is the bonus token on a fully accepted path. Lossless for any q, including point masses.
+    accept child x with probability min(1, p(x)/q(x)); on rejection p <- norm(max(p - q, 0)), and,
+    for siblings drawn without replacement, q <- q without x (the next one could not be x);
+    independent siblings keep q. When every child is rejected (or there is none) the next token is
+    drawn from what is left of p, which is the bonus token on a fully accepted path. Lossless for
+    any q, including point masses.
 
     Deterministic drafts (`q is None`, point masses on distinct siblings) take the rule's
     equivalent form: accepting x with probability p(x), else drawing from p without x (and so on
@@ -75,8 +80,8 @@ class RejectionSampling(Verifier):
             tried = []
             for sibling, child in enumerate(children[node]):
                 token = draft.tokens[child]
-                # Siblings were drawn without replacement: q is the drafter's row minus earlier siblings.
-                q = without(draft.q[child].to(p), tried)
+                # Without replacement, a sibling was drawn from the drafter's row minus earlier siblings.
+                q = draft.q[child].to(p) if draft.replacement else without(draft.q[child].to(p), tried)
                 if rng.bernoulli(min(1.0, float(p[token] / q[token])), at, "accept", sibling):
                     accepted.append(child)
                     node = child

@@ -37,6 +37,10 @@ def decoders(target, drafter_model):
         "point-mass drafts (prompt lookup)": SpeculativeDecoder(target, PromptLookup(), draft_length=FixedLength(2)),
         "block verification": SpeculativeDecoder(target, ModelDrafter(drafter_model), sampling_verifier=BlockVerification(),
                                                  draft_length=FixedLength(3)),
+        # Two i.i.d. candidates, each continued by one (at T = 1 the first two repeat with probability
+        # 0.72); drawn without replacement they are the SpecInfer tree above.
+        "multi-candidate i.i.d. (MCSD)": SpeculativeDecoder(
+            target, ModelDrafter(drafter_model, widths=(2, 1), replacement=True), draft_length=FixedLength(2)),
     }
 
 
@@ -49,22 +53,26 @@ def deviation(got: dict[tuple, float], want: dict[tuple, float]) -> float:
 
 @pytest.mark.parametrize("sampling", SAMPLINGS, ids=lambda s: f"T{s.temperature}-p{s.top_p}")
 @pytest.mark.parametrize("name", ["baseline", "chain (speculative sampling)", "tree (SpecInfer recursive rejection)",
-                                  "point-mass drafts (prompt lookup)", "block verification"])
+                                  "point-mass drafts (prompt lookup)", "block verification",
+                                  "multi-candidate i.i.d. (MCSD)"])
 def test_output_distribution_equals_target(target, drafter_model, name, sampling):
-    worst = deviation(sampled_distribution(target, drafter_model, name, sampling), target_distribution(target, sampling))
+    worst = deviation(sampled_distribution(target, drafter_model, name, sampling), target_distribution(target, sampling, name))
     assert worst < 1e-6, f"{name}: max |P_decoder - P_target| = {worst:.2e}"
 
 
-LENGTH = 4  # new tokens enumerated: a 3-token block and its bonus token fit
+def length(name: str) -> int:
+    """New tokens enumerated: 3, or 4 where a 3-token block and its bonus token must fit."""
+    return 4 if name == "block verification" else 3
 
 
 def sampled_distribution(target, drafter_model, name, sampling):
     # A fresh decoder for every enumerated run: drafter state must not carry over between them.
-    return enumerate_outputs(lambda rng: tuple(decoders(target, drafter_model)[name].generate(PROMPT, LENGTH, sampling, rng).tokens))
+    decoder = lambda: decoders(target, drafter_model)[name]  # noqa: E731
+    return enumerate_outputs(lambda rng: tuple(decoder().generate(PROMPT, length(name), sampling, rng).tokens))
 
 
-def target_distribution(target, sampling):
-    return sequence_distribution(target, PROMPT, LENGTH, sampling)
+def target_distribution(target, sampling, name):
+    return sequence_distribution(target, PROMPT, length(name), sampling)
 
 
 @pytest.mark.parametrize("sampling", SAMPLINGS[:2], ids=lambda s: f"T{s.temperature}-p{s.top_p}")
@@ -74,14 +82,24 @@ def test_block_verification_with_the_token_wise_residual_is_caught(target, draft
     right = verification.residual
     monkeypatch.setattr(verification, "residual", lambda p, q: right(p / p.sum(), q))
     worst = deviation(sampled_distribution(target, drafter_model, "block verification", sampling),
-                      target_distribution(target, sampling))
+                      target_distribution(target, sampling, "block verification"))
+    assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
+
+
+def test_multi_candidate_sampling_that_keeps_the_rejected_mass_is_caught(target, drafter_model, monkeypatch):
+    """A planted bug: after an i.i.d. candidate is rejected the next is tried against p itself,
+    not norm(max(p - q, 0)), so the rejected candidate's mass is counted twice."""
+    monkeypatch.setattr(verification, "residual", lambda p, q: (p, 0.0))
+    sampling = SAMPLINGS[0]
+    worst = deviation(sampled_distribution(target, drafter_model, "multi-candidate i.i.d. (MCSD)", sampling),
+                      target_distribution(target, sampling, "multi-candidate i.i.d. (MCSD)"))
     assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
 
 
 def expected_accepted(decoder, sampling) -> float:
     """Expected drafts kept in the first step (a full-depth draft), computed exactly."""
-    lengths = enumerate_outputs(lambda rng: (decoder().generate(PROMPT, LENGTH, sampling, rng).stats.accepted_lengths[0],))
-    return sum((length - 1) * p for (length,), p in lengths.items())
+    steps = enumerate_outputs(lambda rng: (decoder().generate(PROMPT, 4, sampling, rng).stats.accepted_lengths[0],))
+    return sum((step - 1) * p for (step,), p in steps.items())
 
 
 @pytest.mark.parametrize("sampling", SAMPLINGS, ids=lambda s: f"T{s.temperature}-p{s.top_p}")
@@ -103,8 +121,18 @@ def test_tree_drafts_more_than_one_branch(target, drafter_model):
     assert draft.q.shape == (len(draft.tokens), VOCAB)
 
 
+def test_independent_candidates_repeat(drafter_model):
+    """Guards the i.i.d. multi-candidate test against drafting distinct candidates (without replacement)."""
+    from specatlas.impls.sampling import Randomness
+
+    drafts = [ModelDrafter(drafter_model, widths=(2,), replacement=True).propose(PROMPT, 1, Sampling(1.0), Randomness(seed))
+              for seed in range(20)]
+    assert all(draft.replacement for draft in drafts)
+    assert any(draft.tokens[0] == draft.tokens[1] for draft in drafts)
+
+
 @pytest.mark.parametrize("name", ["chain (speculative sampling)", "tree (SpecInfer recursive rejection)",
-                                  "point-mass drafts (prompt lookup)", "block verification"])
+                                  "point-mass drafts (prompt lookup)", "block verification", "multi-candidate i.i.d. (MCSD)"])
 def test_greedy_output_equals_baseline(name):
     """On a real (random, tiny) transformer: tree masks and positions go through real attention."""
     found = decoders(tiny_llama(seed=1), tiny_llama(seed=2, layers=1))
