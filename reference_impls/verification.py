@@ -140,6 +140,7 @@ class BlockVerification(RejectionSampling):
                 keep = weight[gamma]
             else:
                 _, mass = residual(weight[tau] * p[tau], q[tau])
+                # 0/0 only when weight_τ = 1 and p_{τ+1} = q_{τ+1}: nothing can fail from here on.
                 keep = mass / (mass + 1 - weight[tau]) if mass + 1 - weight[tau] > 0 else 1.0
             if rng.bernoulli(keep, position + tau - 1, "block"):
                 break

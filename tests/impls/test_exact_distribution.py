@@ -77,8 +77,9 @@ def target_distribution(target, sampling, name):
 
 @pytest.mark.parametrize("sampling", SAMPLINGS[:2], ids=lambda s: f"T{s.temperature}-p{s.top_p}")
 def test_block_verification_with_the_token_wise_residual_is_caught(target, drafter_model, sampling, monkeypatch):
-    """A planted bug: the correction after τ kept tokens drawn from norm(max(p - q, 0)) (the token-wise
-    rule's) instead of norm(max(weight_τ · p - q, 0)). The enumeration must see it."""
+    """A planted bug: block verification with the token-wise rule's residual max(p - q, 0) (its mass in
+    h_τ, its normalisation as the correction) in place of max(weight_τ · p - q, 0). The enumeration
+    must see it."""
     right = verification.residual
     monkeypatch.setattr(verification, "residual", lambda p, q: right(p / p.sum(), q))
     worst = deviation(sampled_distribution(target, drafter_model, "block verification", sampling),
