@@ -13,7 +13,7 @@ from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.models import is_embedded, shallow_slice
-from specatlas.impls.verification import BlockVerification, RejectionSampling, Verifier
+from specatlas.impls.verification import BlockVerification, KSequential, RejectionSampling, Verifier
 
 
 def autoregressive(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -91,6 +91,22 @@ def multi_candidate(target, draft_model=None, policy=DraftLengthPolicy.paper(), 
     depth = len(MCSD_K_CONFIG)
     return SpeculativeDecoder(target, drafter,
                               draft_length=policy.controller(target, depth, expansion_nodes(MCSD_K_CONFIG), max_depth=depth))
+
+
+# SpecTr: k i.i.d. drafts of L tokens each. Ours, not the paper's: its settings for this model are
+# not restated here.
+SPECTR_DRAFTS, SPECTR_LENGTH = 4, 4
+
+
+def spectr(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
+    """Sun et al. 2023 (SpecTr): the draft model samples k independent drafts of L tokens (a tree
+    whose root has k i.i.d. children, each continued by a chain), the target scores them in one
+    forward, and K-SEQ draft selection (`KSequential`) keeps a token among the agreeing drafts'
+    next tokens at each position."""
+    model, label = default_draft_model(target, draft_model)
+    drafter = ModelDrafter(model, (SPECTR_DRAFTS,), label, replacement=True)
+    return SpeculativeDecoder(target, drafter, sampling_verifier=KSequential(),
+                              draft_length=policy.controller(target, SPECTR_LENGTH, expansion_nodes((SPECTR_DRAFTS,))))
 
 
 # Prompt lookup decoding's reference code: max_ngram_size = 3, num_pred_tokens = 10.

@@ -71,6 +71,12 @@ METHODS: dict[str, MethodSpec] = {
                    paper_settings="k-config 4,2,2 (28 candidates, depth 3), drawn without replacement "
                                   "(its code's README and defaults)",
                    paper_draft=(3, 28)),
+        MethodSpec("sun2023spectr", "SpecTr: draft selection via optimal transport", ("spectr",),
+                   ("independent-tuning-free", "multi-draft"), ("optimal-transport-verification", "multi-draft-sampling"),
+                   True, f"{_M}:spectr", uses_draft_model=True,
+                   paper_settings="ours, not the paper's: k = 4 i.i.d. drafts of L = 4 tokens; K-SEQ selection with "
+                                  "ρ solving ρβ(ρ) = 1 - (1 - β(ρ))^k",
+                   paper_draft=(4, 16)),
         MethodSpec("saxena2023prompt", "Prompt lookup decoding", ("pld", "prompt-lookup", "prompt-lookup-decoding"),
                    ("context-copy",), ("greedy-verification", "speculative-sampling"), True, f"{_M}:prompt_lookup",
                    paper_settings="max_ngram_size = 3, num_pred_tokens = 10 (its reference code)",

@@ -150,3 +150,59 @@ class BlockVerification(RejectionSampling):
             return list(range(gamma)), rng.categorical(p[gamma], position + gamma, "token")
         correction, _ = residual(weight[tau] * p[tau], q[tau])
         return list(range(tau)), rng.categorical(correction, position + tau, "token")
+
+
+class KSequential(RejectionSampling):
+    """SpecTr's draft selection (Sun et al. 2023): k i.i.d. draft sequences from the drafter, and at
+    each position its K-SEQ rule over the next tokens X_1..X_k of the drafts that agree with the
+    text kept so far (i.i.d. from q, as each draft continues on its own):
+
+        accept X_i, in order, with probability min(1, p(X_i) / (ρ q(X_i)));
+        if none is, draw from norm(p - min(q, p/ρ) · (1 - (1 - β)^k) / β),  β = Σ_x min(q(x), p(x)/ρ)
+
+    with ρ ∈ [1, k] the root of ρβ(ρ) = 1 - (1 - β(ρ))^k, the smallest ρ for which that residual
+    is a distribution (found by bisection; a larger ρ stays lossless, it only accepts less). ρ = 1
+    is speculative sampling; for k > 1 the rule accepts within (1 - 1/e) of the optimal transport
+    plan. Drafts that agree share their rows, so the walk follows the set of agreeing nodes.
+    Deterministic drafts take the token-wise rule (see `RejectionSampling`).
+    """
+
+    def verify(self, draft, logits, sampling, rng, position):
+        if draft.q is None:
+            return super().verify(draft, logits, sampling, rng, position)
+        target, children, depth = sampling.probs(logits), draft.children(), kv.depths(draft.parents)
+        alive = [-1]  # nodes whose path is the text kept so far
+        while True:
+            at, p = position + (depth[alive[0]] if alive[0] >= 0 else 0), target[alive[0] + 1]
+            candidates = [child for node in alive for child in children[node]]
+            if not candidates:
+                break
+            q = draft.q[candidates[0]].to(p)  # every candidate continues the same text
+            tokens = [draft.tokens[child] for child in candidates]
+            rho = transport_ratio(p, q, len(tokens))
+            kept = next((token for i, token in enumerate(tokens)
+                         if rng.bernoulli(min(1.0, float(p[token] / (rho * q[token]))), at, "accept", i)), None)
+            if kept is None:
+                # What the k tries accepted of each token: min(q, p/ρ) · Σ_i (1 - β)^(i-1).
+                overlap = torch.minimum(q, p / rho)
+                beta = float(overlap.sum())
+                p, _ = residual(p, overlap * ((1 - (1 - beta) ** len(tokens)) / beta if beta > 0 else 0.0))
+                break
+            alive = [child for child, token in zip(candidates, tokens) if token == kept]
+        path, node = [], alive[0]
+        while node >= 0:
+            path.insert(0, node)
+            node = draft.parents[node]
+        return path, rng.categorical(p, at, "token")
+
+
+def transport_ratio(p: torch.Tensor, q: torch.Tensor, k: int, steps: int = 50) -> float:
+    """SpecTr's ρ for k i.i.d. drafts: the smallest ρ in [1, k] with ρβ(ρ) >= 1 - (1 - β(ρ))^k,
+    β(ρ) = Σ min(q, p/ρ). ρβ(ρ) grows and 1 - (1 - β(ρ))^k falls with ρ; the bisection returns its
+    upper end, on the lossless side."""
+    low, high = 1.0, float(k)
+    for _ in range(steps):
+        middle = (low + high) / 2
+        beta = float(torch.minimum(q, p / middle).sum())
+        low, high = (low, middle) if middle * beta >= 1 - (1 - beta) ** k else (middle, high)
+    return high

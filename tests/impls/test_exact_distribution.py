@@ -10,7 +10,7 @@ from specatlas.impls.decoding import InnerDecoder, SpeculativeDecoder
 from specatlas.impls.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.sampling import Sampling
-from specatlas.impls.verification import BlockVerification
+from specatlas.impls.verification import BlockVerification, KSequential
 
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution, tiny_llama
 
@@ -41,6 +41,8 @@ def decoders(target, drafter_model):
         # 0.72); drawn without replacement they are the SpecInfer tree above.
         "multi-candidate i.i.d. (MCSD)": SpeculativeDecoder(
             target, ModelDrafter(drafter_model, widths=(2, 1), replacement=True), draft_length=FixedLength(2)),
+        "SpecTr K-SEQ": SpeculativeDecoder(target, ModelDrafter(drafter_model, widths=(2,), replacement=True),
+                                           sampling_verifier=KSequential(), draft_length=FixedLength(2)),
     }
 
 
@@ -54,7 +56,7 @@ def deviation(got: dict[tuple, float], want: dict[tuple, float]) -> float:
 @pytest.mark.parametrize("sampling", SAMPLINGS, ids=lambda s: f"T{s.temperature}-p{s.top_p}")
 @pytest.mark.parametrize("name", ["baseline", "chain (speculative sampling)", "tree (SpecInfer recursive rejection)",
                                   "point-mass drafts (prompt lookup)", "block verification",
-                                  "multi-candidate i.i.d. (MCSD)"])
+                                  "multi-candidate i.i.d. (MCSD)", "SpecTr K-SEQ"])
 def test_output_distribution_equals_target(target, drafter_model, name, sampling):
     worst = deviation(sampled_distribution(target, drafter_model, name, sampling), target_distribution(target, sampling, name))
     assert worst < 1e-6, f"{name}: max |P_decoder - P_target| = {worst:.2e}"
@@ -97,6 +99,16 @@ def test_multi_candidate_sampling_that_keeps_the_rejected_mass_is_caught(target,
     assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
 
 
+def test_spectr_with_rho_one_is_caught(target, drafter_model, monkeypatch):
+    """A planted bug: K-SEQ with ρ = 1 (each of the k drafts tried as speculative sampling tries one)
+    accepts more of a token than p has once k > 1. The enumeration must see it."""
+    monkeypatch.setattr(verification, "transport_ratio", lambda p, q, k: 1.0)
+    sampling = SAMPLINGS[0]
+    worst = deviation(sampled_distribution(target, drafter_model, "SpecTr K-SEQ", sampling),
+                      target_distribution(target, sampling, "SpecTr K-SEQ"))
+    assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
+
+
 def expected_accepted(decoder, sampling) -> float:
     """Expected drafts kept in the first step (a full-depth draft), computed exactly."""
     steps = enumerate_outputs(lambda rng: (decoder().generate(PROMPT, 4, sampling, rng).stats.accepted_lengths[0],))
@@ -133,7 +145,8 @@ def test_independent_candidates_repeat(drafter_model):
 
 
 @pytest.mark.parametrize("name", ["chain (speculative sampling)", "tree (SpecInfer recursive rejection)",
-                                  "point-mass drafts (prompt lookup)", "block verification", "multi-candidate i.i.d. (MCSD)"])
+                                  "point-mass drafts (prompt lookup)", "block verification", "multi-candidate i.i.d. (MCSD)",
+                                  "SpecTr K-SEQ"])
 def test_greedy_output_equals_baseline(name):
     """On a real (random, tiny) transformer: tree masks and positions go through real attention."""
     found = decoders(tiny_llama(seed=1), tiny_llama(seed=2, layers=1))
