@@ -161,9 +161,9 @@ class KSequential(RejectionSampling):
         if none is, draw from norm(p - min(q, p/ρ) · (1 - (1 - β)^k) / β),  β = Σ_x min(q(x), p(x)/ρ)
 
     with ρ ∈ [1, k] the root of ρβ(ρ) = 1 - (1 - β(ρ))^k, the smallest ρ for which that residual
-    is a distribution (found by bisection; a larger ρ stays lossless, it only accepts less). ρ = 1
-    is speculative sampling; for k > 1 the rule accepts within (1 - 1/e) of the optimal transport
-    plan. Drafts that agree share their rows, so the walk follows the set of agreeing nodes.
+    is a distribution (found by bisection; a larger ρ stays lossless, it only accepts less). For
+    k = 1, ρ = 1: speculative sampling; for k > 1 the rule accepts within (1 - 1/e) of the optimal
+    transport plan. Drafts that agree share their rows, so the walk follows the set of agreeing nodes.
     Deterministic drafts take the token-wise rule (see `RejectionSampling`).
     """
 
