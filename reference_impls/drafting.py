@@ -28,7 +28,8 @@ class Draft:
 
     parents[i] < i, so a chain is parents == [-1, 0, 1, ...]. Siblings were drawn in order,
     without replacement, from `q[i]` (the drafter's distribution at the parent, the same row for
-    all siblings); `q is None` means deterministic proposals (a point mass on each token).
+    all siblings), or independently when `replacement` (so they may repeat); `q is None` means
+    deterministic proposals (a point mass on each token).
     The last `auxiliary` nodes ride along in the verification forward so the drafter can read
     their outputs back (e.g. a Jacobi window), but they can never be accepted.
     `key`: what the drafter knows of this draft's reliability (e.g. the length of the match it was
@@ -42,6 +43,7 @@ class Draft:
     q: torch.Tensor | None = None
     auxiliary: int = 0
     key: object = None
+    replacement: bool = False
     exit_states: ExitStates | None = None
 
     @classmethod
@@ -59,7 +61,8 @@ class Draft:
         index = {old: new for new, old in enumerate(kept)}
         exit_states = None if self.exit_states is None else self.exit_states.select([0] + [node + 1 for node in kept])
         return Draft([self.tokens[node] for node in kept], [index.get(self.parents[node], -1) for node in kept],
-                     None if self.q is None else self.q[kept], key=self.key, exit_states=exit_states)
+                     None if self.q is None else self.q[kept], key=self.key, replacement=self.replacement,
+                     exit_states=exit_states)
 
     @property
     def proposed(self) -> int:
@@ -207,11 +210,12 @@ class ModelDrafter(Drafter):
     expands widths[d] children per node at depth d, one drafter forward per tree level.
 
     Greedy decoding drafts the drafter's top tokens; sampling draws children without replacement
-    from the drafter's tempered distribution and records it in `Draft.q` for the verifier.
+    (independently when `replacement`) from the drafter's tempered distribution and records it in
+    `Draft.q` for the verifier.
     """
 
-    def __init__(self, model, widths: tuple[int, ...] = (), label: str = "draft model"):
-        self.model, self.widths, self.label = model, widths, label
+    def __init__(self, model, widths: tuple[int, ...] = (), label: str = "draft model", replacement: bool = False):
+        self.model, self.widths, self.label, self.replacement = model, widths, label, replacement
         self.cache = kv.new_cache(model)
         self.cached: list[int] = []  # the tokens whose keys/values the cache holds, in order
         self.agreed = 0  # how many of them are known to be committed text
@@ -230,13 +234,13 @@ class ModelDrafter(Drafter):
         logits = kv.forward(self.model, self.cache, context[common:], last_only=True).logits
         self.cached, self.agreed = list(context), len(context)
 
-        draft, frontier = Draft(q=None if sampling.greedy else []), [-1]
+        draft, frontier = Draft(q=None if sampling.greedy else [], replacement=self.replacement), [-1]
         for level in range(depth):
             width = self.widths[level] if level < len(self.widths) else 1
             new_nodes = []
             for row, parent in enumerate(frontier):
                 key = (len(context) + level, "draft", row)  # the position drafted, and which parent
-                for token, q in self._children(logits[row], width, sampling, rng, key):
+                for token, q in self._children(logits[row], width, sampling, rng, key, self.replacement):
                     draft.tokens.append(token)
                     draft.parents.append(parent)
                     if q is not None:
@@ -256,10 +260,12 @@ class ModelDrafter(Drafter):
         return draft
 
     @staticmethod
-    def _children(logits, width, sampling, rng, key):
+    def _children(logits, width, sampling, rng, key, replacement):
         if sampling.greedy:
             return [(int(t), None) for t in logits.topk(width).indices]
         q = sampling.probs(logits)
+        if replacement:
+            return [(rng.categorical(q, *key, sibling), q) for sibling in range(width)]
         drawn: list[int] = []
         for sibling in range(min(width, int((q > 0).sum()))):
             drawn.append(rng.categorical(without(q, drawn), *key, sibling))

@@ -13,6 +13,7 @@ from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.models import is_embedded, shallow_slice
+from specatlas.impls.verification import BlockVerification, KSequential, RejectionSampling, Verifier
 
 
 def autoregressive(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -39,9 +40,20 @@ def chen_speculative_sampling(target, draft_model=None, policy=DraftLengthPolicy
     return _draft_model_method(target, draft_model, policy, CHEN_K)
 
 
-def _draft_model_method(target, draft_model, policy, paper_depth):
+# Sun et al. 2025 (block verification), Table 1: γ = 8 (PaLM-2-S drafted by PaLM-2-XXS).
+BLOCK_GAMMA = 8
+
+
+def block_verification(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
+    """Sun et al. 2025: speculative decoding's draft model and loop, its γ drafted tokens verified
+    jointly as a block (`BlockVerification`) instead of token by token. Paper default: γ = 8."""
+    return _draft_model_method(target, draft_model, policy, BLOCK_GAMMA, BlockVerification())
+
+
+def _draft_model_method(target, draft_model, policy, paper_depth, verifier: Verifier | None = None):
     model, label = default_draft_model(target, draft_model)
-    return SpeculativeDecoder(target, ModelDrafter(model, label=label), draft_length=policy.controller(target, paper_depth))
+    return SpeculativeDecoder(target, ModelDrafter(model, label=label), sampling_verifier=verifier or RejectionSampling(),
+                              draft_length=policy.controller(target, paper_depth))
 
 
 # SpecInfer's expansion-based token tree: children per node at each depth, the configuration
@@ -60,6 +72,41 @@ def specinfer(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> Spe
     widths = SPECINFER_WIDTHS_AUTO if policy.is_cost_aware else SPECINFER_WIDTHS
     return SpeculativeDecoder(target, ModelDrafter(model, widths, label),
                               draft_length=policy.controller(target, len(SPECINFER_WIDTHS), expansion_nodes(widths)))
+
+
+# MCSD's code (NJUNLP/MCSD: its README's evaluation command, `SpeculativeGenerator`'s defaults):
+# k-config 4,2,2 (4 candidates after the text, 2 after each of them, 2 after each of those),
+# drawn without replacement (`--replacement` draws them independently).
+MCSD_K_CONFIG = (4, 2, 2)
+
+
+def multi_candidate(target, draft_model=None, policy=DraftLengthPolicy.paper(), replacement=False) -> SpeculativeDecoder:
+    """Yang et al. 2024 (MCSD): the draft model samples k_d candidates after every node at depth d
+    (with or without replacement), the target scores the whole tree in one forward with tree
+    attention, and multi-candidate speculative sampling tries each node's candidates in turn (kept
+    with probability min(1, p/q), else p <- norm(max(p - q, 0)): `RejectionSampling`). Defaults
+    of its code: k-config (4, 2, 2), candidates drawn without replacement."""
+    model, label = default_draft_model(target, draft_model)
+    drafter = ModelDrafter(model, MCSD_K_CONFIG, label, replacement)
+    depth = len(MCSD_K_CONFIG)
+    return SpeculativeDecoder(target, drafter,
+                              draft_length=policy.controller(target, depth, expansion_nodes(MCSD_K_CONFIG), max_depth=depth))
+
+
+# SpecTr: k i.i.d. drafts of L tokens each. Ours, not the paper's: its settings for this model are
+# not restated here.
+SPECTR_DRAFTS, SPECTR_LENGTH = 4, 4
+
+
+def spectr(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
+    """Sun et al. 2023 (SpecTr): the draft model samples k independent drafts of L tokens (a tree
+    whose root has k i.i.d. children, each continued by a chain), the target scores them in one
+    forward, and K-SEQ draft selection (`KSequential`) keeps a token among the agreeing drafts'
+    next tokens at each position."""
+    model, label = default_draft_model(target, draft_model)
+    drafter = ModelDrafter(model, (SPECTR_DRAFTS,), label, replacement=True)
+    return SpeculativeDecoder(target, drafter, sampling_verifier=KSequential(),
+                              draft_length=policy.controller(target, SPECTR_LENGTH, expansion_nodes((SPECTR_DRAFTS,))))
 
 
 # Prompt lookup decoding's reference code: max_ngram_size = 3, num_pred_tokens = 10.

@@ -5,11 +5,12 @@ enumerating every draft sample and accept/reject branch, equals the target's to 
 import pytest
 import torch
 
-from specatlas.impls import kv, methods, methods_self
+from specatlas.impls import kv, methods, methods_self, verification
 from specatlas.impls.decoding import InnerDecoder, SpeculativeDecoder
 from specatlas.impls.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.sampling import Sampling
+from specatlas.impls.verification import BlockVerification, KSequential
 
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution, tiny_llama
 
@@ -34,21 +35,93 @@ def decoders(target, drafter_model):
         "tree (SpecInfer recursive rejection)": SpeculativeDecoder(
             target, ModelDrafter(drafter_model, widths=(2, 1)), draft_length=FixedLength(2)),
         "point-mass drafts (prompt lookup)": SpeculativeDecoder(target, PromptLookup(), draft_length=FixedLength(2)),
+        "block verification": SpeculativeDecoder(target, ModelDrafter(drafter_model), sampling_verifier=BlockVerification(),
+                                                 draft_length=FixedLength(3)),
+        # Two i.i.d. candidates, each continued by one (at T = 1 the first two repeat with probability
+        # 0.72); drawn without replacement they are the SpecInfer tree above.
+        "multi-candidate i.i.d. (MCSD)": SpeculativeDecoder(
+            target, ModelDrafter(drafter_model, widths=(2, 1), replacement=True), draft_length=FixedLength(2)),
+        "SpecTr K-SEQ": SpeculativeDecoder(target, ModelDrafter(drafter_model, widths=(2,), replacement=True),
+                                           sampling_verifier=KSequential(), draft_length=FixedLength(2)),
     }
 
 
-@pytest.mark.parametrize("sampling", SAMPLINGS, ids=lambda s: f"T{s.temperature}-p{s.top_p}")
-@pytest.mark.parametrize("name", ["baseline", "chain (speculative sampling)",
-                                  "tree (SpecInfer recursive rejection)", "point-mass drafts (prompt lookup)"])
-def test_output_distribution_equals_target(target, drafter_model, name, sampling):
-    length = 3
-    # A fresh decoder for every enumerated run: drafter state must not carry over between them.
-    got = enumerate_outputs(lambda rng: tuple(decoders(target, drafter_model)[name].generate(PROMPT, length, sampling, rng).tokens))
-    want = sequence_distribution(target, PROMPT, length, sampling)
+def deviation(got: dict[tuple, float], want: dict[tuple, float]) -> float:
+    """max |P_decoder - P_target| over every sequence, once the decoder's mass is checked to be 1."""
     assert abs(sum(got.values()) - 1) < 1e-9
-    worst = max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
-    assert worst < 1e-6, f"{name}: max |P_decoder - P_target| = {worst:.2e}"
     assert set(got) <= set(want)
+    return max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS, ids=lambda s: f"T{s.temperature}-p{s.top_p}")
+@pytest.mark.parametrize("name", ["baseline", "chain (speculative sampling)", "tree (SpecInfer recursive rejection)",
+                                  "point-mass drafts (prompt lookup)", "block verification",
+                                  "multi-candidate i.i.d. (MCSD)", "SpecTr K-SEQ"])
+def test_output_distribution_equals_target(target, drafter_model, name, sampling):
+    worst = deviation(sampled_distribution(target, drafter_model, name, sampling), target_distribution(target, sampling, name))
+    assert worst < 1e-6, f"{name}: max |P_decoder - P_target| = {worst:.2e}"
+
+
+def length(name: str) -> int:
+    """New tokens enumerated: 3, or 4 where a 3-token block and its bonus token must fit."""
+    return 4 if name == "block verification" else 3
+
+
+def sampled_distribution(target, drafter_model, name, sampling):
+    # A fresh decoder for every enumerated run: drafter state must not carry over between them.
+    decoder = lambda: decoders(target, drafter_model)[name]  # noqa: E731
+    return enumerate_outputs(lambda rng: tuple(decoder().generate(PROMPT, length(name), sampling, rng).tokens))
+
+
+def target_distribution(target, sampling, name):
+    return sequence_distribution(target, PROMPT, length(name), sampling)
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS[:2], ids=lambda s: f"T{s.temperature}-p{s.top_p}")
+def test_block_verification_with_the_token_wise_residual_is_caught(target, drafter_model, sampling, monkeypatch):
+    """A planted bug: block verification with the token-wise rule's residual max(p - q, 0) (its mass in
+    h_τ, its normalisation as the correction) in place of max(weight_τ · p - q, 0). The enumeration
+    must see it."""
+    right = verification.residual
+    monkeypatch.setattr(verification, "residual", lambda p, q: right(p / p.sum(), q))
+    worst = deviation(sampled_distribution(target, drafter_model, "block verification", sampling),
+                      target_distribution(target, sampling, "block verification"))
+    assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
+
+
+def test_multi_candidate_sampling_that_keeps_the_rejected_mass_is_caught(target, drafter_model, monkeypatch):
+    """A planted bug: after an i.i.d. candidate is rejected the next is tried against p itself,
+    not norm(max(p - q, 0)), so the rejected candidate's mass is counted twice."""
+    monkeypatch.setattr(verification, "residual", lambda p, q: (p, 0.0))
+    sampling = SAMPLINGS[0]
+    worst = deviation(sampled_distribution(target, drafter_model, "multi-candidate i.i.d. (MCSD)", sampling),
+                      target_distribution(target, sampling, "multi-candidate i.i.d. (MCSD)"))
+    assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
+
+
+def test_spectr_with_rho_one_is_caught(target, drafter_model, monkeypatch):
+    """A planted bug: K-SEQ with ρ = 1 (each of the k drafts tried as speculative sampling tries one)
+    accepts more of a token than p has once k > 1. The enumeration must see it."""
+    monkeypatch.setattr(verification, "transport_ratio", lambda p, q, k: 1.0)
+    sampling = SAMPLINGS[0]
+    worst = deviation(sampled_distribution(target, drafter_model, "SpecTr K-SEQ", sampling),
+                      target_distribution(target, sampling, "SpecTr K-SEQ"))
+    assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
+
+
+def expected_accepted(decoder, sampling) -> float:
+    """Expected drafts kept in the first step (a full-depth draft), computed exactly."""
+    steps = enumerate_outputs(lambda rng: (decoder().generate(PROMPT, 4, sampling, rng).stats.accepted_lengths[0],))
+    return sum((step - 1) * p for (step,), p in steps.items())
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS, ids=lambda s: f"T{s.temperature}-p{s.top_p}")
+def test_block_verification_keeps_at_least_as_many_tokens(target, drafter_model, sampling):
+    block = expected_accepted(lambda: decoders(target, drafter_model)["block verification"], sampling)
+    token = expected_accepted(lambda: SpeculativeDecoder(target, ModelDrafter(drafter_model), draft_length=FixedLength(3)), sampling)
+    assert block >= token - 1e-9, f"block verification kept {block:.4f} tokens per step, token-wise {token:.4f}"
+    if sampling == SAMPLINGS[0]:  # and really verifies jointly: 1.07 tokens against 0.98 here
+        assert block > token + 0.05
 
 
 def test_tree_drafts_more_than_one_branch(target, drafter_model):
@@ -61,8 +134,19 @@ def test_tree_drafts_more_than_one_branch(target, drafter_model):
     assert draft.q.shape == (len(draft.tokens), VOCAB)
 
 
+def test_independent_candidates_repeat(drafter_model):
+    """Guards the i.i.d. multi-candidate test against drafting distinct candidates (without replacement)."""
+    from specatlas.impls.sampling import Randomness
+
+    drafts = [ModelDrafter(drafter_model, widths=(2,), replacement=True).propose(PROMPT, 1, Sampling(1.0), Randomness(seed))
+              for seed in range(20)]
+    assert all(draft.replacement for draft in drafts)
+    assert any(draft.tokens[0] == draft.tokens[1] for draft in drafts)
+
+
 @pytest.mark.parametrize("name", ["chain (speculative sampling)", "tree (SpecInfer recursive rejection)",
-                                  "point-mass drafts (prompt lookup)"])
+                                  "point-mass drafts (prompt lookup)", "block verification", "multi-candidate i.i.d. (MCSD)",
+                                  "SpecTr K-SEQ"])
 def test_greedy_output_equals_baseline(name):
     """On a real (random, tiny) transformer: tree masks and positions go through real attention."""
     found = decoders(tiny_llama(seed=1), tiny_llama(seed=2, layers=1))
