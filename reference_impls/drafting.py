@@ -260,7 +260,7 @@ class ModelDrafter(Drafter):
         return draft
 
     @staticmethod
-    def _children(logits, width, sampling, rng, key, replacement):
+    def _children(logits, width, sampling, rng, key, replacement: bool = False):
         if sampling.greedy:
             return [(int(t), None) for t in logits.topk(width).indices]
         q = sampling.probs(logits)
