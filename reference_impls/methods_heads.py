@@ -25,6 +25,7 @@ from specatlas.impls.checkpoints import HeadNotShipped, load_head, shipped_head_
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import DraftLengthPolicy
 from specatlas.impls.drafting import Draft, Drafter
+from specatlas.impls.families.fr_spec import FR_SPEC_FRACTION
 from specatlas.impls.heads import HeadCache
 from specatlas.impls.layer_view import Kangaroo
 from specatlas.impls.errors import ModelLoadError, unpickle_failure
@@ -439,11 +440,6 @@ def eagle3(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_c
     drafter = Eagle3Drafter(checkpoint.head, target.model.embed_tokens.weight, checkpoint.hidden_layers,
                             label=checkpoint.describe())
     return SpeculativeDecoder(target, drafter, draft_length=_dynamic_length(target, policy))
-
-
-# FR-Spec's main setting keeps 32,768 of Llama-3's 128,256 tokens (thunlp/FR-Spec run_eagle_fr_spec.sh; the
-# abstract's "75% less LM-head computation"): a quarter of the vocabulary, 12,288 of SmolLM2's 49,152.
-FR_SPEC_FRACTION = 4
 
 
 def fr_spec(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
