@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from specatlas.impls.drafting import Draft, Drafter, grow_template
 from specatlas.impls.errors import CheckpointError
 from specatlas.impls.families.base import Family, layer_config
 from specatlas.impls.heads import MLP, Attention, HeadCache, LayerConfig, RMSNorm
@@ -186,3 +187,164 @@ def chain_acceptance(features, conversations, embed, depth, target_features, adv
         full = (torch.arange(rows) >= features.prompt_lengths[c] - 1) & valid.all(1)
         accepted += hits[full].int().cumprod(1).sum(1).tolist()
     return acceptance_summary(accepted, depth)
+
+
+# --------------------------------------------------------------------------------------------
+# Drafting
+
+
+# EAGLE-1's static tree (SafeAILab/EAGLE eagle/model/choices.py): 25 nodes, depth 5.
+EAGLE_TREE = tuple(map(tuple, [
+    [0], [1], [2], [3], [0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [2, 0], [2, 1], [3, 0], [0, 0, 0], [0, 0, 1], [0, 0, 2],
+    [0, 1, 0], [0, 1, 1], [0, 2, 0], [0, 2, 1], [1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1], [0, 0, 0, 2], [0, 0, 0, 0, 0],
+    [0, 0, 0, 0, 1]]))
+# EAGLE-2's dynamic tree (EaModel defaults in SafeAILab/EAGLE): expand the top_k best nodes per level
+# for `depth` levels, then keep the total_token best of all by cumulative draft log-probability.
+EAGLE2_TOTAL, EAGLE2_DEPTH, EAGLE2_TOP_K = 60, 7, 10
+
+
+class EagleDrafter(Drafter):
+    """EAGLE (Li et al. 2024): a one-layer head extrapolates the target's features.
+
+    The head's row t reads (embedding of token t+1, feature t) and predicts feature t+1; the
+    target's LM head turns a feature into the next token's distribution. Rows for committed
+    tokens read the target's own features (prefill, then the verified rows); draft rows read the
+    head's predictions, attending to the committed rows and their own ancestors in the tree.
+    `tree`: a static template (EAGLE-1), or None for EAGLE-2's dynamic tree. `vocabulary`
+    (FR-Spec): the target ids drafts are drawn from; the LM head keeps only their rows, which is
+    the point (it dominates a draft step). Verification still scores the whole vocabulary."""
+
+    name = "EAGLE"
+
+    def __init__(self, head, embed_weight, lm_head_weight, final_layer: int, tree=EAGLE_TREE,
+                 dynamic: tuple[int, int, int] = (EAGLE2_TOTAL, EAGLE2_DEPTH, EAGLE2_TOP_K), label: str = "",
+                 vocabulary: torch.Tensor | None = None):
+        self.head, self.embed_weight, self.vocabulary = head, embed_weight, vocabulary
+        self.lm_head_weight = lm_head_weight if vocabulary is None or lm_head_weight is None else lm_head_weight[vocabulary]
+        self.tree, self.dynamic, self.label = tree, dynamic, label
+        self.hidden_layers = (final_layer,)
+
+    def start(self, prompt, prefill):
+        self.cache, self.fed = HeadCache(), 0  # rows in the cache: one per committed token but the pending one
+        self.features = self._target_features(prefill.hidden_states)  # target features not yet fed, from row `fed`
+
+    def observe(self, step):
+        rows = [0] + [node + 1 for node in step.accepted]  # the pending token and the accepted nodes
+        self.features = torch.cat([self.features, self._target_features(step.hidden_states, rows)])
+
+    def _target_features(self, states, rows=slice(None)):
+        return torch.cat([states[layer][rows] for layer in self.hidden_layers], -1)
+
+    def _rows(self, tokens, features, positions, visible=None):
+        embeds = F.embedding(torch.tensor(tokens, device=features.device), self.embed_weight)
+        return self._advance(embeds[None], features[None], torch.tensor([positions], device=features.device), visible)[0]
+
+    def _advance(self, embeds, features, positions, visible):
+        """The head's predicted next features for these rows (appending them to the head's cache)."""
+        return self.head(embeds, features, positions, self.cache, visible)
+
+    def _logits(self, features):
+        return F.linear(features, self.lm_head_weight)
+
+    def _top(self, features, k: int):
+        """The k best draft tokens after these features: (log-probabilities, target ids)."""
+        best = self._logits(features).log_softmax(-1)
+        best = best.topk(min(k, best.shape[-1]), dim=-1)
+        return best.values, best.indices if self.vocabulary is None else self.vocabulary[best.indices]
+
+    def propose(self, context, depth, sampling, rng):
+        # Feed the committed rows the head has not seen: row t = (token t+1, target feature t).
+        count = len(self.features)
+        if count:
+            out = self._rows(context[self.fed + 1 : self.fed + 1 + count], self.features,
+                             list(range(self.fed, self.fed + count)))
+            self.fed, self.last, self.features = self.fed + count, out[-1], self.features[:0]
+        if not self.fed:
+            return Draft()
+        draft = self._dynamic(depth) if self.tree is None else self._static(depth)
+        self.cache.keep(list(range(self.fed)))  # drop the draft rows
+        return draft
+
+    def _expand(self, tokens: list[int], features: torch.Tensor, depth_of: int, ancestors: list[list[int]]) -> torch.Tensor:
+        """Head rows for draft nodes (token, parent's predicted feature) at position fed + depth - 1,
+        each seeing the committed rows, its ancestors' rows and itself."""
+        start = len(self.cache)
+        visible = torch.zeros(len(tokens), start + len(tokens), dtype=torch.bool)
+        visible[:, : self.fed] = True
+        for i, rows in enumerate(ancestors):
+            visible[i, rows] = True
+            visible[i, start + i] = True
+        return self._rows(tokens, features, [self.fed + depth_of - 1] * len(tokens), visible.to(features.device))
+
+    def _static(self, depth):
+        row_of, feature_of = {}, {(): self.last}
+
+        def expand(paths, chains, width):
+            level, start = len(paths[0]), len(self.cache)
+            out = self._expand([chain[-1] for chain in chains], torch.stack([feature_of[p[:-1]] for p in paths]), level,
+                               [[row_of[p[:k]] for k in range(1, level)] for p in paths])
+            for i, path in enumerate(paths):
+                row_of[path], feature_of[path] = start + i, out[i]
+            return list(self._top(out, width)[1])
+
+        root = self._top(self.last, max(p[-1] for p in self.tree if len(p) == 1) + 1)[1]
+        return grow_template(self.tree, depth, root, expand)
+
+    def _dynamic(self, depth):
+        """EAGLE-2: grow by cumulative confidence (the product of the head's probabilities along
+        the path), expanding the top_k best new nodes per level, then rerank every node and keep
+        the `total` best (a node's score never exceeds its parent's, so the kept set is a tree)."""
+        total, max_depth, top_k = self.dynamic
+        tokens, parents, scores, rows = [], [], [], []
+        values, ids = self._top(self.last, top_k)
+        frontier = []
+        for value, token in zip(values.tolist(), ids.tolist()):
+            frontier.append(len(tokens))
+            tokens.append(token), parents.append(-1), scores.append(value), rows.append(None)
+        features = {node: self.last for node in frontier}  # the feature each node's head row reads
+        for level in range(1, min(depth, max_depth)):
+            ancestors = []
+            for node in frontier:
+                chain, parent = [], parents[node]
+                while parent >= 0:
+                    chain.append(rows[parent])
+                    parent = parents[parent]
+                ancestors.append(chain)
+            start = len(self.cache)
+            out = self._expand([tokens[n] for n in frontier], torch.stack([features[n] for n in frontier]),
+                                level, ancestors)
+            for i, node in enumerate(frontier):
+                rows[node] = start + i
+            values, ids = self._top(out, top_k)
+            candidates = []
+            for i, node in enumerate(frontier):
+                for value, token in zip(values[i].tolist(), ids[i].tolist()):
+                    candidates.append((scores[node] + value, node, token, i))
+            candidates.sort(key=lambda c: -c[0])
+            new_frontier = []
+            for score, parent, token, i in candidates:
+                node = len(tokens)
+                tokens.append(token), parents.append(parent), scores.append(score), rows.append(None)
+                if len(new_frontier) < top_k:
+                    new_frontier.append(node)
+                    features[node] = out[i]
+            frontier = new_frontier
+        keep = sorted(sorted(range(len(tokens)), key=lambda n: -scores[n])[:total])
+        kept = set(keep)
+        keep = [n for n in keep if all(a in kept for a in self._ancestors(n, parents))]
+        index = {old: new for new, old in enumerate(keep)}
+        return Draft([tokens[n] for n in keep], [index.get(parents[n], -1) for n in keep])
+
+    @staticmethod
+    def _ancestors(node, parents):
+        out, parent = [], parents[node]
+        while parent >= 0:
+            out.append(parent)
+            parent = parents[parent]
+        return out
+
+    def describe(self):
+        shape = (f"{len(self.tree)}-node static tree" if self.tree is not None else
+                 "dynamic tree: top-{2} per level, depth {1}, {0} nodes kept".format(*self.dynamic))
+        vocabulary = "" if self.vocabulary is None else f", drafts from {len(self.vocabulary)} frequent tokens"
+        return f"{self.name} head ({shape}{vocabulary}; {self.label})"

@@ -15,7 +15,8 @@ from torch.nn import functional as F
 
 from specatlas.impls.errors import CheckpointError
 from specatlas.impls.families.base import layer_config
-from specatlas.impls.families.eagle import EagleFamily, chain_acceptance, llama_config, published_renames
+from specatlas.impls.families.eagle import (EAGLE2_DEPTH, EAGLE2_TOP_K, EAGLE2_TOTAL, EagleDrafter, EagleFamily,
+                                            chain_acceptance, llama_config, published_renames)
 from specatlas.impls.heads import MLP, Attention, HeadCache, LayerConfig, RMSNorm, StepCache, eagle3_layers
 from specatlas.impls.training import finish, frequency_ranked, shared_prompt_prefix, split, train_loop
 
@@ -198,3 +199,27 @@ def training_time_test(head, tokens, states, embed, steps: int, deep: torch.Tens
             rows, states, cache.rows = deep, states[:, deep], deep
         states = head.hidden(F.embedding(tokens[:, rows + k], embed), states, rows[None] + k, cache)
         yield rows, states
+
+
+# --------------------------------------------------------------------------------------------
+# Drafting
+
+
+class Eagle3Drafter(EagleDrafter):
+    """EAGLE-3 (Li et al. 2025) drafts EAGLE-2's dynamic tree with its own head: committed rows
+    read the target's low/mid/high states fused (fc), draft rows the head's own outputs, and
+    the head ranks its draft vocabulary through its own norm and LM head (d2t maps to target ids)."""
+
+    name = "EAGLE-3"
+
+    def __init__(self, head, embed_weight, hidden_layers: tuple[int, ...],
+                 dynamic: tuple[int, int, int] = (EAGLE2_TOTAL, EAGLE2_DEPTH, EAGLE2_TOP_K), label: str = ""):
+        vocabulary = head.to_target(torch.arange(len(head.d2t), device=head.d2t.device))
+        super().__init__(head, embed_weight, None, hidden_layers[-1], None, dynamic, label, vocabulary)
+        self.hidden_layers = tuple(hidden_layers)
+
+    def _advance(self, embeds, features, positions, visible):
+        return self.head.hidden(embeds, features, positions, self.cache, visible)
+
+    def _logits(self, features):
+        return self.head.logits(features)

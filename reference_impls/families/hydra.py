@@ -13,8 +13,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from specatlas.impls.drafting import Draft, grow_template
 from specatlas.impls.errors import CheckpointError
 from specatlas.impls.families.base import Family
+from specatlas.impls.families.medusa import MEDUSA_TREE, MedusaDrafter
 from specatlas.impls.training import acceptance_summary, finish, loss_vocabulary, shared_prompt_prefix, split, train_loop
 
 
@@ -154,3 +156,41 @@ class HydraFamily(Family):
             full = (labels != -100).all(1)
             accepted += hits[full].int().cumprod(1).sum(1).tolist()
         return acceptance_summary(accepted, self.num_heads)
+
+
+# --------------------------------------------------------------------------------------------
+# Drafting
+
+
+# Hydra drafts Medusa's tree: `hydra_generate` defaults to the same mc_sim_7b_63 (zankner/Hydra hydra_choices.py).
+HYDRA_TREE = MEDUSA_TREE
+
+
+class HydraDrafter(MedusaDrafter):
+    """Hydra (Ankner et al. 2024), per step:
+    1. h = the target's last kept final state, x = the pending token its logits chose;
+    2. head 1 ranks candidates for the token after x from (h, E(x));
+    3. each tree node with children is expanded by the next head from (h, E(x), E(its path's
+       tokens)): unlike Medusa's, a branch's candidates depend on the tokens drafted before them;
+    4. the target verifies the tree in one forward; its kept rows give the next h."""
+
+    def __init__(self, heads, embed_weight, lm_head_weight, final_layer: int, tree=HYDRA_TREE, label: str = ""):
+        super().__init__(heads, lm_head_weight, final_layer, tree, label)
+        self.embed_weight = embed_weight
+
+    def propose(self, context, depth, sampling, rng):
+        if self.state is None:
+            return Draft()
+
+        def rank(paths, chains, width):
+            k = len(chains[0])  # head k drafts depth k + 1
+            ids = torch.tensor([[context[-1], *chain] for chain in chains], device=self.state.device)
+            features = self.heads.features(k, self.state.expand(len(chains), -1), F.embedding(ids, self.embed_weight))
+            logits = self.heads.logits(k, features, self.lm_head_weight)
+            return list(logits.topk(min(width, logits.shape[-1]), dim=-1).indices)
+
+        root = rank([()], [[]], max(path[-1] for path in self.tree if len(path) == 1) + 1)[0]
+        return grow_template(self.tree, min(depth, len(self.heads)), root, rank)
+
+    def describe(self):
+        return f"Hydra heads ({len(self.heads)} heads, {len(self.tree)}-node tree; {self.label})"

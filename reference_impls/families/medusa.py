@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from specatlas.impls.drafting import Draft, Drafter, grow_template
 from specatlas.impls.errors import CheckpointError
 from specatlas.impls.families.base import Family
 from specatlas.impls.training import acceptance_summary, finish, loss_vocabulary, shared_prompt_prefix, split, train_loop
@@ -162,3 +163,49 @@ class MedusaFamily(Family):
             full = (labels != -100).all(1)
             accepted += hits[full].int().cumprod(1).sum(1).tolist()
         return acceptance_summary(accepted, self.num_heads)
+
+
+# --------------------------------------------------------------------------------------------
+# Drafting
+
+
+# Medusa's tree for Vicuna-7B (`mc_sim_7b_63` in FasterDecoding/Medusa medusa_choices.py): 63 nodes,
+# depth 4; node (i, j) is head 1's (i+1)-th token followed by head 2's (j+1)-th.
+MEDUSA_TREE = tuple(map(tuple, [
+    [0], [0, 0], [1], [0, 1], [2], [0, 0, 0], [1, 0], [0, 2], [3], [0, 3], [4], [0, 4], [2, 0], [0, 5], [0, 0, 1],
+    [5], [0, 6], [6], [0, 7], [0, 1, 0], [1, 1], [7], [0, 8], [0, 0, 2], [3, 0], [0, 9], [8], [9], [1, 0, 0],
+    [0, 2, 0], [1, 2], [0, 0, 3], [4, 0], [2, 1], [0, 0, 4], [0, 0, 5], [0, 0, 0, 0], [0, 1, 1], [0, 0, 6], [0, 3, 0],
+    [5, 0], [1, 3], [0, 0, 7], [0, 0, 8], [0, 0, 9], [6, 0], [0, 4, 0], [1, 4], [7, 0], [0, 1, 2], [2, 0, 0], [3, 1],
+    [2, 2], [8, 0], [0, 5, 0], [1, 5], [1, 0, 1], [0, 2, 1], [9, 0], [0, 6, 0], [0, 0, 0, 1], [1, 6], [0, 7, 0]]))
+
+
+class MedusaDrafter(Drafter):
+    """Medusa (Cai et al. 2024), per step:
+    1. h = the target's last kept final state (the one whose logits gave the pending token);
+    2. head k's top tokens are candidates for the token k+2 positions after h;
+    3. the tree template combines them (node (i, j): head 1's i-th, then head 2's j-th);
+    4. the target verifies the tree in one forward; its kept rows give the next h."""
+
+    def __init__(self, heads, lm_head_weight, final_layer: int, tree=MEDUSA_TREE, label: str = ""):
+        self.heads, self.lm_head_weight, self.tree, self.label = heads, lm_head_weight, tree, label
+        self.hidden_layers = (final_layer,)
+        self.state = None
+
+    def start(self, prompt, prefill):
+        rows = prefill.hidden_states[self.hidden_layers[0]]
+        self.state = rows[-1] if len(rows) else None
+
+    def propose(self, context, depth, sampling, rng):
+        if self.state is None:
+            return Draft()
+        logits = self.heads(self.state, self.lm_head_weight)  # [heads, vocab]
+        ranked = logits.topk(max(path[-1] for path in self.tree) + 1, dim=-1).indices
+        # Every node at depth d shares head d's candidates: they do not depend on the path.
+        return grow_template(self.tree, depth, ranked[0], lambda paths, chains, width: [ranked[len(paths[0])]] * len(paths))
+
+    def observe(self, step):
+        row = step.accepted[-1] + 1 if step.accepted else 0
+        self.state = step.hidden_states[self.hidden_layers[0]][row]
+
+    def describe(self):
+        return f"Medusa heads ({len(self.heads)} heads, {len(self.tree)}-node tree; {self.label})"

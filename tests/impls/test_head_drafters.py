@@ -7,13 +7,12 @@ import torch
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.drafting import Draft
-from specatlas.impls.families.eagle import EagleHead
-from specatlas.impls.families.eagle3 import Eagle3Head
-from specatlas.impls.families.hydra import HydraHeads
-from specatlas.impls.families.medusa import MedusaHeads
+from specatlas.impls.families.eagle import EagleDrafter, EagleHead
+from specatlas.impls.families.eagle3 import Eagle3Drafter, Eagle3Head
+from specatlas.impls.families.hydra import HydraDrafter, HydraHeads
+from specatlas.impls.families.medusa import MedusaDrafter, MedusaHeads
 from specatlas.impls.heads import LayerConfig
-from specatlas.impls.methods_heads import (BLOCKWISE_CHAIN, Eagle3Drafter, EagleDrafter, HydraDrafter, MedusaDrafter,
-                                          TopKAcceptance, TypicalAcceptance)
+from specatlas.impls.methods_heads import BLOCKWISE_CHAIN, TopKAcceptance, TypicalAcceptance
 from specatlas.impls.sampling import Randomness, Sampling
 from specatlas.impls.verification import RejectionSampling
 
