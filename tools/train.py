@@ -9,6 +9,9 @@
     specatlas train fr-spec                     # FR-Spec's token ranking, beside the EAGLE head (seconds)
     specatlas train medusa --data-only          # only build (or finish building) the cached data
 
+The trainable families are `specatlas.impls.families.FAMILIES`, named by paper id or alias (each
+family's `paper` and `aliases`).
+
 Data (the target's greedy answers to this project's prompt corpus, specatlas/prompts/train.jsonl, and
 its hidden states) is built once and cached under the user cache dir; training checkpoints there
 too, so an interrupted run resumes where it stopped. The result is a float16 checkpoint in the

@@ -3,7 +3,10 @@
 A family ties together its `nn.Module`, how a checkpoint of it is recognised (`detect`) and built
 (`build`), the config.json and model-card wording it is saved with (`config_for`, `describe`,
 `weight_file`; `save` writes them the same way for every family), and how it is trained (`fit`,
-its settings as class attributes, `layers`). `families.FAMILIES` is the table of them.
+its settings as class attributes, `layers`); its drafter is in its module too, composed into
+methods by `methods_heads`. `families.FAMILIES` is the table of them. Writing (`save`) and the
+run's key and seed (`train`) are here rather than in `checkpoints` and `training` because
+`checkpoints` imports the table: a family's `fit` saves through its own `save`, without a cycle.
 """
 
 from __future__ import annotations
