@@ -273,3 +273,26 @@ class ModelDrafter(Drafter):
 
     def describe(self):
         return self.label
+
+
+def grow_template(tree, depth: int, root: torch.Tensor, expand) -> Draft:
+    """Fill a static tree template level by level (EAGLE-1's and Hydra's trees): node `path` is
+    the path[-1]-th ranked candidate after its parent. `root` ranks the candidates after the
+    pending token (target ids, best first); `expand(paths, chains, width)` ranks `width` candidates
+    after each of those nodes, `chains[i]` being the tokens drafted along `paths[i]`. Only nodes
+    with children in the template are expanded, one batched call per level."""
+    levels = min(depth, max(map(len, tree)))
+    draft, node_of, ranked = Draft(), {(): -1}, {(): root}
+    for level in range(1, levels + 1):
+        paths = [p for p in tree if len(p) == level and p[:-1] in ranked and p[-1] < len(ranked[p[:-1]])]
+        for path in paths:
+            node_of[path] = len(draft.tokens)
+            draft.tokens.append(int(ranked[path[:-1]][path[-1]]))
+            draft.parents.append(node_of[path[:-1]])
+        deeper = [q for q in tree if len(q) == level + 1]
+        parents = [p for p in paths if any(q[:-1] == p for q in deeper)]
+        if level == levels or not parents:
+            break
+        chains = [[draft.tokens[node_of[p[:k]]] for k in range(1, level + 1)] for p in parents]
+        ranked.update(zip(parents, expand(parents, chains, max(q[-1] for q in deeper) + 1)))
+    return draft

@@ -6,6 +6,10 @@ class ModelLoadError(Exception):
     """A model or tokenizer could not be loaded; the message is one line for the user."""
 
 
+class CheckpointError(Exception):
+    """A draft checkpoint cannot be used with this target; the message is one line for the user."""
+
+
 def first_line(exc: BaseException) -> str:
     """An exception as one short line for a message (pickle and torch errors run to pages)."""
     text = str(exc).strip()

@@ -1,26 +1,10 @@
-"""Trained draft heads that read the target's hidden states: Medusa (v1 / v2), Hydra, EAGLE-1/2 and EAGLE-3.
+"""Building blocks of the trained draft heads (the heads themselves are their families', in `families/`).
 
-Each module's `state_dict()` is the published checkpoint layout as it is (see
-reference_impls/CHECKPOINT_FORMATS.md), so saving and loading need no key renames:
-
-- `MedusaHeads`: head k is `x + SiLU(W x + b)` ResBlocks on the target's final (normed) hidden state
-  at position t, predicting the token at t + k + 2 (the target's own head predicts t + 1). v1 ends
-  each head with its own vocabulary projection (`{k}.{L}.weight`); v2 reuses the target's LM head.
-- `EagleHead` (EAGLE-1, also EAGLE-2's drafter): `fc(concat(embed(token[t+1]), feature[t]))`
-  through one Llama decoder layer without input norm predicts feature[t+1]; the target's LM head
-  turns a feature into logits.
-- `Eagle3Head`: the target's low/mid/high-layer states fused by `fc` (3H -> H); the midlayer
-  attends over concat(input_layernorm(embedding), hidden_norm(feature)) (2H wide) and its output is
-  both the next step's feature and, through its own norm and LM head, logits over a draft
-  vocabulary mapped to target ids by `d2t` (target = draft + d2t[draft]).
-- `KangarooAdapter`: Kangaroo's adapter on the target's shallow exit (the input of layer l):
-  `norm(x + attention(input_layernorm(x)))`, one attention layer and two norms, read by the
-  target's LM head. Keys as its released `AdapterModel` (`layers.0.input_layernorm`,
-  `layers.0.self_attn.*`, `norm`).
-
-The decoder layer is written out here (not transformers' LlamaDecoderLayer) because EAGLE's layer
-drops the input norm and EAGLE-3's attention takes a 2H-wide input; a `HeadCache` holds the
-draft layer's keys and values for autoregressive and tree drafting.
+`LayerConfig`, `Attention`, `MLP` and `RMSNorm` are a Llama decoder layer's parts, written out here
+(not transformers' LlamaDecoderLayer) because EAGLE's layer drops the input norm, EAGLE-3's
+attention takes a 2H-wide input and Kangaroo's adapter has no MLP; a `HeadCache` holds a draft
+layer's keys and values for autoregressive and tree drafting, a `StepCache` EAGLE-3's training-time
+test. `VocabularyHead` is the target's LM head over a draft vocabulary.
 """
 
 from __future__ import annotations
@@ -33,88 +17,7 @@ from torch.nn import functional as F
 
 
 # --------------------------------------------------------------------------------------------
-# Medusa
-
-
-class ResBlock(nn.Module):
-    def __init__(self, hidden: int):
-        super().__init__()
-        self.linear = nn.Linear(hidden, hidden)
-        nn.init.zeros_(self.linear.weight)  # Medusa's init: each head starts as the identity
-        nn.init.zeros_(self.linear.bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + F.silu(self.linear(x))
-
-
-class MedusaHeads(nn.ModuleList):
-    """`num_heads` heads of `num_layers` ResBlocks, with (v1) or without (v2) their own vocabulary
-    projection. A ModuleList of Sequentials, so keys read `{head}.{layer}.linear.weight`."""
-
-    def __init__(self, hidden: int, num_heads: int, num_layers: int = 1, vocab_size: int | None = None):
-        heads = []
-        for _ in range(num_heads):
-            blocks: list[nn.Module] = [ResBlock(hidden) for _ in range(num_layers)]
-            if vocab_size is not None:
-                blocks.append(nn.Linear(hidden, vocab_size, bias=False))
-            heads.append(nn.Sequential(*blocks))
-        super().__init__(heads)
-        self.hidden, self.num_layers, self.own_vocab = hidden, num_layers, vocab_size is not None
-
-    def features(self, hidden: torch.Tensor) -> torch.Tensor:
-        """[..., H] -> [heads, ..., H]: each head's ResBlock output, before any vocabulary projection."""
-        return torch.stack([head[: self.num_layers](hidden) for head in self])
-
-    def forward(self, hidden: torch.Tensor, lm_head_weight: torch.Tensor | None = None) -> torch.Tensor:
-        """[..., H] -> logits [heads, ..., vocab]; v2 heads need the target's LM head weight."""
-        if self.own_vocab:
-            return torch.stack([head(hidden) for head in self])
-        if lm_head_weight is None:
-            raise ValueError("Medusa v2 heads reuse the target's LM head: pass lm_head_weight")
-        return F.linear(self.features(hidden), lm_head_weight)
-
-
-class HydraBlock(nn.Module):
-    """Hydra's ResBlock: res_connection(x) + SiLU(linear(x)). A head's first block reads
-    (conditions + 1) x H inputs, so its residual is a learnt projection down to H (identity otherwise)."""
-
-    def __init__(self, hidden: int, conditions: int = 0):
-        super().__init__()
-        self.linear = nn.Linear(hidden * (conditions + 1), hidden)
-        nn.init.zeros_(self.linear.weight)  # Hydra's init, as Medusa's
-        self.res_connection = nn.Linear(hidden * (conditions + 1), hidden) if conditions else nn.Identity()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.res_connection(x) + F.silu(self.linear(x))
-
-
-class HydraHeads(nn.Module):
-    """`num_heads` sequentially dependent heads (Hydra's grounded MLP heads, zankner/Hydra
-    `HydraMLP`): head k is `num_layers` HydraBlocks over concat(hidden, embeddings of k + 1 tokens),
-    then its own vocabulary projection (`hydra_lm_head.{k}`, optional) or the target's LM head."""
-
-    def __init__(self, hidden: int, num_heads: int, num_layers: int = 1, vocab_size: int | None = None):
-        super().__init__()
-        self.hydra_mlp = nn.ModuleList(
-            nn.Sequential(HydraBlock(hidden, k + 1), *(HydraBlock(hidden) for _ in range(num_layers - 1)))
-            for k in range(num_heads))
-        if vocab_size is not None:
-            self.hydra_lm_head = nn.ModuleList(nn.Linear(hidden, vocab_size) for _ in range(num_heads))
-        self.hidden, self.num_layers, self.own_vocab = hidden, num_layers, vocab_size is not None
-
-    def __len__(self) -> int:
-        return len(self.hydra_mlp)
-
-    def features(self, k: int, hidden: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
-        """Head k's output before the vocabulary projection: hidden [.., H], embeds [.., k + 1, H]."""
-        return self.hydra_mlp[k](torch.cat([hidden, embeds.flatten(-2)], -1))
-
-    def logits(self, k: int, features: torch.Tensor, lm_head_weight: torch.Tensor) -> torch.Tensor:
-        return self.hydra_lm_head[k](features) if self.own_vocab else F.linear(features, lm_head_weight)
-
-
-# --------------------------------------------------------------------------------------------
-# One Llama-style decoder layer, as EAGLE's heads use it
+# The pieces of a Llama-style decoder layer, as EAGLE's heads and Kangaroo's adapter use them
 
 
 @dataclass(frozen=True)
@@ -260,131 +163,6 @@ class MLP(nn.Module):
 
     def forward(self, x):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
-
-class EagleLayer(nn.Module):
-    """EAGLE-1's decoder layer 0: a Llama layer whose input norm is dropped (fc already mixes the inputs)."""
-
-    def __init__(self, config: LayerConfig):
-        super().__init__()
-        self.self_attn = Attention(config, config.hidden_size)
-        self.mlp = MLP(config)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-
-    def forward(self, x, positions, cache=None, mask=None):
-        x = x + self.self_attn(x, positions, cache, mask)
-        return x + self.mlp(self.post_attention_layernorm(x))
-
-
-class Eagle3MidLayer(nn.Module):
-    """EAGLE-3's layer: attention over concat(input_layernorm(embedding), hidden_norm(feature)), residual from the feature."""
-
-    def __init__(self, config: LayerConfig):
-        super().__init__()
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.hidden_norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = Attention(config, 2 * config.hidden_size)
-        self.mlp = MLP(config)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-
-    def forward(self, embeds, hidden, positions, cache=None, mask=None):
-        both = torch.cat([self.input_layernorm(embeds), self.hidden_norm(hidden)], -1)
-        hidden = hidden + self.self_attn(both, positions, cache, mask)
-        return hidden + self.mlp(self.post_attention_layernorm(hidden))
-
-
-# --------------------------------------------------------------------------------------------
-# EAGLE heads
-
-
-class EagleHead(nn.Module):
-    """EAGLE-1/2 draft head. `forward(embeds, features, positions)`: embeds[t] is the target's
-    embedding of token t+1, features[t] the target's (or the head's own) feature at t; returns
-    the predicted features at t+1, which the target's LM head turns into logits."""
-
-    def __init__(self, config: LayerConfig, fc_bias: bool = True):
-        super().__init__()
-        self.config = config
-        self.fc = nn.Linear(2 * config.hidden_size, config.hidden_size, bias=fc_bias)
-        self.layers = nn.ModuleList([EagleLayer(config)])
-
-    def forward(self, embeds, features, positions, cache: HeadCache | None = None, mask=None):
-        return self.layers[0](self.fc(torch.cat([embeds, features], -1)), positions, cache, mask)
-
-
-class Eagle3Head(nn.Module):
-    """EAGLE-3 draft head. `features` are either the target's fused states [.., 3 * H_target]
-    (first step) or the head's own previous outputs [.., H]; `fc` applies only to the former.
-    Returns (next features [.., H], draft-vocabulary logits)."""
-
-    def __init__(self, config: LayerConfig, target_hidden: int, vocab_size: int, draft_vocab_size: int):
-        super().__init__()
-        self.config = config
-        self.fc = nn.Linear(3 * target_hidden, config.hidden_size, bias=False)
-        self.midlayer = Eagle3MidLayer(config)
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.lm_head = nn.Linear(config.hidden_size, draft_vocab_size, bias=False)
-        # Identity maps until trained: draft id i is target id i.
-        self.register_buffer("d2t", torch.zeros(draft_vocab_size, dtype=torch.long))
-        t2d = torch.zeros(vocab_size, dtype=torch.bool)
-        t2d[:draft_vocab_size] = True
-        self.register_buffer("t2d", t2d)
-
-    def forward(self, embeds, features, positions, cache: HeadCache | None = None, mask=None):
-        hidden = self.hidden(embeds, features, positions, cache, mask)
-        return hidden, self.logits(hidden)
-
-    def hidden(self, embeds, features, positions, cache: HeadCache | None = None, mask=None):
-        """The next features only (a drafter projects just the rows it ranks)."""
-        if features.shape[-1] != self.config.hidden_size:
-            features = self.fc(features)
-        return self.midlayer(embeds, features, positions, cache, mask)
-
-    def logits(self, hidden):
-        return self.lm_head(self.norm(hidden))
-
-    def to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
-        return draft_ids + self.d2t[draft_ids]
-
-
-# --------------------------------------------------------------------------------------------
-# Kangaroo
-
-
-class KangarooAttentionBlock(nn.Module):
-    """The adapter's one "decoder layer": input norm and attention with a residual, no MLP."""
-
-    def __init__(self, config: LayerConfig):
-        super().__init__()
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = Attention(config, config.hidden_size)
-
-    def forward(self, x, positions, cache=None, mask=None):
-        return x + self.self_attn(self.input_layernorm(x), positions, cache, mask)
-
-
-class KangarooAdapter(nn.Module):
-    """Kangaroo's adapter: maps the shallow exit's states [B, T, H] to states the target's LM head
-    reads. `final_norm` (the target's) initialises `norm` and the attention output starts at
-    zero, so an untrained adapter is exactly the plain early exit (norm + LM head after layer l):
-    training starts from that drafter rather than from noise. `draft_vocab` (ours, not in its
-    released layout): the target token ids the adapter was trained to rank, which it drafts from
-    (trained over the most frequent tokens only, its logits for the others mean nothing)."""
-
-    def __init__(self, config: LayerConfig, final_norm: torch.Tensor | None = None, draft_vocab_size: int = 0):
-        super().__init__()
-        self.config = config
-        self.layers = nn.ModuleList([KangarooAttentionBlock(config)])
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        if draft_vocab_size:
-            self.register_buffer("draft_vocab", torch.zeros(draft_vocab_size, dtype=torch.long))
-        if final_norm is not None:
-            with torch.no_grad():
-                self.norm.weight.copy_(final_norm)
-                self.layers[0].self_attn.o_proj.weight.zero_()
-
-    def forward(self, x, positions, cache: HeadCache | None = None, mask=None):
-        return self.norm(self.layers[0](x, positions, cache, mask))
 
 
 class VocabularyHead(nn.Module):

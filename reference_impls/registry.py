@@ -22,7 +22,7 @@ class MethodSpec:
     uses_draft_model: bool = False
     has_paper: bool = True
     paper_settings: str = ""  # the paper's defaults that `specatlas run` uses, and where they come from
-    trained_head: str = ""  # the head family a `--drafter-checkpoint` must hold (Medusa, EAGLE methods)
+    trained_head: str = ""  # the head family (a `families.FAMILIES` name) a `--drafter-checkpoint` must hold
     # The widest draft one verification checks under the paper's settings, as (depth, nodes): what
     # `paper_settings` says in numbers; exact for static structures, a bound for adaptive ones.
     paper_draft: tuple[int, int] | None = None

@@ -9,6 +9,9 @@
     specatlas train fr-spec                     # FR-Spec's token ranking, beside the EAGLE head (seconds)
     specatlas train medusa --data-only          # only build (or finish building) the cached data
 
+The trainable families are `specatlas.impls.families.FAMILIES`, named by paper id or alias (each
+family's `paper` and `aliases`).
+
 Data (the target's greedy answers to this project's prompt corpus, specatlas/prompts/train.jsonl, and
 its hidden states) is built once and cached under the user cache dir; training checkpoints there
 too, so an interrupted run resumes where it stopped. The result is a float16 checkpoint in the
@@ -23,24 +26,20 @@ import difflib
 import sys
 from pathlib import Path
 
+import torch
+from tqdm import tqdm
+
 from specatlas.cli import CommandError, add_trust_remote_code
 from specatlas.fsutil import WriteError, output_dir
+from specatlas.impls import training
+from specatlas.impls.checkpoints import SHIPPED_HEADS, shipped_head_folder
+from specatlas.impls.families import FAMILIES, Family
+from specatlas.impls.models import EMBEDDED, ModelLoadError, load_model, pick_device
 from specatlas.train_prompts import PROMPTS
-
-# paper id -> (head family, aliases)
-TRAINABLE: dict[str, tuple[str, tuple[str, ...]]] = {
-    "cai2024medusa": ("medusa", ("medusa", "medusa-2")),
-    "li2024eagle": ("eagle", ("eagle", "eagle-1", "eagle2", "eagle-2", "li2024eagle2")),
-    "liu2024kangaroo": ("kangaroo", ("kangaroo",)),
-    "zhou2024distillspec": ("distillspec", ("distillspec",)),
-    "ankner2024hydra": ("hydra", ("hydra",)),
-    "li2025eagle": ("eagle3", ("eagle3", "eagle-3")),
-    "zhao2025fr": ("fr-spec", ("fr-spec", "frspec")),  # the token ranking FR-Spec drafts from, beside the EAGLE head
-}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("method", metavar="PAPER_ID", help=f"paper id or alias: {', '.join(TRAINABLE)}")
+    parser.add_argument("method", metavar="PAPER_ID", help=f"paper id or alias: {', '.join(family.paper for family in FAMILIES.values())}")
     parser.add_argument("--model", help="local HF folder or hub id (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
     parser.add_argument("--output", type=Path, help="folder for the trained checkpoint, new, empty or an earlier "
@@ -62,18 +61,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
 TRAIN_MARKER = ".specatlas-train"
 
 
-def resolve(name: str) -> str | None:
+def resolve(name: str) -> Family | None:
+    """The family `specatlas train NAME` trains: NAME is its paper id or an alias."""
     key = name.strip().lower()
-    return next((paper for paper, (_, aliases) in TRAINABLE.items() if key == paper or key in aliases), None)
+    return next((family for family in FAMILIES.values() if key == family.paper or key in family.aliases), None)
+
+
+def default_output(family: Family, model_name: str) -> Path:
+    if model_name == EMBEDDED:
+        return shipped_head_folder(family.folder or family.name)
+    return Path.cwd() / f"{family.folder or family.name}-head"
 
 
 def execute(args: argparse.Namespace) -> int:
-    paper = resolve(args.method)
-    if paper is None:
-        names = [n for paper_id, (_, aliases) in TRAINABLE.items() for n in (paper_id, *aliases)]
+    trainer = resolve(args.method)
+    if trainer is None:
+        names = [name for family in FAMILIES.values() for name in (family.paper, *family.aliases)]
         close = difflib.get_close_matches(args.method.lower(), names, n=3, cutoff=0.5)
         hint = f"; closest: {', '.join(close)}" if close else ""
-        raise CommandError(f"no trainable head for {args.method!r}{hint}; trainable: {', '.join(TRAINABLE)}")
+        raise CommandError(f"no trainable head for {args.method!r}{hint}; trainable: "
+                           f"{', '.join(family.paper for family in FAMILIES.values())}")
     if not 0 < args.budget_minutes < float("inf") or args.max_new_tokens < 1 or args.batch_size < 1 \
             or (args.prompts or 1) < 1 or (args.steps is not None and args.steps < 1):
         raise CommandError("--budget-minutes (finite), --steps, --max-new-tokens, --batch-size and --prompts must be "
@@ -82,15 +89,8 @@ def execute(args: argparse.Namespace) -> int:
     if len(worker) != 2 or not all(part.isdigit() for part in worker) or not int(worker[0]) < int(worker[1]):
         raise CommandError(f"--worker must be I/N with 0 <= I < N, got {args.worker!r}")
 
-    import torch
-    from tqdm import tqdm
-
-    from specatlas.impls import training
-    from specatlas.impls.checkpoints import SHIPPED_HEADS
-    from specatlas.impls.models import ModelLoadError, load_model, pick_device
-
     torch.manual_seed(args.seed)
-    family = TRAINABLE[paper][0]
+    family = trainer.name
 
     def checked(output: Path) -> Path:
         try:
@@ -104,24 +104,24 @@ def execute(args: argparse.Namespace) -> int:
         loaded = load_model(args.model, pick_device(args.device), torch.float32, args.trust_remote_code)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
-    output = output or checked(training.default_output(family, loaded.name))
+    output = output or checked(default_output(trainer, loaded.name))
     folder = training.data_dir(loaded.name, PROMPTS, args.max_new_tokens)
-    print(f"specatlas train: {paper} ({family}) for {loaded.name}; data in {folder}", file=sys.stderr)
+    print(f"specatlas train: {trainer.paper} ({family}) for {loaded.name}; data in {folder}", file=sys.stderr)
     index, workers = map(int, args.worker.split("/"))
     ids = training.shortest(PROMPTS, args.prompts)
     training.generate(loaded, PROMPTS, folder, args.max_new_tokens, args.batch_size, tqdm, (index, workers), ids)
     if args.data_only or workers > 1:
         return 0
     try:
-        features = training.read_data(folder, ids, training.FAMILIES[family].layers(loaded.model))
+        features = training.read_data(folder, ids, trainer.layers(loaded.model))
     except training.DataError as exc:
         raise CommandError(str(exc), status=1)
     print(f"specatlas train: data: {len(ids)} conversations, {sum(map(len, features.tokens))} tokens",
           file=sys.stderr)
     command = " ".join(["specatlas", "train", args.method] + _without_output(sys.argv[sys.argv.index(args.method) + 1 :])
                        if args.method in sys.argv else ["specatlas", "train", args.method])
-    result = training.FAMILIES[family].train(loaded, features, folder, output, args.budget_minutes, args.steps,
-                                             args.seed, command, tqdm)
+    result = trainer.train(loaded, features, folder, output, args.budget_minutes, args.steps,
+                           args.seed, command, tqdm)
     (output / TRAIN_MARKER).write_text("written by specatlas train, which may write here again\n", encoding="utf-8")
     print(f"specatlas train: wrote {output} ({result})", file=sys.stderr)
     return 0

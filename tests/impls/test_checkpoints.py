@@ -11,8 +11,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specatlas.impls.checkpoints import CheckpointError, _read_weights, load, save
-from specatlas.impls.heads import Eagle3Head, EagleHead, HeadCache, HydraHeads, LayerConfig, MedusaHeads
+from specatlas.impls.checkpoints import CheckpointError, _read_weights, load
+from specatlas.impls.families import FAMILIES
+from specatlas.impls.families.eagle import EagleHead
+from specatlas.impls.families.eagle3 import Eagle3Head
+from specatlas.impls.families.hydra import HydraHeads
+from specatlas.impls.families.medusa import MedusaHeads
+from specatlas.impls.heads import HeadCache, LayerConfig
 from tests.impls.toy import tiny_llama
 
 H, V, HEADS, KV, HD, I = 32, 16, 4, 2, 8, 64  # tiny_llama's sizes
@@ -262,7 +267,7 @@ def test_save_in_published_layout_then_load_gives_the_same_outputs(tmp_path, tar
             "eagle3": lambda: Eagle3Head(layer, H, V, 8)}[family]()
     for parameter in head.parameters():  # away from the zero init, and exactly representable in float16
         parameter.data = (torch.randn_like(parameter) * 0.3).half().float()
-    save(head, family, tmp_path / family, target, base_model="tiny")
+    FAMILIES[family].save(head, tmp_path / family, target, "tiny")
     loaded = load(tmp_path / family, target, "tiny")
     assert loaded.family == family
     x, features = torch.randn(1, 4, H), torch.randn(1, 4, 3 * H if family == "eagle3" else H)
@@ -310,7 +315,7 @@ def test_shipped_heads_load_and_round_trip_through_the_published_layout(tmp_path
     assert all(value.dtype in (torch.float16, torch.int64, torch.bool) for value in stored.values())
     for key, value in shipped.head.state_dict().items():
         assert torch.equal(value.to(stored[key].dtype), stored[key]), key
-    save(shipped.head, shipped.family, tmp_path / "again", target, config["base_model_name_or_path"])
+    FAMILIES[shipped.family].save(shipped.head, tmp_path / "again", target, config["base_model_name_or_path"])
     again = load(tmp_path / "again", target, config["base_model_name_or_path"])
     # results name a shipped head without this machine's path; any other folder as the user gave it
     assert shipped.describe() == f"{shipped.layout} checkpoint {folder.name} (shipped)"
@@ -331,7 +336,7 @@ def test_shipped_adapters_and_drafters_round_trip_on_the_embedded_model(tmp_path
     for key, value in shipped.head.state_dict().items():
         assert torch.equal(value.to(stored[key].dtype), stored[key]), key
     extra = {key: config[key] for key in ("exit_layer", "num_hidden_layers", "draft_vocab_size") if key in config}
-    save(shipped.head, shipped.family, tmp_path / "again", target, embedded.name, extra)
+    FAMILIES[shipped.family].save(shipped.head, tmp_path / "again", target, embedded.name, extra)
     again = load(tmp_path / "again", target, embedded.name)
     if shipped.family == "kangaroo":
         states = torch.randn(1, 5, config["hidden_size"])

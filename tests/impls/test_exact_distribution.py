@@ -209,7 +209,8 @@ def small_llama():
 
 
 def kangaroo_decoder(model):
-    from specatlas.impls.heads import KangarooAdapter, LayerConfig
+    from specatlas.impls.families.kangaroo import KangarooAdapter
+    from specatlas.impls.heads import LayerConfig
     from specatlas.impls.layer_view import Kangaroo
 
     torch.manual_seed(0)
@@ -220,7 +221,7 @@ def kangaroo_decoder(model):
 
 
 def distilled_decoder(model):
-    from specatlas.impls.distilled import DraftLayers
+    from specatlas.impls.families.distillspec import DraftLayers
 
     student = perturbed(DraftLayers.from_target(model, 1, torch.tensor([2, 0])), 6)  # token 1 is never drafted
     return SpeculativeDecoder(model, ModelDrafter(student.drafter(model)), draft_length=FixedLength(2))

@@ -7,9 +7,12 @@ import torch
 from specatlas.impls.decoding import SpeculativeDecoder
 from specatlas.impls.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.drafting import Draft
-from specatlas.impls.heads import Eagle3Head, EagleHead, HydraHeads, LayerConfig, MedusaHeads
-from specatlas.impls.methods_heads import (BLOCKWISE_CHAIN, Eagle3Drafter, EagleDrafter, HydraDrafter, MedusaDrafter,
-                                          TopKAcceptance, TypicalAcceptance)
+from specatlas.impls.families.eagle import EagleDrafter, EagleHead
+from specatlas.impls.families.eagle3 import Eagle3Drafter, Eagle3Head
+from specatlas.impls.families.hydra import HydraDrafter, HydraHeads
+from specatlas.impls.families.medusa import MedusaDrafter, MedusaHeads
+from specatlas.impls.heads import LayerConfig
+from specatlas.impls.methods_heads import BLOCKWISE_CHAIN, TopKAcceptance, TypicalAcceptance
 from specatlas.impls.sampling import Randomness, Sampling
 from specatlas.impls.verification import RejectionSampling
 
@@ -182,7 +185,7 @@ def test_top_k_acceptance_keeps_drafts_in_the_targets_top_k():
 def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path, method):
     """Lossless whatever the head's quality: random heads saved in the published layout."""
     from specatlas.impls import methods_heads
-    from specatlas.impls.checkpoints import save
+    from specatlas.impls.families import FAMILIES
     from specatlas.impls.models import encode_chat, eos_ids
 
     model = embedded.model
@@ -194,7 +197,7 @@ def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path,
     generator = torch.Generator().manual_seed(0)
     for parameter in head.parameters():
         parameter.data = torch.randn(parameter.shape, generator=generator) * 0.02
-    save(head, family, tmp_path, model, base_model="smollm2-135m-instruct")
+    FAMILIES[family].save(head, tmp_path, model, "smollm2-135m-instruct")
     if method == "fr_spec":  # every fourth token id stands in for the frequency ranking
         torch.save(list(range(0, model.config.vocab_size, 4)), tmp_path / f"freq_{model.config.vocab_size // 4}.pt")
     decoder = getattr(methods_heads, method)(model, policy=DraftLengthPolicy.fixed(3), drafter_checkpoint=tmp_path)

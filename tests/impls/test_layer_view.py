@@ -96,7 +96,8 @@ def test_early_exit_drafter_on_the_shared_cache_is_lossless(model, exit_layer):
 
 def kangaroo_drafter(model, threshold=0.0, exit_layer=2):
     """A Kangaroo drafter whose adapter is untrained: the plain early exit (see KangarooAdapter)."""
-    from specatlas.impls.heads import KangarooAdapter, LayerConfig
+    from specatlas.impls.families.kangaroo import KangarooAdapter
+    from specatlas.impls.heads import LayerConfig
 
     adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight)
     return Kangaroo(model, adapter.to(model.dtype).eval(), exit_layer, threshold)

@@ -7,6 +7,8 @@ import torch
 
 from specatlas.impls import training
 from specatlas.impls.checkpoints import load
+from specatlas.impls.families import FAMILIES
+from specatlas.impls.families.distillspec import DraftLayers
 from specatlas.impls.models import LoadedModel
 from tests.impls.toy import tiny_llama
 
@@ -64,13 +66,13 @@ def test_workers_split_the_prompts(tmp_path, loaded):
         training.read_data(tmp_path, list(range(len(PROMPTS))), (6,))
 
 
-FAMILIES = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec"]
+HEADS = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec"]  # every family but FR-Spec (not a head)
 
 
 def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0, stop_after_steps=None):
     """`specatlas train <family>` on the tiny model; `stop_after_steps`: a time budget that runs out
     after that many steps (a fake clock that advances one minute per step)."""
-    trainer = training.FAMILIES[family]
+    trainer = FAMILIES[family]
     monkeypatch.setattr(trainer, "off_policy_warmup", 2, raising=False)  # DistillSpec: on-policy batches from step 2
     training.generate(loaded, PROMPTS, cache, max_new_tokens=12, batch_size=4)
     features = training.read_data(cache, list(range(len(PROMPTS))), trainer.layers(loaded.model))
@@ -85,7 +87,7 @@ def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0,
     return summary, json.loads((output / "training.json").read_text())
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", HEADS)
 def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(tmp_path, loaded, family, monkeypatch):
     """Stopped by its time budget after 2 of 6 steps and run again, training ends exactly where an
     uninterrupted run ends: weights, loss curve and card; and the checkpoint loads in its layout."""
@@ -142,15 +144,13 @@ def test_frequency_ranking_counts_the_targets_answer_choices():
 
 def test_distilled_drafter_round_trips_through_its_shipped_format(tmp_path, loaded):
     """Saved as float16 and loaded back: the same weights (rounded once) and the same drafts."""
-    from specatlas.impls.checkpoints import save
-    from specatlas.impls.distilled import DraftLayers
 
     torch.manual_seed(0)
     model = loaded.model
     student = DraftLayers.from_target(model, 2, torch.tensor([5, 3, 15, 1, 2]))
     for parameter in student.parameters():
         parameter.data += 0.05 * torch.randn_like(parameter)  # as if trained
-    save(student, "distillspec", tmp_path, model, "tiny", {"num_hidden_layers": 2, "draft_vocab_size": 5})
+    FAMILIES["distillspec"].save(student, tmp_path, model, "tiny", {"num_hidden_layers": 2, "draft_vocab_size": 5})
     loaded_back = load(tmp_path, model, "tiny")
     assert loaded_back.family == "distillspec"
     rounded = {key: value.half().float() if value.is_floating_point() else value for key, value in student.state_dict().items()}
@@ -164,14 +164,12 @@ def test_distilled_drafter_round_trips_through_its_shipped_format(tmp_path, load
 
 def test_the_shipped_distilled_drafter_is_the_embedded_models_default_draft_model(tmp_path, monkeypatch):
     from specatlas.impls import checkpoints, methods
-    from specatlas.impls.checkpoints import save
     from specatlas.impls.decoding import SpeculativeDecoder
-    from specatlas.impls.distilled import DraftLayers
     from specatlas.impls.models import EMBEDDED
 
     model = tiny_llama(5, layers=4)
-    save(DraftLayers.from_target(model, 2, torch.arange(12)), "distillspec", tmp_path / f"{EMBEDDED}-distillspec", model,
-         EMBEDDED, {"num_hidden_layers": 2, "draft_vocab_size": 12})
+    FAMILIES["distillspec"].save(DraftLayers.from_target(model, 2, torch.arange(12)), tmp_path / f"{EMBEDDED}-distillspec",
+                                 model, EMBEDDED, {"num_hidden_layers": 2, "draft_vocab_size": 12})
     monkeypatch.setattr(checkpoints, "SHIPPED_HEADS", tmp_path)
     assert methods.speculative_sampling(model).drafter.describe().startswith("shallow slice")  # another target
     monkeypatch.setattr(model.config, "_name_or_path", f"/cache/specatlas/models/{EMBEDDED}")
@@ -183,12 +181,13 @@ def test_the_shipped_distilled_drafter_is_the_embedded_models_default_draft_mode
 
 def test_fr_spec_ranking_is_the_training_answers_most_frequent_tokens_with_eos(tmp_path, loaded):
     from specatlas.impls.methods_heads import frequent_tokens
+    from specatlas.train import default_output
 
     training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=4)
     features = training.read_data(tmp_path, list(range(len(PROMPTS))), ())
-    summary = training.FAMILIES["fr-spec"].train(loaded, features, tmp_path, tmp_path / "eagle", 1.0, None, 0, "x", None)
+    summary = FAMILIES["fr-spec"].train(loaded, features, tmp_path, tmp_path / "eagle", 1.0, None, 0, "x", None)
     size = loaded.model.config.vocab_size // 4  # FR-Spec's quarter of the vocabulary
-    assert f"freq_{size}.pt" in summary and training.default_output("fr-spec", "tiny").name == "eagle-head"
+    assert f"freq_{size}.pt" in summary and default_output(FAMILIES["fr-spec"], "tiny").name == "eagle-head"
     ranked = frequent_tokens(tmp_path / "eagle", size, False).tolist()
     train_ids, _ = training.split(len(PROMPTS))
     expected = training.frequency_ranked(features, train_ids, 16).tolist()[:size]
@@ -200,7 +199,8 @@ def test_training_time_test_computes_what_drafting_a_chain_computes():
     """Step k of the unrolled head at row t equals drafting k tokens after row t with a head cache
     (rows 0..t fed the target's states, then one row per drafted token): the training mask and
     positions are the ones the drafter uses."""
-    from specatlas.impls.heads import Eagle3Head, HeadCache, LayerConfig
+    from specatlas.impls.families.eagle3 import Eagle3Head, training_time_test
+    from specatlas.impls.heads import HeadCache, LayerConfig
 
     torch.manual_seed(0)
     config = LayerConfig(hidden_size=8, intermediate_size=16, num_attention_heads=2, num_key_value_heads=1,
@@ -209,8 +209,8 @@ def test_training_time_test_computes_what_drafting_a_chain_computes():
     rows, steps, deep = 6, 3, torch.tensor([1, 4, 5])
     tokens, states = torch.randint(12, (1, rows + steps - 1)), torch.randn(1, rows, 24)
     with torch.no_grad():
-        unrolled = [out for _, out in training.training_time_test(head, tokens, states, embed, steps)]
-        subset = list(training.training_time_test(head, tokens, states, embed, steps, deep))
+        unrolled = [out for _, out in training_time_test(head, tokens, states, embed, steps)]
+        subset = list(training_time_test(head, tokens, states, embed, steps, deep))
         assert [rows.tolist() for rows, _ in subset] == [list(range(rows)), [1, 4, 5], [1, 4, 5]]
         for k in range(1, steps):  # continuing only some rows computes exactly their outputs among all
             torch.testing.assert_close(subset[k][1], unrolled[k][:, deep], atol=1e-5, rtol=1e-4)
@@ -221,3 +221,28 @@ def test_training_time_test_computes_what_drafting_a_chain_computes():
             for k in range(1, steps):
                 out = head.hidden(embed[tokens[:, t + k : t + k + 1]], out, torch.tensor([[t + k]]), cache)
                 torch.testing.assert_close(out[0, 0], unrolled[k][0, t], atol=1e-5, rtol=1e-4)
+
+
+def test_a_family_defined_in_one_file_and_one_table_line_trains_saves_loads_and_drafts(tmp_path, loaded, monkeypatch):
+    """tests/impls/linear_family.py is a whole family (module, checkpoint layout, model card,
+    training, drafter and method builder); registering it is its one line in `FAMILIES`."""
+    from specatlas.impls import families
+    from specatlas.impls.decoding import SpeculativeDecoder
+    from specatlas.impls.draft_length import DraftLengthPolicy
+    from specatlas.impls.registry import MethodSpec
+    from tests.impls.linear_family import LinearFamily, LinearHead
+
+    monkeypatch.setitem(families.FAMILIES, "linear", LinearFamily())
+    _, card = train(loaded, tmp_path, "linear", monkeypatch, tmp_path / "data", tmp_path / "linear")
+    assert card["family"] == "linear" and card["steps"] == 6 and card["held_out"]["positions"] > 0
+    assert (tmp_path / "linear" / "README.md").read_text().startswith(
+        "# linear head for tiny\n\na linear head on the target's final state, trained by `specatlas train`")
+    checkpoint = load(tmp_path / "linear", loaded.model, "tiny")
+    assert checkpoint.family == "linear" and isinstance(checkpoint.head, LinearHead)
+    spec = MethodSpec("linear-toy", "a linear head", (), (), (), True, "tests.impls.linear_family:linear_method",
+                      trained_head="linear")
+    decoder = spec.build(loaded.model, None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=tmp_path / "linear")
+    prompt = [1, 2, 3, 4]
+    result = decoder.generate(prompt, 12)
+    assert result.tokens == SpeculativeDecoder(loaded.model).generate(prompt, 12).tokens
+    assert sum(result.stats.drafted_at) > 0

@@ -16,10 +16,15 @@ from pathlib import Path
 
 import torch
 
-from specatlas.impls import checkpoints
-from specatlas.impls.distilled import DraftLayers
-from specatlas.impls.heads import Eagle3Head, EagleHead, HydraHeads, KangarooAdapter, LayerConfig, MedusaHeads
-from specatlas.impls.methods_heads import FR_SPEC_FRACTION
+from specatlas.impls.families import FAMILIES
+from specatlas.impls.families.distillspec import DraftLayers
+from specatlas.impls.families.eagle import EagleHead
+from specatlas.impls.families.eagle3 import Eagle3Head
+from specatlas.impls.families.fr_spec import FR_SPEC_FRACTION
+from specatlas.impls.families.hydra import HydraHeads
+from specatlas.impls.families.kangaroo import KangarooAdapter
+from specatlas.impls.families.medusa import MedusaHeads
+from specatlas.impls.heads import LayerConfig
 from specatlas.impls.retrieval import Datastore
 from specatlas.impls.self_speculative import search_identity
 
@@ -79,7 +84,7 @@ class TinyWorld:
                 buffer.copy_(torch.arange(len(buffer)))
         extra = {"kangaroo": {"exit_layer": 2},
                  "distillspec": {"num_hidden_layers": 2, "draft_vocab_size": VOCAB // 2}}.get(family)
-        return checkpoints.save(head, family, self.folder / family, target, NAME, extra)
+        return FAMILIES[family].save(head, self.folder / family, target, NAME, extra)
 
     @staticmethod
     def _eagle3(layer: LayerConfig) -> Eagle3Head:

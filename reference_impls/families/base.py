@@ -1,0 +1,150 @@
+"""What every trained-head family is: `Family`, the base each module of this package subclasses.
+
+A family ties together its `nn.Module`, how a checkpoint of it is recognised (`detect`) and built
+(`build`), the config.json and model-card wording it is saved with (`config_for`, `describe`,
+`weight_file`; `save` writes them the same way for every family), and how it is trained (`fit`,
+its settings as class attributes, `layers`); its drafter is in its module too, composed into
+methods by `methods_heads`. `families.FAMILIES` is the table of them. Writing (`save`) and the
+run's key and seed (`train`) are here rather than in `checkpoints` and `training` because
+`checkpoints` imports the table: a family's `fit` saves through its own `save`, without a cycle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from specatlas.impls.errors import CheckpointError
+from specatlas.impls.heads import LayerConfig
+from specatlas.impls.training import Run
+
+
+class Family:
+    name = ""
+    folder = ""  # the shipped folder's family when it is another's (FR-Spec writes beside the EAGLE head)
+    default_steps = 0
+    # What the checkpoint loader and `specatlas train` read; not training settings (left out of the run key).
+    title = ""  # the family as messages name it
+    paper, aliases = "", ()  # `specatlas train PAPER|ALIAS`
+    weight_file = "model.safetensors"  # the file `save` writes (.safetensors, else torch.save)
+    _not_settings = ("title", "paper", "aliases", "weight_file")
+
+    # ----------------------------------------------------------------------------------------
+    # Checkpoints
+
+    def detect(self, weights: dict, config: dict) -> tuple[str, dict] | None:
+        """(layout, weights renamed to this family's module keys) when `weights` are this family's; else None."""
+        return None
+
+    def build(self, weights: dict, config: dict, target) -> tuple[nn.Module, tuple[int, ...]]:
+        """The module for these detected weights (not loaded yet) and the target states it reads
+        (`kv.forward`'s numbering); a `CheckpointError` when it cannot serve `target`."""
+        raise NotImplementedError
+
+    def config_for(self, head: nn.Module, target) -> dict:
+        """The config.json the family's reference code writes (our base model name is added by `save`)."""
+        raise NotImplementedError
+
+    def describe(self, config: dict) -> str:
+        """What the saved module is, for its model card."""
+        raise NotImplementedError
+
+    def save(self, head: nn.Module, folder: Path, target, base_model: str, extra: dict | None = None,
+             card: dict | None = None) -> Path:
+        """Write `head` in the family's published layout: config.json + float16 weights (+ README.md card)."""
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        tensors = {key: (value.detach().to(torch.float16) if value.is_floating_point() else value.detach()).contiguous().cpu()
+                   for key, value in head.state_dict().items()}
+        if self.weight_file.endswith(".safetensors"):
+            save_file(tensors, str(folder / self.weight_file), metadata={"format": "pt"})
+        else:  # Hydra's code reads only its .pt file (torch.load)
+            torch.save(tensors, folder / self.weight_file)
+        config = self.config_for(head, target) | {"base_model_name_or_path": base_model, "torch_dtype": "float16"} \
+            | (extra or {})
+        (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        if card is not None:
+            (folder / "README.md").write_text(self.model_card(config, card))
+            (folder / "training.json").write_text(json.dumps(card, indent=2) + "\n")
+        return folder
+
+    def model_card(self, config: dict, card: dict) -> str:
+        held = card["held_out"]
+        by_position = ", ".join(f"{x:.3f}" for x in held["acceptance_by_position"])
+        untrained = (f"\n| The same before training | {held['untrained']['mean_accepted_tokens_chain']} |"
+                     if "untrained" in held else "")
+        return f"""# {self.name} head for {card['base_model']}
+
+{self.describe(config)}, trained by `specatlas train` {card.get('trained_on', "on the target's own greedy answers (self-distillation)")}.
+
+| | |
+|---|---|
+| Data | {card['train_conversations']} conversations of this project's prompt corpus (`specatlas/train_prompts.py`), \
+{card['train_tokens']} tokens ({card['train_answer_tokens']} of them answer tokens); {card.get('targets', "labels are the target's greedy tokens")} |
+| Held out | {card['held_out_conversations']} conversations, {held['positions']} answer positions |
+| Training | {card['steps']} steps{_schedule(card)}, {card['train_seconds'] / 60:.1f} min (float32, CPU), final loss {card['final_loss']} |
+| Held-out acceptance by draft position (top-1 chain, given the earlier drafts accepted) | {by_position} |
+| Held-out mean accepted tokens per step (top-1 chain, bonus token included) | {held['mean_accepted_tokens_chain']} |{untrained}
+| Weights | float16, the family's published layout (loads with `specatlas.impls.checkpoints.load`) |
+| torch | {card['torch']} |
+
+Reproduce (writes this folder):
+
+```
+{card['command']}
+```
+
+Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve']))}
+"""
+
+    # ----------------------------------------------------------------------------------------
+    # Training
+
+    def layers(self, model) -> tuple[int, ...]:
+        """Indices into the target's `hidden_states` the head reads (N: the final normed state)."""
+        return (model.config.num_hidden_layers,)
+
+    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+        """Train on `features` (cached in `folder`) and save to `output`. The run is a function of
+        its config: the seed fixes the initial weights here and every step's draws in `train_loop`,
+        and its resume checkpoint is keyed by the whole config, so a changed seed, schedule, setting
+        or data never resumes another run."""
+        data = hashlib.sha256()
+        for tokens in features.tokens:
+            data.update(tokens.numpy().astype("int64").tobytes() + b"|")
+        steps = steps or self.default_steps
+        config = {"family": self.name, "settings": self.settings(), "steps": steps, "seed": seed,
+                  "data": {"conversations": len(features.tokens), "sha256": data.hexdigest()}}
+        key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+        torch.manual_seed(seed)
+        run = Run(self.name, seed, steps, folder / f"{self.name}-{key}.ckpt", config)
+        return self.fit(loaded, features, run, output, budget_minutes, command, progress)
+
+    def fit(self, loaded, features, run: Run, output, budget_minutes, command, progress) -> str:
+        raise NotImplementedError
+
+    def settings(self) -> dict:
+        """The family's hyperparameters (learning rate, batch, heads...), as its attributes say."""
+        return {name: value for name in dir(self) if not name.startswith("_") and name not in self._not_settings
+                and isinstance(value := getattr(self, name), (bool, int, float, str, tuple))}
+
+
+def _schedule(card: dict) -> str:
+    """How the run ended, when the card records it: its schedule ran out, or the time budget stopped it."""
+    if card.get("stopped_by") == "budget":
+        return f" of {card['planned_steps']} planned (stopped by the time budget)"
+    return f" (seed {card['config']['seed']})" if "config" in card else ""
+
+
+def layer_config(config: dict, what: str) -> LayerConfig:
+    """A checkpoint's decoder-layer shape from its config.json."""
+    try:
+        return LayerConfig.from_dict(config)
+    except KeyError as exc:
+        raise CheckpointError(f"config.json lacks {exc.args[0]!r}, needed to build the {what} layer") from None
