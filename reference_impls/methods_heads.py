@@ -17,7 +17,6 @@ plausible enough, which changes the output distribution (labelled not lossless e
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import torch
@@ -33,68 +32,7 @@ from specatlas.impls.families.hydra import HYDRA_TREE, HydraDrafter
 from specatlas.impls.families.medusa import MEDUSA_TREE, MedusaDrafter
 from specatlas.impls.layer_view import Kangaroo
 from specatlas.impls.recycling import template_nodes
-from specatlas.impls.verification import GreedyMatch, Verifier
-
-
-# Medusa's typical acceptance defaults (MedusaModel.medusa_generate): epsilon and delta.
-POSTERIOR_THRESHOLD, POSTERIOR_ALPHA = 0.09, 0.3
-
-
-class TypicalAcceptance(Verifier):
-    """Medusa's typical acceptance (relaxed: NOT lossless). A drafted token x is kept when the
-    target's probability of it exceeds min(epsilon, delta * exp(-H(p))), H the entropy of the
-    target's distribution p there; of the tree's paths the longest kept one wins (ties: the most
-    likely), and the next token is drawn from p without the tokens under that threshold.
-    Greedy decoding keeps exact matching, as in the paper."""
-
-    relaxed = True
-
-    def __init__(self, epsilon: float = POSTERIOR_THRESHOLD, delta: float = POSTERIOR_ALPHA):
-        self.epsilon, self.delta = epsilon, delta
-
-    def thresholds(self, p: torch.Tensor) -> torch.Tensor:
-        entropy = -(p * torch.log(p + 1e-5)).sum(-1)
-        return torch.minimum(torch.full_like(entropy, self.epsilon), self.delta * torch.exp(-entropy))
-
-    def verify(self, draft, logits, sampling, rng, position):
-        if sampling.greedy:
-            return GreedyMatch().verify(draft, logits, sampling, rng, position)
-        p = sampling.probs(logits)
-        threshold = self.thresholds(p)
-        best, best_key = [], (0, 0.0)
-        kept: dict[int, tuple[list[int], float]] = {-1: ([], 0.0)}
-        for node, (token, parent) in enumerate(zip(draft.tokens[: draft.proposed], draft.parents)):
-            if parent in kept and p[parent + 1, token] > threshold[parent + 1]:
-                path, score = kept[parent]
-                kept[node] = (path + [node], score + math.log(float(p[parent + 1, token])))
-                key = (len(kept[node][0]), kept[node][1])
-                if key > best_key:
-                    best, best_key = kept[node][0], key
-        row = best[-1] + 1 if best else 0
-        plausible = p[row] * (p[row] > threshold[row])
-        plausible = plausible if plausible.sum() > 0 else p[row]
-        return best, rng.categorical(plausible / plausible.sum(), position + len(best), "typical")
-
-
-class TopKAcceptance(Verifier):
-    """Blockwise parallel decoding's approximate acceptance (relaxed: NOT lossless): a drafted
-    token is kept while it is among the target's k best there; the next token is the target's
-    argmax after the kept prefix. k = 1 is exact greedy matching."""
-
-    relaxed = True
-
-    def __init__(self, k: int):
-        self.k = k
-
-    def verify(self, draft, logits, sampling, rng, position):
-        best = logits.topk(self.k, dim=-1).indices.tolist()
-        children, accepted, node = draft.children(), [], -1
-        while True:
-            match = next((child for child in children[node] if draft.tokens[child] in best[node + 1]), None)
-            if match is None:
-                return accepted, best[node + 1][0]
-            accepted.append(match)
-            node = match
+from specatlas.impls.verification import GreedyMatch, TopKAcceptance, TypicalAcceptance
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ from specatlas.impls.families.eagle3 import Eagle3Drafter, Eagle3Head
 from specatlas.impls.families.hydra import HydraDrafter, HydraHeads
 from specatlas.impls.families.medusa import MedusaDrafter, MedusaHeads
 from specatlas.impls.heads import LayerConfig
-from specatlas.impls.methods_heads import BLOCKWISE_CHAIN, TopKAcceptance, TypicalAcceptance
+from specatlas.impls.methods_heads import BLOCKWISE_CHAIN
+from specatlas.impls.verification import TopKAcceptance, TypicalAcceptance
 from specatlas.impls.sampling import Randomness, Sampling
 from specatlas.impls.verification import RejectionSampling
 
