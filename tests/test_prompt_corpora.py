@@ -19,7 +19,7 @@ def test_training_prompts_are_the_ones_the_shipped_heads_were_trained_on():
 
 
 def test_training_data_cache_key_is_unchanged():
-    from specatlas.impls import training
+    from specatlas.impls.families import training
 
     assert training.data_dir("m", PROMPTS, 320).name == "5418fe5c7b98"  # `specatlas train`'s default answer length
 

@@ -18,9 +18,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     if not 1 <= args.max_width <= 512:
         raise CommandError("--max-width must be in 1..512")
-    from specatlas.impls import cpu_kernels
-    from specatlas.impls.draft_length import calibrate, relative
-    from specatlas.impls.models import ModelLoadError, load_model, pick_device
+    from specatlas.impls.engine import cpu_kernels
+    from specatlas.impls.engine.draft_length import calibrate, relative
+    from specatlas.impls.engine.models import ModelLoadError, load_model, pick_device
 
     try:
         loaded = load_model(args.model, device=pick_device(args.device), trust_remote_code=args.trust_remote_code)

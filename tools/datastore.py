@@ -8,7 +8,7 @@ it, so chat logs with `turns` or `messages` work as they are).
 Self-distilled: `specatlas datastore build --self-generate` has the model answer, greedily, a fixed
 set of instructions written for this project (prompts/datastore.jsonl; no benchmark's questions) and
 stores each rendered conversation. For the embedded model this writes the datastore shipped with
-the package (`specatlas.impls.methods_retrieval.DEFAULT_DATASTORE`).
+the package (`specatlas.impls.methods.retrieval.DEFAULT_DATASTORE`).
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ def execute(args: argparse.Namespace) -> int:
     missing = [str(path) for path in args.inputs if not path.is_file()]
     if missing:
         raise CommandError(f"no such file: {', '.join(missing)}")
-    from specatlas.impls.methods_retrieval import DEFAULT_DATASTORE
-    from specatlas.impls.models import EMBEDDED, ModelLoadError, load_model
-    from specatlas.impls.retrieval import Datastore
+    from specatlas.impls.methods.retrieval import DEFAULT_DATASTORE
+    from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model
+    from specatlas.impls.drafters.model_free.retrieval import Datastore
 
     output = args.output
     if output is None:
@@ -120,7 +120,7 @@ def self_generate(loaded, max_new_tokens: int, batch_size: int) -> list[list[int
     datastore separator is its EOS), so the datastore also knows how answers begin."""
     import torch
 
-    from specatlas.impls.models import encode_chat, eos_ids
+    from specatlas.impls.engine.models import encode_chat, eos_ids
 
     model, tokenizer = loaded.model, loaded.tokenizer
     stop, pad = eos_ids(model, tokenizer), tokenizer.pad_token_id or tokenizer.eos_token_id

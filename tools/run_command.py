@@ -17,7 +17,7 @@ from pathlib import Path
 
 from specatlas.cli import CommandError, add_trust_remote_code
 from specatlas.fsutil import ReadError, read_limited
-from specatlas.impls.draft_length import PAPER, DraftLengthPolicy
+from specatlas.impls.engine.draft_length import PAPER, DraftLengthPolicy
 from specatlas.impls.registry import all_names, implemented_ids, resolve
 from specatlas.paths import papers_dir
 
@@ -69,10 +69,10 @@ def execute(args: argparse.Namespace) -> int:
     if problem:
         raise CommandError(problem)
 
-    from specatlas.impls.decoding import room_after
-    from specatlas.impls.kv import Unsupported
-    from specatlas.impls.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
-    from specatlas.impls.sampling import Randomness, Sampling
+    from specatlas.impls.engine.decoding import room_after
+    from specatlas.impls.engine.kv import Unsupported
+    from specatlas.impls.engine.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
+    from specatlas.impls.engine.sampling import Randomness, Sampling
 
     sampling = Sampling(args.temperature, args.top_p, args.top_k)
     try:

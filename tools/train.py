@@ -15,7 +15,7 @@ family's `paper` and `aliases`).
 Data (the target's greedy answers to this project's prompt corpus, specatlas/prompts/train.jsonl, and
 its hidden states) is built once and cached under the user cache dir; training checkpoints there
 too, so an interrupted run resumes where it stopped. The result is a float16 checkpoint in the
-published layout of the head's family (loadable with `specatlas.impls.checkpoints.load`) plus a
+published layout of the head's family (loadable with `specatlas.impls.engine.checkpoints.load`) plus a
 model card (README.md) with the data, steps, time, loss and held-out acceptance.
 """
 
@@ -31,10 +31,10 @@ from tqdm import tqdm
 
 from specatlas.cli import CommandError, add_trust_remote_code
 from specatlas.fsutil import WriteError, output_dir
-from specatlas.impls import training
-from specatlas.impls.checkpoints import SHIPPED_HEADS, shipped_head_folder
+from specatlas.impls.families import training
+from specatlas.impls.engine.checkpoints import SHIPPED_HEADS, shipped_head_folder
 from specatlas.impls.families import FAMILIES, Family
-from specatlas.impls.models import EMBEDDED, ModelLoadError, load_model, pick_device
+from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model, pick_device
 from specatlas.train_prompts import PROMPTS
 
 

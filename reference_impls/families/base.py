@@ -4,7 +4,7 @@ A family ties together its `nn.Module`, how a checkpoint of it is recognised (`d
 (`build`), the config.json and model-card wording it is saved with (`config_for`, `describe`,
 `weight_file`; `save` writes them the same way for every family), and how it is trained (`fit`,
 its settings as class attributes, `layers`); its drafter is in its module too, composed into
-methods by `methods_heads`. `families.FAMILIES` is the table of them. Writing (`save`) and the
+methods by `methods.heads`. `families.FAMILIES` is the table of them. Writing (`save`) and the
 run's key and seed (`train`) are here rather than in `checkpoints` and `training` because
 `checkpoints` imports the table: a family's `fit` saves through its own `save`, without a cycle.
 """
@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from specatlas.impls.errors import CheckpointError
-from specatlas.impls.heads import LayerConfig
-from specatlas.impls.training import Run
+from specatlas.impls.engine.errors import CheckpointError
+from specatlas.impls.families.blocks import LayerConfig
+from specatlas.impls.families.training import Run
 
 
 class Family:
@@ -91,7 +91,7 @@ class Family:
 | Training | {card['steps']} steps{_schedule(card)}, {card['train_seconds'] / 60:.1f} min (float32, CPU), final loss {card['final_loss']} |
 | Held-out acceptance by draft position (top-1 chain, given the earlier drafts accepted) | {by_position} |
 | Held-out mean accepted tokens per step (top-1 chain, bonus token included) | {held['mean_accepted_tokens_chain']} |{untrained}
-| Weights | float16, the family's published layout (loads with `specatlas.impls.checkpoints.load`) |
+| Weights | float16, the family's published layout (loads with `specatlas.impls.engine.checkpoints.load`) |
 | torch | {card['torch']} |
 
 Reproduce (writes this folder):

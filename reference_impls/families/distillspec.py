@@ -17,11 +17,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from specatlas.impls.errors import CheckpointError
+from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.base import Family
-from specatlas.impls.heads import VocabularyHead
-from specatlas.impls.models import eos_ids, shallow_slice
-from specatlas.impls.training import (acceptance_summary, finish, loss_vocabulary, padded, run_lengths,
+from specatlas.impls.families.blocks import VocabularyHead
+from specatlas.impls.engine.models import eos_ids, shallow_slice
+from specatlas.impls.families.training import (acceptance_summary, finish, loss_vocabulary, padded, run_lengths,
                                       shared_prompt_prefix, split, train_loop)
 
 

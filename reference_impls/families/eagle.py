@@ -11,11 +11,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from specatlas.impls.drafting import Draft, Drafter, grow_template
-from specatlas.impls.errors import CheckpointError
+from specatlas.impls.engine.drafting import Draft, Drafter, grow_template
+from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.base import Family, layer_config
-from specatlas.impls.heads import MLP, Attention, HeadCache, LayerConfig, RMSNorm
-from specatlas.impls.training import acceptance_summary, finish, loss_vocabulary, shared_prompt_prefix, split, train_loop
+from specatlas.impls.families.blocks import MLP, Attention, HeadCache, LayerConfig, RMSNorm
+from specatlas.impls.families.training import acceptance_summary, finish, loss_vocabulary, shared_prompt_prefix, split, train_loop
 
 
 class EagleLayer(nn.Module):

@@ -13,12 +13,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from specatlas.impls.errors import CheckpointError
+from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.base import layer_config
 from specatlas.impls.families.eagle import (EAGLE2_DEPTH, EAGLE2_TOP_K, EAGLE2_TOTAL, EagleDrafter, EagleFamily,
                                             chain_acceptance, llama_config, published_renames)
-from specatlas.impls.heads import MLP, Attention, HeadCache, LayerConfig, RMSNorm, StepCache, eagle3_layers
-from specatlas.impls.training import finish, frequency_ranked, shared_prompt_prefix, split, train_loop
+from specatlas.impls.families.blocks import MLP, Attention, HeadCache, LayerConfig, RMSNorm, StepCache, eagle3_layers
+from specatlas.impls.families.training import finish, frequency_ranked, shared_prompt_prefix, split, train_loop
 
 
 class Eagle3MidLayer(nn.Module):

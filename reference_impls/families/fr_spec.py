@@ -1,5 +1,5 @@
 """FR-Spec (Zhao et al. 2025): not a head but a token ranking, `freq_{V}.pt` beside the EAGLE head that
-FR-Spec drafts with (`methods_heads.fr_spec` reads it)."""
+FR-Spec drafts with (`methods.heads.fr_spec` reads it)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 
 from specatlas.impls.families.base import Family
-from specatlas.impls.models import eos_ids
-from specatlas.impls.training import frequency_ranked, split
+from specatlas.impls.engine.models import eos_ids
+from specatlas.impls.families.training import frequency_ranked, split
 
 # FR-Spec's main setting keeps 32,768 of Llama-3's 128,256 tokens (thunlp/FR-Spec run_eagle_fr_spec.sh; the
 # abstract's "75% less LM-head computation"): a quarter of the vocabulary, 12,288 of SmolLM2's 49,152.

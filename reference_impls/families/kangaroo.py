@@ -11,10 +11,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from specatlas.impls.errors import CheckpointError
+from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.base import Family, layer_config
-from specatlas.impls.heads import Attention, HeadCache, LayerConfig, RMSNorm, VocabularyHead
-from specatlas.impls.training import (acceptance_summary, finish, loss_vocabulary, padded, run_lengths,
+from specatlas.impls.families.blocks import Attention, HeadCache, LayerConfig, RMSNorm, VocabularyHead
+from specatlas.impls.families.training import (acceptance_summary, finish, loss_vocabulary, padded, run_lengths,
                                       shared_prompt_prefix, split, stored_layers, train_loop)
 
 

@@ -15,8 +15,18 @@ import pytest
 import torch
 from corpus import make_root, preload, run_cli
 
-from specatlas.impls import checkpoints, methods_heads, methods_retrieval, models, self_speculative, training
-from specatlas.impls.errors import ModelLoadError
+from specatlas.impls.engine import checkpoints
+
+from specatlas.impls.methods import heads as methods_heads
+
+from specatlas.impls.methods import retrieval as methods_retrieval
+
+from specatlas.impls.engine import models
+
+from specatlas.impls.drafters.self_drafting import layer_skip as self_speculative
+
+from specatlas.impls.families import training
+from specatlas.impls.engine.errors import ModelLoadError
 from tests.impls.toy import tiny_llama
 
 MARKER_NAME = "code-ran"

@@ -11,12 +11,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from specatlas.impls.checkpoints import load_head
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import DraftLengthPolicy
-from specatlas.impls.drafting import Draft, Drafter
+from specatlas.impls.engine.checkpoints import load_head
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.draft_length import DraftLengthPolicy
+from specatlas.impls.engine.drafting import Draft, Drafter
 from specatlas.impls.families.base import Family
-from specatlas.impls.training import acceptance_summary, finish, split, train_loop
+from specatlas.impls.families.training import acceptance_summary, finish, split, train_loop
 
 
 class LinearHead(nn.Module):

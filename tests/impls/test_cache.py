@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from specatlas.impls import kv
+from specatlas.impls.engine import kv
 
 from .toy import tiny_llama
 
@@ -58,9 +58,9 @@ def tiny_mistral(window: int):
 def test_prompt_lookup_runs_past_a_sliding_window_as_greedy_decoding():
     """Sliding-window caches keep only the window; a rollback must not lose rows nor leave the
     layer's length counter stale (it did: every later position was off)."""
-    from specatlas.impls.decoding import SpeculativeDecoder
-    from specatlas.impls.draft_length import FixedLength
-    from specatlas.impls.drafting import PromptLookup
+    from specatlas.impls.engine.decoding import SpeculativeDecoder
+    from specatlas.impls.engine.draft_length import FixedLength
+    from specatlas.impls.engine.drafting import PromptLookup
 
     window = 8
     model = tiny_mistral(window)

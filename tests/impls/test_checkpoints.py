@@ -11,13 +11,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specatlas.impls.checkpoints import CheckpointError, _read_weights, load
+from specatlas.impls.engine.checkpoints import CheckpointError, _read_weights, load
 from specatlas.impls.families import FAMILIES
 from specatlas.impls.families.eagle import EagleHead
 from specatlas.impls.families.eagle3 import Eagle3Head
 from specatlas.impls.families.hydra import HydraHeads
 from specatlas.impls.families.medusa import MedusaHeads
-from specatlas.impls.heads import HeadCache, LayerConfig
+from specatlas.impls.families.blocks import HeadCache, LayerConfig
 from tests.impls.toy import tiny_llama
 
 H, V, HEADS, KV, HD, I = 32, 16, 4, 2, 8, 64  # tiny_llama's sizes

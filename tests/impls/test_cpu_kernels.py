@@ -7,11 +7,11 @@ import json
 import pytest
 import torch
 
-from specatlas.impls import cpu_kernels
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import FixedLength
-from specatlas.impls.drafting import PromptLookup
-from specatlas.impls.recycling import PAPER_TREE, TokenRecycling
+from specatlas.impls.engine import cpu_kernels
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.draft_length import FixedLength
+from specatlas.impls.engine.drafting import PromptLookup
+from specatlas.impls.drafters.model_free.recycling import PAPER_TREE, TokenRecycling
 
 from .toy import tiny_llama
 

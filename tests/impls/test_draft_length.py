@@ -4,9 +4,9 @@ do, prices drafting itself, follows the machine's speed at every width, and lear
 import pytest
 import torch
 
-from specatlas.impls import kv
-from specatlas.impls.draft_length import PROBE_EVERY, CostAware, DraftLengthPolicy, relative
-from specatlas.impls.drafting import Draft
+from specatlas.impls.engine import kv
+from specatlas.impls.engine.draft_length import PROBE_EVERY, CostAware, DraftLengthPolicy, relative
+from specatlas.impls.engine.drafting import Draft
 
 # A cost curve shaped like SmolLM2-135M's on a 2-core CPU (float32): seconds by forward width.
 CURVE = {1: 0.031, 2: 0.033, 3: 0.035, 4: 0.048, 6: 0.051, 8: 0.059, 12: 0.066, 16: 0.068}

@@ -5,11 +5,11 @@ and `Verified.committed` as a snapshot. Checked with a hidden-state drafter on t
 import pytest
 import torch
 
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import FixedLength
-from specatlas.impls.drafting import Draft, Drafter
-from specatlas.impls.retrieval import SuffixAutomatonDraft
-from specatlas.impls.sampling import Sampling
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.draft_length import FixedLength
+from specatlas.impls.engine.drafting import Draft, Drafter
+from specatlas.impls.drafters.model_free.retrieval import SuffixAutomatonDraft
+from specatlas.impls.engine.sampling import Sampling
 
 from .toy import ToyLM, enumerate_outputs, sequence_distribution
 
@@ -106,7 +106,7 @@ def test_verified_committed_is_a_snapshot():
 
 
 def test_a_prompt_longer_than_the_context_is_refused_before_any_compute():
-    from specatlas.impls.decoding import ContextError, Session
+    from specatlas.impls.engine.decoding import ContextError, Session
 
     from .toy import tiny_llama
 
@@ -125,8 +125,8 @@ def test_a_prompt_longer_than_the_context_is_refused_before_any_compute():
 def test_a_zero_residual_does_not_give_nan():
     """p == q up to rounding: p - q <= 0 everywhere. A rejection there (probability ~0, forced
     here) must still draw a real token, not divide 0 by 0."""
-    from specatlas.impls.sampling import Randomness
-    from specatlas.impls.verification import RejectionSampling
+    from specatlas.impls.engine.sampling import Randomness
+    from specatlas.impls.engine.verification import RejectionSampling
 
     class AlwaysReject(Randomness):
         def bernoulli(self, p, *key):
@@ -145,8 +145,8 @@ def test_a_zero_residual_does_not_give_nan():
 
 def test_an_inner_decoder_drafts_for_an_outer_one_without_prefilling_twice():
     """Staged speculation: prompt lookup speeds up a draft model that drafts for the target."""
-    from specatlas.impls.decoding import InnerDecoder
-    from specatlas.impls.drafting import PromptLookup
+    from specatlas.impls.engine.decoding import InnerDecoder
+    from specatlas.impls.engine.drafting import PromptLookup
 
     from .toy import tiny_llama
 
@@ -167,8 +167,8 @@ def test_an_inner_decoder_drafts_for_an_outer_one_without_prefilling_twice():
 
 @pytest.mark.parametrize("sampling", [Sampling(1.0), Sampling(0.7, top_k=2)], ids=str)
 def test_an_inner_decoder_is_lossless_under_sampling(sampling):
-    from specatlas.impls.decoding import InnerDecoder
-    from specatlas.impls.drafting import PromptLookup
+    from specatlas.impls.engine.decoding import InnerDecoder
+    from specatlas.impls.engine.drafting import PromptLookup
 
     target, length = ToyLM(seed=1), 3
 

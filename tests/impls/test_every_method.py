@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from specatlas.impls import kv
-from specatlas.impls.draft_length import DraftLengthPolicy
+from specatlas.impls.engine import kv
+from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.registry import METHODS
-from specatlas.impls.sampling import Randomness, Sampling
+from specatlas.impls.engine.sampling import Randomness, Sampling
 
 from .tiny_world import TinyWorld
 

@@ -5,12 +5,18 @@ enumerating every draft sample and accept/reject branch, equals the target's to 
 import pytest
 import torch
 
-from specatlas.impls import kv, methods, methods_self, verification
-from specatlas.impls.decoding import InnerDecoder, SpeculativeDecoder
-from specatlas.impls.draft_length import DraftLengthPolicy, FixedLength
-from specatlas.impls.drafting import ModelDrafter, PromptLookup
-from specatlas.impls.sampling import Sampling
-from specatlas.impls.verification import BlockVerification, KSequential
+from specatlas.impls.engine import kv
+
+from specatlas.impls.methods import core as methods
+
+from specatlas.impls.methods import self_speculative as methods_self
+
+from specatlas.impls.engine import verification
+from specatlas.impls.engine.decoding import InnerDecoder, SpeculativeDecoder
+from specatlas.impls.engine.draft_length import DraftLengthPolicy, FixedLength
+from specatlas.impls.engine.drafting import ModelDrafter, PromptLookup
+from specatlas.impls.engine.sampling import Sampling
+from specatlas.impls.engine.verification import BlockVerification, KSequential
 
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution, tiny_llama
 
@@ -126,7 +132,7 @@ def test_block_verification_keeps_at_least_as_many_tokens(target, drafter_model,
 
 def test_tree_drafts_more_than_one_branch(target, drafter_model):
     """Guards the tree test above against silently degenerating to a chain."""
-    from specatlas.impls.sampling import Randomness
+    from specatlas.impls.engine.sampling import Randomness
 
     drafter = ModelDrafter(drafter_model, widths=(2, 2))
     draft = drafter.propose(PROMPT, 2, Sampling(1.0), Randomness(0))
@@ -136,7 +142,7 @@ def test_tree_drafts_more_than_one_branch(target, drafter_model):
 
 def test_independent_candidates_repeat(drafter_model):
     """Guards the i.i.d. multi-candidate test against drafting distinct candidates (without replacement)."""
-    from specatlas.impls.sampling import Randomness
+    from specatlas.impls.engine.sampling import Randomness
 
     drafts = [ModelDrafter(drafter_model, widths=(2,), replacement=True).propose(PROMPT, 1, Sampling(1.0), Randomness(seed))
               for seed in range(20)]
@@ -210,8 +216,8 @@ def small_llama():
 
 def kangaroo_decoder(model):
     from specatlas.impls.families.kangaroo import KangarooAdapter
-    from specatlas.impls.heads import LayerConfig
-    from specatlas.impls.layer_view import Kangaroo
+    from specatlas.impls.families.blocks import LayerConfig
+    from specatlas.impls.engine.layer_view import Kangaroo
 
     torch.manual_seed(0)
     adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight, 2)

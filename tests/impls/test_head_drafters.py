@@ -4,18 +4,18 @@ model with tiny heads, typical acceptance held to its own rule, greedy identity 
 import pytest
 import torch
 
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import DraftLengthPolicy, FixedLength
-from specatlas.impls.drafting import Draft
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.draft_length import DraftLengthPolicy, FixedLength
+from specatlas.impls.engine.drafting import Draft
 from specatlas.impls.families.eagle import EagleDrafter, EagleHead
 from specatlas.impls.families.eagle3 import Eagle3Drafter, Eagle3Head
 from specatlas.impls.families.hydra import HydraDrafter, HydraHeads
 from specatlas.impls.families.medusa import MedusaDrafter, MedusaHeads
-from specatlas.impls.heads import LayerConfig
-from specatlas.impls.methods_heads import BLOCKWISE_CHAIN
-from specatlas.impls.verification import TopKAcceptance, TypicalAcceptance
-from specatlas.impls.sampling import Randomness, Sampling
-from specatlas.impls.verification import RejectionSampling
+from specatlas.impls.families.blocks import LayerConfig
+from specatlas.impls.methods.heads import BLOCKWISE_CHAIN
+from specatlas.impls.engine.verification import TopKAcceptance, TypicalAcceptance
+from specatlas.impls.engine.sampling import Randomness, Sampling
+from specatlas.impls.engine.verification import RejectionSampling
 
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution
 
@@ -185,9 +185,9 @@ def test_top_k_acceptance_keeps_drafts_in_the_targets_top_k():
 @pytest.mark.parametrize("method", ["medusa", "hydra", "eagle", "eagle2", "eagle3", "fr_spec"])
 def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path, method):
     """Lossless whatever the head's quality: random heads saved in the published layout."""
-    from specatlas.impls import methods_heads
+    from specatlas.impls.methods import heads as methods_heads
     from specatlas.impls.families import FAMILIES
-    from specatlas.impls.models import encode_chat, eos_ids
+    from specatlas.impls.engine.models import encode_chat, eos_ids
 
     model = embedded.model
     family = {"eagle2": "eagle", "fr_spec": "eagle"}.get(method, method)
@@ -217,7 +217,7 @@ def test_medusa_with_its_shipped_heads_is_greedy_identical(embedded):
     """Medusa is registered as not lossless (typical acceptance when sampling); greedy it is exact.
     The lossless head methods are covered by test_embedded_model.py with their shipped heads."""
     from specatlas.impls.registry import METHODS
-    from specatlas.impls.models import encode_chat, eos_ids
+    from specatlas.impls.engine.models import encode_chat, eos_ids
 
     from .test_embedded_model import NEW_TOKENS, PROMPTS
 

@@ -5,11 +5,11 @@ cache after a draft phase rolled back) they do, to 1e-9 in float64."""
 import pytest
 import torch
 
-from specatlas.impls import kv
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import FixedLength
-from specatlas.impls.drafting import PromptLookup
-from specatlas.impls.layer_view import EarlyExit, Kangaroo, LayerView, resume
+from specatlas.impls.engine import kv
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.draft_length import FixedLength
+from specatlas.impls.engine.drafting import PromptLookup
+from specatlas.impls.engine.layer_view import EarlyExit, Kangaroo, LayerView, resume
 
 from .toy import tiny_llama
 
@@ -97,7 +97,7 @@ def test_early_exit_drafter_on_the_shared_cache_is_lossless(model, exit_layer):
 def kangaroo_drafter(model, threshold=0.0, exit_layer=2):
     """A Kangaroo drafter whose adapter is untrained: the plain early exit (see KangarooAdapter)."""
     from specatlas.impls.families.kangaroo import KangarooAdapter
-    from specatlas.impls.heads import LayerConfig
+    from specatlas.impls.families.blocks import LayerConfig
 
     adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight)
     return Kangaroo(model, adapter.to(model.dtype).eval(), exit_layer, threshold)
@@ -134,7 +134,7 @@ def test_kangaroo_is_lossless_and_reuses_the_shallow_rows(model, exit_layer, thr
 
 
 def test_kangaroo_stops_drafting_below_the_confidence_threshold(model):
-    from specatlas.impls.sampling import Randomness, Sampling
+    from specatlas.impls.engine.sampling import Randomness, Sampling
 
     @torch.inference_mode()  # as SpeculativeDecoder.generate runs it
     def draft(threshold):
@@ -150,8 +150,8 @@ def test_kangaroo_stops_drafting_below_the_confidence_threshold(model):
 @torch.inference_mode()
 def test_a_cut_kangaroo_draft_is_verified_as_the_full_forward(model, depth):
     """A draft-length policy may cut a draft: its exit states are cut with it."""
-    from specatlas.impls.drafting import Draft
-    from specatlas.impls.sampling import Randomness, Sampling
+    from specatlas.impls.engine.drafting import Draft
+    from specatlas.impls.engine.sampling import Randomness, Sampling
 
     drafter = kangaroo_drafter(model)
     session = kv_session(model, drafter)
@@ -178,9 +178,9 @@ def assert_same_rows(cache, rows):
 @pytest.mark.parametrize("name", ["early exit", "layer skip", "kangaroo"])
 @torch.inference_mode()
 def test_a_drafters_scratch_leaves_the_cache_as_committed_even_when_it_raises(model, name, monkeypatch):
-    from specatlas.impls.drafting import TargetLayers
-    from specatlas.impls.sampling import Randomness, Sampling
-    from specatlas.impls.self_speculative import ExitThreshold, LayerSkip
+    from specatlas.impls.engine.drafting import TargetLayers
+    from specatlas.impls.engine.sampling import Randomness, Sampling
+    from specatlas.impls.drafters.self_drafting.layer_skip import ExitThreshold, LayerSkip
 
     drafter = {"early exit": lambda: EarlyExit(model, 2), "layer skip": lambda: LayerSkip(model, [1], ExitThreshold(0.0)),
                "kangaroo": lambda: kangaroo_drafter(model)}[name]()
@@ -207,7 +207,7 @@ def test_a_drafters_scratch_leaves_the_cache_as_committed_even_when_it_raises(mo
 
 
 def kv_session(model, drafter):
-    from specatlas.impls.decoding import Session
+    from specatlas.impls.engine.decoding import Session
 
     session = Session(model, PROMPT, hidden_layers=drafter.hidden_layers)
     drafter.start(PROMPT, session.prefill)

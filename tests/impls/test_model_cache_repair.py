@@ -7,8 +7,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from specatlas.impls import models
-from specatlas.impls.models import ModelLoadError, cache_problem, install_cache
+from specatlas.impls.engine import models
+from specatlas.impls.engine.models import ModelLoadError, cache_problem, install_cache
 
 
 def complete(folder):

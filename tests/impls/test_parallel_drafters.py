@@ -5,13 +5,13 @@ baseline's through real attention)."""
 import pytest
 import torch
 
-from specatlas.impls import kv
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import FixedLength
-from specatlas.impls.drafting import Draft, Prefill, Verified
-from specatlas.impls.jacobi import Jacobi, Lookahead
-from specatlas.impls.recycling import PAPER_TREE, TokenRecycling, template_nodes
-from specatlas.impls.sampling import Randomness, Sampling
+from specatlas.impls.engine import kv
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.draft_length import FixedLength
+from specatlas.impls.engine.drafting import Draft, Prefill, Verified
+from specatlas.impls.drafters.self_drafting.jacobi import Jacobi, Lookahead
+from specatlas.impls.drafters.model_free.recycling import PAPER_TREE, TokenRecycling, template_nodes
+from specatlas.impls.engine.sampling import Randomness, Sampling
 
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution, tiny_llama
 

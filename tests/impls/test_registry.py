@@ -58,7 +58,7 @@ def test_every_builder_resolves_to_a_callable_taking_the_policy():
     model, DraftLengthPolicy), positionally as `specatlas bench` calls it or by keyword."""
     import inspect
 
-    from specatlas.impls.draft_length import DraftLengthPolicy
+    from specatlas.impls.engine.draft_length import DraftLengthPolicy
 
     for spec in METHODS.values():
         builder = spec.builder_function()

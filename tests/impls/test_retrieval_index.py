@@ -7,11 +7,11 @@ import numpy as np
 import torch
 
 from specatlas.datastore import INSTRUCTIONS, read_corpus
-from specatlas.impls.retrieval import (Datastore, ReferenceCopy, RetrievalTree, SuffixAutomaton,
+from specatlas.impls.drafters.model_free.retrieval import (Datastore, ReferenceCopy, RetrievalTree, SuffixAutomaton,
                                        SuffixAutomatonDraft, suffix_array, trie_draft)
-from specatlas.impls.drafting import Prefill, Verified
-from specatlas.impls.recycling import TokenRecycling
-from specatlas.impls.sampling import Randomness, Sampling
+from specatlas.impls.engine.drafting import Prefill, Verified
+from specatlas.impls.drafters.model_free.recycling import TokenRecycling
+from specatlas.impls.engine.sampling import Randomness, Sampling
 from tests.fingerprints import shared_text
 
 GREEDY, RNG = Sampling(), Randomness(0)

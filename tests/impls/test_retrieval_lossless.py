@@ -8,10 +8,10 @@ import random
 import pytest
 
 from specatlas.cli import main
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import FixedLength
-from specatlas.impls.retrieval import Datastore, ReferenceCopy, RetrievalTree, SuffixAutomatonDraft
-from specatlas.impls.sampling import Randomness, Sampling
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.draft_length import FixedLength
+from specatlas.impls.drafters.model_free.retrieval import Datastore, ReferenceCopy, RetrievalTree, SuffixAutomatonDraft
+from specatlas.impls.engine.sampling import Randomness, Sampling
 
 from .test_exact_distribution import PROMPT, SAMPLINGS
 from .test_parallel_drafters import hot_recycling

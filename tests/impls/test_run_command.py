@@ -74,7 +74,7 @@ def test_prompt_file_gives_the_same_tokens_as_prompt(tmp_path, capsys):
 ])
 def test_a_prompt_beyond_the_context_is_refused_before_any_compute(tmp_path, capsys, monkeypatch, words,
                                                                    max_new_tokens, message):
-    from specatlas.impls.decoding import SpeculativeDecoder
+    from specatlas.impls.engine.decoding import SpeculativeDecoder
 
     def no_compute(*args, **kwargs):
         raise AssertionError("generate ran: the prompt should have been refused first")

@@ -5,10 +5,10 @@ a fake clock, so its depths vary with the random history the enumeration walks).
 import pytest
 import torch
 
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import CostAware, FixedLength
-from specatlas.impls.drafting import ModelDrafter, PromptLookup
-from specatlas.impls.sampling import Randomness, Sampling
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.draft_length import CostAware, FixedLength
+from specatlas.impls.engine.drafting import ModelDrafter, PromptLookup
+from specatlas.impls.engine.sampling import Randomness, Sampling
 
 from .toy import ToyLM, enumerate_outputs, sequence_distribution
 

@@ -8,14 +8,16 @@ import numpy as np
 import pytest
 import torch
 
-from specatlas.impls import kv, methods_self
-from specatlas.impls import self_speculative as ss
-from specatlas.impls.bayes import GaussianProcess
-from specatlas.impls.decoding import InnerDecoder, Session, SpeculativeDecoder
-from specatlas.impls.draft_length import DraftLengthPolicy
-from specatlas.impls.drafting import TargetLayers
-from specatlas.impls.layer_view import LayerView
-from specatlas.impls.sampling import Randomness, Sampling
+from specatlas.impls.engine import kv
+
+from specatlas.impls.methods import self_speculative as methods_self
+from specatlas.impls.drafters.self_drafting import layer_skip as ss
+from specatlas.impls.drafters.self_drafting.bayes import GaussianProcess
+from specatlas.impls.engine.decoding import InnerDecoder, Session, SpeculativeDecoder
+from specatlas.impls.engine.draft_length import DraftLengthPolicy
+from specatlas.impls.engine.drafting import TargetLayers
+from specatlas.impls.engine.layer_view import LayerView
+from specatlas.impls.engine.sampling import Randomness, Sampling
 
 from .toy import tiny_llama
 

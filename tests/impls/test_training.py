@@ -5,11 +5,11 @@ import json
 import pytest
 import torch
 
-from specatlas.impls import training
-from specatlas.impls.checkpoints import load
+from specatlas.impls.families import training
+from specatlas.impls.engine.checkpoints import load
 from specatlas.impls.families import FAMILIES
 from specatlas.impls.families.distillspec import DraftLayers
-from specatlas.impls.models import LoadedModel
+from specatlas.impls.engine.models import LoadedModel
 from tests.impls.toy import tiny_llama
 
 
@@ -163,9 +163,10 @@ def test_distilled_drafter_round_trips_through_its_shipped_format(tmp_path, load
 
 
 def test_the_shipped_distilled_drafter_is_the_embedded_models_default_draft_model(tmp_path, monkeypatch):
-    from specatlas.impls import checkpoints, methods
-    from specatlas.impls.decoding import SpeculativeDecoder
-    from specatlas.impls.models import EMBEDDED
+    from specatlas.impls.engine import checkpoints
+    from specatlas.impls.methods import core as methods
+    from specatlas.impls.engine.decoding import SpeculativeDecoder
+    from specatlas.impls.engine.models import EMBEDDED
 
     model = tiny_llama(5, layers=4)
     FAMILIES["distillspec"].save(DraftLayers.from_target(model, 2, torch.arange(12)), tmp_path / f"{EMBEDDED}-distillspec",
@@ -180,7 +181,7 @@ def test_the_shipped_distilled_drafter_is_the_embedded_models_default_draft_mode
 
 
 def test_fr_spec_ranking_is_the_training_answers_most_frequent_tokens_with_eos(tmp_path, loaded):
-    from specatlas.impls.methods_heads import frequent_tokens
+    from specatlas.impls.methods.heads import frequent_tokens
     from specatlas.train import default_output
 
     training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=4)
@@ -200,7 +201,7 @@ def test_training_time_test_computes_what_drafting_a_chain_computes():
     (rows 0..t fed the target's states, then one row per drafted token): the training mask and
     positions are the ones the drafter uses."""
     from specatlas.impls.families.eagle3 import Eagle3Head, training_time_test
-    from specatlas.impls.heads import HeadCache, LayerConfig
+    from specatlas.impls.families.blocks import HeadCache, LayerConfig
 
     torch.manual_seed(0)
     config = LayerConfig(hidden_size=8, intermediate_size=16, num_attention_heads=2, num_key_value_heads=1,
@@ -227,8 +228,8 @@ def test_a_family_defined_in_one_file_and_one_table_line_trains_saves_loads_and_
     """tests/impls/linear_family.py is a whole family (module, checkpoint layout, model card,
     training, drafter and method builder); registering it is its one line in `FAMILIES`."""
     from specatlas.impls import families
-    from specatlas.impls.decoding import SpeculativeDecoder
-    from specatlas.impls.draft_length import DraftLengthPolicy
+    from specatlas.impls.engine.decoding import SpeculativeDecoder
+    from specatlas.impls.engine.draft_length import DraftLengthPolicy
     from specatlas.impls.registry import MethodSpec
     from tests.impls.linear_family import LinearFamily, LinearHead
 

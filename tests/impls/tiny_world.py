@@ -24,9 +24,9 @@ from specatlas.impls.families.fr_spec import FR_SPEC_FRACTION
 from specatlas.impls.families.hydra import HydraHeads
 from specatlas.impls.families.kangaroo import KangarooAdapter
 from specatlas.impls.families.medusa import MedusaHeads
-from specatlas.impls.heads import LayerConfig
-from specatlas.impls.retrieval import Datastore
-from specatlas.impls.self_speculative import search_identity
+from specatlas.impls.families.blocks import LayerConfig
+from specatlas.impls.drafters.model_free.retrieval import Datastore
+from specatlas.impls.drafters.self_drafting.layer_skip import search_identity
 
 from .toy import tiny_llama
 

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import torch
 
-from specatlas.impls.sampling import Randomness, Sampling
+from specatlas.impls.engine.sampling import Randomness, Sampling
 
 VOCAB = 3
 

@@ -16,11 +16,11 @@ from typing import Callable
 
 import torch
 
-from specatlas.impls.cpu_kernels import default_kernels, packed_layers
-from specatlas.impls.draft_length import FIXED, PAPER, DraftLengthPolicy, calibrate
-from specatlas.impls.methods import default_draft_model
+from specatlas.impls.engine.cpu_kernels import default_kernels, packed_layers
+from specatlas.impls.engine.draft_length import FIXED, PAPER, DraftLengthPolicy, calibrate
+from specatlas.impls.methods.core import default_draft_model
 from specatlas.impls.registry import MethodSpec
-from specatlas.impls.sampling import Randomness, Sampling
+from specatlas.impls.engine.sampling import Randomness, Sampling
 
 # Peer ids -> (name, extra `generate` arguments, what they mean). prompt_lookup_num_tokens=10 is
 # the value transformers' documentation uses; max_matching_ngram_size keeps its default (2).

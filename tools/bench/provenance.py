@@ -76,7 +76,7 @@ def weights_sha256(model) -> str | None:
     files = sorted(folder.glob("*.safetensors")) if folder else []
     if not files:
         return None
-    from specatlas.impls.models import cache_root
+    from specatlas.impls.engine.models import cache_root
 
     cache_file = cache_root() / "weights-sha256.json"
     try:

@@ -21,8 +21,8 @@ from specatlas.bench import questions as qs
 from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, dumps, summarize
 from specatlas.cli import add_trust_remote_code
 from specatlas.fsutil import WriteError, create_unique, output_place, writable_dir
-from specatlas.impls.draft_length import CHOICES, DraftLengthPolicy
-from specatlas.impls.errors import ModelLoadError
+from specatlas.impls.engine.draft_length import CHOICES, DraftLengthPolicy
+from specatlas.impls.engine.errors import ModelLoadError
 from specatlas.impls.registry import METHODS, all_names, implemented_ids, resolve
 from specatlas.paths import repo_root
 from specatlas.run_command import number_problem
@@ -162,9 +162,9 @@ def bench(args) -> Path:
     from transformers.utils import logging as hf_logging
 
     from specatlas.bench import contenders as cs
-    from specatlas.impls.cpu_kernels import describe as describe_kernels
-    from specatlas.impls.cpu_kernels import packed_layers
-    from specatlas.impls.models import eos_ids, load_model, pick_device, pick_dtype
+    from specatlas.impls.engine.cpu_kernels import describe as describe_kernels
+    from specatlas.impls.engine.cpu_kernels import packed_layers
+    from specatlas.impls.engine.models import eos_ids, load_model, pick_device, pick_dtype
 
     hf_logging.set_verbosity_error()  # generate()'s deprecation notices would tear the progress bar
     device = pick_device(args.device)

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specatlas.impls import kv
-from specatlas.impls.sampling import Randomness, Sampling, without
+from specatlas.impls.engine import kv
+from specatlas.impls.engine.sampling import Randomness, Sampling, without
 
 
 @dataclass

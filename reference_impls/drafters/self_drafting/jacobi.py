@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from specatlas.impls.drafting import Draft, Drafter
+from specatlas.impls.engine.drafting import Draft, Drafter
 
 
 class Jacobi(Drafter):
@@ -66,7 +66,7 @@ class Lookahead(Drafter):
     Paper defaults: W=15, N=5, G=W for 7B models on an A100 (W=7, N=5, G=7 in the reference code's
     README); the pool is per generation, with at most G n-grams per key (least recently seen out);
     level 0 starts as tokens copied from the prompt. This CPU affords far less verification width,
-    so the compositions pick smaller W, N, G (see methods_parallel). Sampling verifies the n-grams
+    so the compositions pick smaller W, N, G (see methods/parallel.py). Sampling verifies the n-grams
     with the engine's recursive rejection sampling, lossless like the paper's own scheme. Left out:
     lookahead parallelism across several GPUs.
     """

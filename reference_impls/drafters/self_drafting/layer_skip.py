@@ -29,14 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from specatlas.impls import kv
-from specatlas.impls.bayes import GaussianProcess
-from specatlas.impls.checkpoints import SHIPPED_HEADS
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.drafting import Draft, Drafter, ModelDrafter, TargetLayers
-from specatlas.impls.layer_view import LayerView
-from specatlas.impls.models import cache_root, encode_chat
-from specatlas.impls.sampling import without
+from specatlas.impls.engine import kv
+from specatlas.impls.drafters.self_drafting.bayes import GaussianProcess
+from specatlas.impls.engine.checkpoints import SHIPPED_HEADS
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.drafting import Draft, Drafter, ModelDrafter, TargetLayers
+from specatlas.impls.engine.layer_view import LayerView
+from specatlas.impls.engine.models import cache_root, encode_chat
+from specatlas.impls.engine.sampling import without
 from specatlas.train_prompts import PROMPTS
 
 # Draft & Verify's adaptive draft-exiting (its code's `auto_parameters` = [1, 0.5, 0.9, 1e-2, 0.9]):

@@ -24,8 +24,8 @@ from urllib.parse import urlparse
 import torch
 from torch import nn
 
-from specatlas.impls.cpu_kernels import pack_linears
-from specatlas.impls.errors import ModelLoadError, first_line
+from specatlas.impls.engine.cpu_kernels import pack_linears
+from specatlas.impls.engine.errors import ModelLoadError, first_line
 
 EMBEDDED = "smollm2-135m-instruct"
 

@@ -39,9 +39,9 @@ import torch
 from torch.nn import functional as F
 
 from specatlas.fsutil import atomic_write
-from specatlas.impls.errors import unpickle_failure
-from specatlas.impls.heads import eagle3_layers
-from specatlas.impls.models import cache_root, encode_chat, eos_ids
+from specatlas.impls.engine.errors import unpickle_failure
+from specatlas.impls.families.blocks import eagle3_layers
+from specatlas.impls.engine.models import cache_root, encode_chat, eos_ids
 
 
 def data_dir(model_name: str, prompts: list[str], max_new_tokens: int) -> Path:

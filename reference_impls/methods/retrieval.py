@@ -1,6 +1,6 @@
 """Retrieval-based methods (LLMA, REST, SAM-Decoding) as compositions on the shared loop.
 
-Same builder signature as `methods.py`; none uses a draft model. REST and SAM-Decoding read a
+Same builder signature as `methods/core.py`; none uses a draft model. REST and SAM-Decoding read a
 datastore: $SPECATLAS_DATASTORE when set, else the one shipped for the embedded model, built by
 `specatlas datastore build --self-generate` from the model's own answers to our instructions.
 """
@@ -11,15 +11,15 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import DraftLengthPolicy
-from specatlas.impls.errors import first_line
-from specatlas.impls.methods_parallel import recycling_template
-from specatlas.impls.recycling import TokenRecycling
-from specatlas.impls.models import EMBEDDED, ModelLoadError
-from specatlas.impls.retrieval import Datastore, ReferenceCopy, RetrievalTree, SuffixAutomatonDraft
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.draft_length import DraftLengthPolicy
+from specatlas.impls.engine.errors import first_line
+from specatlas.impls.methods.parallel import recycling_template
+from specatlas.impls.drafters.model_free.recycling import TokenRecycling
+from specatlas.impls.engine.models import EMBEDDED, ModelLoadError
+from specatlas.impls.drafters.model_free.retrieval import Datastore, ReferenceCopy, RetrievalTree, SuffixAutomatonDraft
 
-DEFAULT_DATASTORE = Path(__file__).resolve().parent / "datastores" / f"{EMBEDDED}.npz"
+DEFAULT_DATASTORE = Path(__file__).resolve().parent.parent / "datastores" / f"{EMBEDDED}.npz"
 
 
 # Paper defaults. LLMA (its released code): copy 20 tokens. REST: 10 continuation tokens per

@@ -209,7 +209,7 @@ def calibrate(model, max_width: int, context: int = 64, rounds: int = 3, widths=
     widths interleave within each round, so a burst of load hits them alike."""
     import torch
 
-    from specatlas.impls import kv
+    from specatlas.impls.engine import kv
 
     widths = list(widths) if widths is not None else [w for w in WIDTHS if w < max_width] + [max_width]
     key = (model_identity(model), tuple(widths))

@@ -18,12 +18,12 @@ from typing import Callable
 
 import torch
 
-from specatlas.impls import kv
-from specatlas.impls.drafting import Draft, Drafter, Prefill, TargetLayers, Verified
-from specatlas.impls.draft_length import FixedLength
-from specatlas.impls.layer_view import forward_from_exit
-from specatlas.impls.sampling import Randomness, Sampling
-from specatlas.impls.verification import GreedyMatch, RejectionSampling, Verifier
+from specatlas.impls.engine import kv
+from specatlas.impls.engine.drafting import Draft, Drafter, Prefill, TargetLayers, Verified
+from specatlas.impls.engine.draft_length import FixedLength
+from specatlas.impls.engine.layer_view import forward_from_exit
+from specatlas.impls.engine.sampling import Randomness, Sampling
+from specatlas.impls.engine.verification import GreedyMatch, RejectionSampling, Verifier
 
 
 @dataclass

@@ -21,18 +21,18 @@ from pathlib import Path
 
 import torch
 
-from specatlas.impls.checkpoints import HeadNotShipped, load_head, shipped_head_folder
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import DraftLengthPolicy
-from specatlas.impls.errors import ModelLoadError, unpickle_failure
+from specatlas.impls.engine.checkpoints import HeadNotShipped, load_head, shipped_head_folder
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.draft_length import DraftLengthPolicy
+from specatlas.impls.engine.errors import ModelLoadError, unpickle_failure
 from specatlas.impls.families.eagle import EAGLE2_DEPTH, EAGLE2_TOP_K, EAGLE2_TOTAL, EAGLE_TREE, EagleDrafter
 from specatlas.impls.families.eagle3 import Eagle3Drafter
 from specatlas.impls.families.fr_spec import FR_SPEC_FRACTION
 from specatlas.impls.families.hydra import HYDRA_TREE, HydraDrafter
 from specatlas.impls.families.medusa import MEDUSA_TREE, MedusaDrafter
-from specatlas.impls.layer_view import Kangaroo
-from specatlas.impls.recycling import template_nodes
-from specatlas.impls.verification import GreedyMatch, TopKAcceptance, TypicalAcceptance
+from specatlas.impls.engine.layer_view import Kangaroo
+from specatlas.impls.drafters.model_free.recycling import template_nodes
+from specatlas.impls.engine.verification import GreedyMatch, TopKAcceptance, TypicalAcceptance
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,12 +8,12 @@ verifies by exact match; sampling by rejection sampling, which is lossless for e
 
 from __future__ import annotations
 
-from specatlas.impls.checkpoints import load_head, shipped_head_folder
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.draft_length import DraftLengthPolicy
-from specatlas.impls.drafting import ModelDrafter, PromptLookup
-from specatlas.impls.models import is_embedded, shallow_slice
-from specatlas.impls.verification import BlockVerification, KSequential, RejectionSampling, Verifier
+from specatlas.impls.engine.checkpoints import load_head, shipped_head_folder
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.draft_length import DraftLengthPolicy
+from specatlas.impls.engine.drafting import ModelDrafter, PromptLookup
+from specatlas.impls.engine.models import is_embedded, shallow_slice
+from specatlas.impls.engine.verification import BlockVerification, KSequential, RejectionSampling, Verifier
 
 
 def autoregressive(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:

@@ -1,17 +1,17 @@
 """Self-speculation and cascades, composed on the shared loop: Draft & Verify, SWIFT, staged speculation.
 
-Each builder has the signature of `methods.py` (target, draft model, `DraftLengthPolicy`) and
+Each builder has the signature of `methods/core.py` (target, draft model, `DraftLengthPolicy`) and
 returns a `SpeculativeDecoder`. Greedy decoding verifies by exact match; sampling by the engine's rejection sampling (chains and SWIFT's trees with the draft's own
 distribution; the cascade's greedy drafts as point masses), lossless for every drafter.
 """
 
 from __future__ import annotations
 
-from specatlas.impls.decoding import InnerDecoder, SpeculativeDecoder
-from specatlas.impls.draft_length import DraftLengthPolicy, FixedLength
-from specatlas.impls.drafting import PromptLookup
-from specatlas.impls.methods import PLD_NGRAM, PLD_TOKENS, default_draft_model
-from specatlas.impls.self_speculative import (DV_MAX_DRAFT, DV_THRESHOLD, SWIFT_CANDIDATES, SWIFT_MAX_DRAFT, ExitThreshold,
+from specatlas.impls.engine.decoding import InnerDecoder, SpeculativeDecoder
+from specatlas.impls.engine.draft_length import DraftLengthPolicy, FixedLength
+from specatlas.impls.engine.drafting import PromptLookup
+from specatlas.impls.methods.core import PLD_NGRAM, PLD_TOKENS, default_draft_model
+from specatlas.impls.drafters.self_drafting.layer_skip import (DV_MAX_DRAFT, DV_THRESHOLD, SWIFT_CANDIDATES, SWIFT_MAX_DRAFT, ExitThreshold,
                                               LayerSkip, Swift, skipped_layers)
 
 

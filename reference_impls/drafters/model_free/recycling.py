@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specatlas.impls.drafting import Draft, Drafter
+from specatlas.impls.engine.drafting import Draft, Drafter
 
 
 def _paths(spec: str) -> tuple[tuple[int, ...], ...]:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import torch
 
-from specatlas.impls import kv
-from specatlas.impls.drafting import Draft, Drafter, ExitStates
-from specatlas.impls.heads import HeadCache, VocabularyHead
+from specatlas.impls.engine import kv
+from specatlas.impls.engine.drafting import Draft, Drafter, ExitStates
+from specatlas.impls.families.blocks import HeadCache, VocabularyHead
 
 
 def _parts(model):

@@ -1,6 +1,6 @@
 """Model-free parallel drafting, composed on the shared loop: Jacobi, Lookahead, Token Recycling.
 
-Each builder has the signature of `methods.py` (target, draft model (unused), `DraftLengthPolicy`)
+Each builder has the signature of `methods/core.py` (target, draft model (unused), `DraftLengthPolicy`)
 and returns a `SpeculativeDecoder`. The drafts
 are deterministic (point masses), so greedy decoding verifies by exact match and sampling by the
 engine's rejection sampling, both lossless.
@@ -15,10 +15,10 @@ not pay: a labelled hardware variant, never the default.
 
 from __future__ import annotations
 
-from specatlas.impls.decoding import SpeculativeDecoder
-from specatlas.impls.jacobi import Jacobi, Lookahead
-from specatlas.impls.draft_length import DraftLengthPolicy
-from specatlas.impls.recycling import PAPER_TREE, TokenRecycling, template_nodes
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.drafters.self_drafting.jacobi import Jacobi, Lookahead
+from specatlas.impls.engine.draft_length import DraftLengthPolicy
+from specatlas.impls.drafters.model_free.recycling import PAPER_TREE, TokenRecycling, template_nodes
 
 # Santilli et al. iterate over blocks of future positions (whole sentences or fixed blocks for
 # MT); no block size carries over to chat models, so the window is this project's: 8 guesses.

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from specatlas.fsutil import atomic_write
-from specatlas.impls.drafting import Draft, Drafter
+from specatlas.impls.engine.drafting import Draft, Drafter
 
 
 def suffix_array(tokens: np.ndarray) -> np.ndarray:

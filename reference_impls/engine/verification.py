@@ -18,9 +18,9 @@ import math
 
 import torch
 
-from specatlas.impls import kv
-from specatlas.impls.drafting import Draft
-from specatlas.impls.sampling import Randomness, Sampling, without
+from specatlas.impls.engine import kv
+from specatlas.impls.engine.drafting import Draft
+from specatlas.impls.engine.sampling import Randomness, Sampling, without
 
 
 class Verifier:

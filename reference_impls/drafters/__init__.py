@@ -1,0 +1,1 @@
+"""Drafters that are not trained heads, grouped by the taxonomy's drafting axis (trained heads: `families/`)."""

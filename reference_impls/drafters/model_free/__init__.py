@@ -1,0 +1,1 @@
+"""Model-free drafting: retrieval from a datastore or the context, and n-gram pools (Token Recycling)."""

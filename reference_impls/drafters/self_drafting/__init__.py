@@ -1,0 +1,1 @@
+"""Self-drafting without a trained head: layer skipping (Draft & Verify, SWIFT) and Jacobi iteration."""
