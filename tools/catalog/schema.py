@@ -60,10 +60,24 @@ def _no_controls(value: str | None, pattern: re.Pattern) -> str | None:
     return value
 
 
+# Characters that show nothing (zero-width spaces and joiners, word joiners, byte-order mark) or
+# reorder what follows (bidirectional marks): in a name, DOI or URL they make two different
+# strings look the same, so what names something is written in visible characters only.
+_INVISIBLE = re.compile("[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+def _visible(value: str | None) -> str | None:
+    found = _INVISIBLE.search(value or "")
+    if found:
+        raise ValueError(f"contains the invisible character U+{ord(found.group()):04X}; names, DOIs and URLs "
+                         "are written in visible characters only")
+    return value
+
+
 Line = Annotated[str, Field(max_length=MAX_LINE), AfterValidator(_one_line)]
 Note = Annotated[str, Field(max_length=MAX_NOTE), AfterValidator(_prose)]
 HttpsUrl = Annotated[str, Field(pattern=r"^https://[^\s<>\"'{}\\\x00-\x1f\x7f]+$", max_length=MAX_URL,
-                                description="An https:// URL.")]
+                                description="An https:// URL."), AfterValidator(_visible)]
 NodeId = Annotated[str, Field(pattern=NODE_PATTERN)]
 PaperId = Annotated[str, Field(pattern=ID_PATTERN)]
 VenueKey = Literal[tuple(VENUES)]  # type: ignore[valid-type]
@@ -160,13 +174,13 @@ class Paper(_Strict):
     id: PaperId = Field(description="Immutable BibTeX key, e.g. leviathan2023fast: first author's surname, year, first content word of the title. Never change it once merged.")
     kind: Literal["paper", "blog", "software", "tutorial"] = "paper"
     title: Line = Field(min_length=4, description="Exact title, as in the paper.")
-    authors: list[Annotated[Line, Field(min_length=2)]] = Field(min_length=1, description="Full names in paper order.")
+    authors: list[Annotated[Line, Field(min_length=2), AfterValidator(_visible)]] = Field(min_length=1, description="Full names in paper order.")
     year: int = Field(ge=1990, le=2999, strict=True, description="Year of the cited version: the venue's year, or the first arXiv posting for preprints. The timeline uses the arXiv id's month when there is one.")
     month: int | None = Field(None, ge=1, le=12, strict=True, description="Month of the cited version (conference month, or first arXiv posting for preprints).")
     venue: VenueKey = Field(description="Controlled venue key; 'arXiv' for preprints.")
     venue_note: Line | None = Field(None, description="Track, workshop name or award, e.g. 'ES-FoMo workshop', 'Oral'.")
     arxiv: Annotated[str, Field(pattern=ARXIV_PATTERN)] | None = Field(None, description="arXiv id without version, quoted: '2302.01318'.")
-    doi: Annotated[str, Field(pattern=DOI_PATTERN)] | None = None
+    doi: Annotated[str, Field(pattern=DOI_PATTERN), AfterValidator(_visible)] | None = None
     url: HttpsUrl | None = Field(None, description="Canonical landing page (publisher, anthology, OpenReview or arXiv abs).")
     pdf: HttpsUrl | None = None
     code: list[HttpsUrl] = Field(default_factory=list, description="Official code repositories.")
