@@ -248,3 +248,17 @@ def test_paper_settings_and_cost_aware_rows_side_by_side(write_run):
     rows = table_rows(page, "**Paper settings beside cost-aware (tuned)**")
     assert rows == ["| fast (fast) | 2.00× | 1.00 | 4.00× | 1.00 |"]
     assert "baseline" not in page[page.index("**Paper settings beside"):page.index("**Speedup by subtask")]
+
+
+def test_a_copied_or_linked_result_is_not_a_second_run(tmp_path):
+    from specatlas.bench.leaderboard import load_all
+
+    committed = sorted((repo_root() / "results").glob("2026-*.json"))[-1]
+    shutil.copy(committed, tmp_path / committed.name)
+    data = json.loads(committed.read_text())
+    (tmp_path / "z-reformatted-copy.json").write_text(json.dumps(data, indent=4))  # same run, other bytes
+    (tmp_path / "z-link.json").symlink_to(committed)
+    runs, failed = load_all(tmp_path)
+    assert [name for _, name in runs] == [committed.name]
+    assert dict(failed)["z-reformatted-copy.json"].startswith(f"the same run as {committed.name}")
+    assert dict(failed)["z-link.json"].startswith("a link, not a result file")

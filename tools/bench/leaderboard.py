@@ -199,15 +199,26 @@ def _record_linker(root: Path) -> Linker:
 
 
 def load_all(results_dir: Path) -> Loaded:
-    """(run, file name) for valid result files, (file name, why) for the others."""
-    runs, failed = [], []
+    """(run, file name) for valid result files, (file name, why) for the others. A link, or a copy
+    of a run already read (the same content under another name), is not a second run."""
+    runs, failed, seen = [], [], {}
     for path in sorted(results_dir.glob("*.json")):
         if path.name.startswith("."):
             continue
+        if path.is_symlink():
+            failed.append((path.name, "a link, not a result file: each run counts once, from its own file"))
+            continue
         try:
-            runs.append((load(path), path.name))
+            run = load(path)
         except ValueError as exc:
             failed.append((path.name, str(exc)))
+            continue
+        identity = run.model_dump_json()  # its content, whatever the file's formatting
+        if identity in seen:
+            failed.append((path.name, f"the same run as {seen[identity]}: counted once"))
+            continue
+        seen[identity] = path.name
+        runs.append((run, path.name))
     return runs, failed
 
 
