@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from specatlas.fsutil import ReadError, read_limited
 from specatlas.impls.engine.errors import CheckpointError, ModelLoadError, first_line, unpickle_failure
 from specatlas.impls.families import FAMILIES, Family
 from specatlas.impls.engine.models import EMBEDDED, _hub_reachable
@@ -61,6 +62,7 @@ def load(source: str | Path, target: nn.Module, base_model: str | None = None) -
     loaded as, compared with the checkpoint's base model when it names one."""
     folder = _locate(str(source))
     config = _read_config(folder)
+    _check_sizes(config, target, folder)
     weights = _read_weights(folder)
     family, layout, weights = _detect(weights, config, folder)
     head, hidden_layers = family.build(weights, config, target)
@@ -118,14 +120,37 @@ def _locate(source: str) -> Path:
         raise CheckpointError(f"{source}: cannot download ({first_line(exc)})") from None
 
 
+CONFIG_BYTES = 1 << 20  # a draft head's config.json is a few hundred bytes
+
+
 def _read_config(folder: Path) -> dict:
     path = folder / "config.json"
     if not path.is_file():
         raise CheckpointError(f"{folder}: no config.json")
     try:
-        return json.loads(path.read_text())
+        config = json.loads(read_limited(path, CONFIG_BYTES))
+    except ReadError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{path}: not valid JSON ({first_line(exc)})") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path}: not a JSON object")
+    return config
+
+
+def _check_sizes(config: dict, target, folder: Path) -> None:
+    """Every size a family builds its module from, bounded by the target's before anything is
+    allocated: a small config.json must not ask for gigabytes (a million heads, a vocabulary of 10^9)."""
+    hidden, vocab, layers = (target.config.hidden_size, target.config.vocab_size, target.config.num_hidden_layers)
+    # hidden_size and vocab_size must equal the target's: each family checks that first, in its own words.
+    bounds = {"medusa_num_heads": 64, "hydra_num_heads": 64, "medusa_num_layers": 16, "hydra_num_layers": 16,
+              "num_hidden_layers": layers, "exit_layer": layers, "intermediate_size": 16 * hidden,
+              "num_attention_heads": hidden, "num_key_value_heads": hidden, "head_dim": hidden, "draft_vocab_size": vocab}
+    for key, bound in bounds.items():
+        value = config.get(key)
+        if value is not None and (type(value) is not int or not 0 < value <= bound):
+            raise CheckpointError(f"{folder / 'config.json'}: {key} = {str(value)[:40]} is not a size from 1 to "
+                                  f"{bound} (the most this target allows)")
 
 
 def _read_weights(folder: Path) -> dict[str, torch.Tensor]:

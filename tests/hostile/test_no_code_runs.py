@@ -15,18 +15,13 @@ import pytest
 import torch
 from corpus import make_root, preload, run_cli
 
-from specatlas.impls.engine import checkpoints
-
-from specatlas.impls.methods import heads as methods_heads
-
-from specatlas.impls.methods import retrieval as methods_retrieval
-
-from specatlas.impls.engine import models
-
 from specatlas.impls.drafters.self_drafting import layer_skip as self_speculative
-
-from specatlas.impls.families import training
+from specatlas.impls.engine import checkpoints
+from specatlas.impls.engine import models
 from specatlas.impls.engine.errors import ModelLoadError
+from specatlas.impls.families import training
+from specatlas.impls.methods import heads as methods_heads
+from specatlas.impls.methods import retrieval as methods_retrieval
 from tests.impls.toy import tiny_llama
 
 MARKER_NAME = "code-ran"
@@ -219,3 +214,27 @@ def test_a_hub_model_with_its_own_code_is_refused_and_transformers_is_told_not_t
         models.load_model("org/custom", torch.device("cpu"), torch.float32)
     one_line(str(caught.value))
     assert "--trust-remote-code" in str(caught.value) and calls == [False]
+
+
+@pytest.mark.parametrize("key, value", [("medusa_num_heads", 10**6), ("medusa_num_heads", "4"), ("draft_vocab_size", 10**9),
+                                        ("intermediate_size", 10**8), ("num_hidden_layers", -1)])
+def test_a_draft_checkpoints_sizes_are_bounded_before_anything_is_built(tmp_path, key, value):
+    """A small config.json asking for a huge module is refused in one line, before allocating it."""
+    from specatlas.impls.engine.checkpoints import CheckpointError, load
+
+    target = tiny_llama(0)
+    folder = tmp_path / "head"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"medusa_num_heads": 4, "medusa_num_layers": 1, key: value}))
+    with pytest.raises(CheckpointError, match=f"{key} = .* is not a size from 1 to"):
+        load(folder, target)
+
+
+def test_a_huge_checkpoint_config_is_refused_before_reading(tmp_path):
+    from specatlas.impls.engine.checkpoints import CheckpointError, load
+
+    folder = tmp_path / "head"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"pad": "' + "x" * (2 << 20) + '"}')
+    with pytest.raises(CheckpointError, match="config.json"):
+        load(folder, tiny_llama(0))
