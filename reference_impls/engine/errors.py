@@ -18,7 +18,7 @@ def first_line(exc: BaseException) -> str:
 
 def unpickle_failure(exc: BaseException) -> str:
     """Why torch.load(weights_only=True) refused a file, in one line. Torch's own message suggests
-    loading with weights_only=False, which is exactly what must never be done with a foreign file."""
+    turning unpickling on, which is exactly what must never be done with a foreign file."""
     import pickle
 
     if isinstance(exc, pickle.UnpicklingError):
