@@ -29,8 +29,8 @@ def execute(args: argparse.Namespace) -> int:
     model = loaded.model
     seconds = calibrate(model, args.max_width, widths=range(1, args.max_width + 1))
     ratios = relative(seconds)
-    print(f"{loaded.name} on {model.device} ({model.dtype}), {cpu_kernels.machine()['cpu']}, "
-          f"{cpu_kernels.machine()['threads']} threads")
+    here = cpu_kernels.machine()
+    print(f"{loaded.name} on {model.device} ({model.dtype}), {here['cpu']}, {here['threads']} threads")
     print(f"kernels: {cpu_kernels.describe(model)}")
     print("new tokens | ms per forward | x one-token step")
     for width, value in seconds.items():

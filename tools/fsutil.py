@@ -11,6 +11,7 @@ command may write" below): `output_dir`, `output_file` and `output_place`.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -181,6 +182,22 @@ def read_limited(path: Path, limit: int) -> bytes:
     finally:
         os.close(fd)
 
+def read_json(path: Path, limit: int, **hooks):
+    """The JSON document in `path` (at most `limit` bytes; `hooks`: json.loads's parse_* arguments),
+    or a ReadError saying in one line why it is not one: too large, not UTF-8, malformed, nested
+    too deeply, or refused by a hook (a ValueError)."""
+    data = read_limited(path, limit)
+    try:
+        return json.loads(data, **hooks)
+    except RecursionError:
+        raise ReadError("not valid JSON: nested too deeply") from None
+    except UnicodeDecodeError:
+        raise ReadError("not valid JSON: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ReadError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except ValueError as exc:  # a hook's refusal (a NaN, an infinity...)
+        raise ReadError(f"not valid JSON: {exc}") from None
+
 
 # Where a command may write ---------------------------------------------------------------------
 #
@@ -193,6 +210,7 @@ def read_limited(path: Path, limit: int) -> bytes:
 # be new or look like the command's own earlier output.
 
 DATA_FOLDERS = ("papers", "taxonomy", "results", "docs", "reference_impls", "tools", "tests")
+
 
 
 def _absolute(path: Path) -> Path:
@@ -269,6 +287,17 @@ def install_dir(staging: Path, target: Path, marker: str, what: str) -> None:
         if foreign:
             raise _refusal(target, what, f"it holds {', '.join(foreign[:3])}, which a build does not write")
     replace_dir(staging, target)
+
+
+def starts_with(prefix: str) -> Callable[[Path], bool]:
+    """An `is_own` test for `output_file`: the file begins with `prefix`, as the command's output does."""
+    head = prefix.encode()
+
+    def is_own(path: Path) -> bool:
+        with path.open("rb") as f:
+            return f.read(len(head)) == head
+
+    return is_own
 
 
 def output_file(path: Path, what: str, is_own: Callable[[Path], bool], allowed: Path | None = None) -> Path:

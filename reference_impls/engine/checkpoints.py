@@ -13,14 +13,13 @@ the given checkpoint, else the head shipped for the embedded model in `SHIPPED_H
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from specatlas.fsutil import ReadError, read_limited
+from specatlas.fsutil import ReadError, read_json
 from specatlas.impls.engine.errors import CheckpointError, ModelLoadError, first_line, unpickle_failure
 from specatlas.impls.families import FAMILIES, Family
 from specatlas.impls.engine.models import EMBEDDED, _hub_reachable
@@ -128,11 +127,9 @@ def _read_config(folder: Path) -> dict:
     if not path.is_file():
         raise CheckpointError(f"{folder}: no config.json")
     try:
-        config = json.loads(read_limited(path, CONFIG_BYTES))
+        config = read_json(path, CONFIG_BYTES)
     except ReadError as exc:
         raise CheckpointError(f"{path}: {exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path}: not valid JSON ({first_line(exc)})") from None
     if not isinstance(config, dict):
         raise CheckpointError(f"{path}: not a JSON object")
     return config

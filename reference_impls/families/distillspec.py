@@ -87,7 +87,8 @@ class DistillFamily(Family):
 
     def config_for(self, head, target):  # our layout: `specatlas_family` says what the module is
         return {"specatlas_family": self.name, "hidden_size": target.config.hidden_size,
-                "vocab_size": target.config.vocab_size}
+                "vocab_size": target.config.vocab_size, "num_hidden_layers": len(head.layers),
+                "draft_vocab_size": len(head.draft_vocab)}
 
     def describe(self, config):
         return (f"a DistillSpec drafter: the target's first {config.get('num_hidden_layers')} decoder layers, "
@@ -153,8 +154,7 @@ class DistillFamily(Family):
 
         state = train_loop(student, optimizer, batches, loss_fn, run, budget_minutes, progress)
         accuracy = self.evaluate(drafter, features, test_ids) | {"untrained": untrained}
-        return finish(self, run, student, loaded, features, train_ids, test_ids, state, accuracy, output, command,
-                      {"num_hidden_layers": self.num_layers, "draft_vocab_size": len(vocabulary)},
+        return finish(self, run, student, loaded, features, train_ids, test_ids, state, accuracy, output, command, {},
                       {"trained_on": "by distillation: on the target's greedy answers, then alternately on sequences "
                                      "the drafter sampled itself (on-policy)",
                        "targets": "the loss is the total variation distance to the target's full distribution"})

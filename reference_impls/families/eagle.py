@@ -144,8 +144,7 @@ class EagleFamily(Family):
 
         state = train_loop(head, optimizer, batches, loss_fn, run, budget_minutes, progress)
         accuracy = self.evaluate(head, features, test_ids, embed, lm_weight, final)
-        return finish(self, run, head, loaded, features, train_ids, test_ids, state, accuracy, output, command,
-                      {"bias": True})
+        return finish(self, run, head, loaded, features, train_ids, test_ids, state, accuracy, output, command, {})
 
     @torch.no_grad()
     def evaluate(self, head, features, conversations, embed, lm_weight, final) -> dict:
@@ -303,13 +302,7 @@ class EagleDrafter(Drafter):
             tokens.append(token), parents.append(-1), scores.append(value), rows.append(None)
         features = {node: self.last for node in frontier}  # the feature each node's head row reads
         for level in range(1, min(depth, max_depth)):
-            ancestors = []
-            for node in frontier:
-                chain, parent = [], parents[node]
-                while parent >= 0:
-                    chain.append(rows[parent])
-                    parent = parents[parent]
-                ancestors.append(chain)
+            ancestors = [[rows[a] for a in self._ancestors(node, parents)] for node in frontier]
             start = len(self.cache)
             out = self._expand([tokens[n] for n in frontier], torch.stack([features[n] for n in frontier]),
                                 level, ancestors)

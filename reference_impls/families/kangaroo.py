@@ -69,7 +69,7 @@ class KangarooFamily(Family):
     untrained exit). AdamW, betas (0.9, 0.95) and gradient clipping as its code; the learning rate
     is higher than its 3e-5 for a budget of minutes."""
 
-    name, exit_layer, conversations, lr, default_steps, steps_evaluated = "kangaroo", 2, 2, 2e-3, 3000, 6
+    name, exit_layer, conversations, lr, default_steps, steps_evaluated = "kangaroo", KANGAROO_EXIT_LAYER, 2, 2e-3, 3000, 6
     title, paper, aliases = "Kangaroo", "liu2024kangaroo", ("kangaroo",)
 
     def detect(self, weights, config):

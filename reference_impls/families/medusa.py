@@ -137,8 +137,7 @@ class MedusaFamily(Family):
 
         state = train_loop(heads, optimizer, batches, loss_fn, run, budget_minutes, progress)
         accuracy = self.evaluate(heads, features, test_ids, lm_weight, final)
-        return finish(self, run, heads, loaded, features, train_ids, test_ids, state, accuracy, output, command,
-                      {"medusa_num_heads": self.num_heads, "medusa_num_layers": 1, "version": "2"})
+        return finish(self, run, heads, loaded, features, train_ids, test_ids, state, accuracy, output, command, {})
 
     def _table(self, features, conversations, start, final):
         rows, labels = [], []

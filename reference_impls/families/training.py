@@ -92,8 +92,7 @@ def generate(loaded, prompts: list[str], folder: Path, max_new_tokens: int, batc
             head = F.linear(states[layers[-1]][row, columns][: len(prompt) - 1], model.lm_head.weight).argmax(-1).cpu()
             record = {"prompt": prompt, "response": answer[: end - 1], "hidden": hidden,
                       "greedy": torch.cat([head, greedy]).long()}
-            torch.save(record, folder / f".{i:05d}.tmp")
-            (folder / f".{i:05d}.tmp").rename(folder / f"{i:05d}.pt")  # complete files only
+            atomic_save(record, folder / f"{i:05d}.pt")  # complete files only, whoever else writes the cache
         if bar:
             bar.update(len(ids))
     if bar:

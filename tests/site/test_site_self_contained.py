@@ -41,6 +41,7 @@ def test_a_shared_folder_beside_the_catalog_changes_nothing(tmp_path):
 @pytest.mark.parametrize("content, message", [
     (None, "results/published/spec-bench-leaderboard.json is missing"),
     ("{", "results/published/spec-bench-leaderboard.json is not valid JSON"),
+    ("[" * 100_000, "results/published/spec-bench-leaderboard.json is not valid JSON: nested too deeply"),
     (json.dumps({**DECOY, "rows": []}), "results/published/spec-bench-leaderboard.json: rows: lists no rows"),
     (json.dumps({**DECOY, "rows": [{"device": "X", "method": "M", "Overall": 2.0}]}), "row 1 has no target_model"),
     (json.dumps({**DECOY, "rows": [{**DECOY["rows"][0], "Overall": "fast"}]}), "row 1: Overall must be numbers"),

@@ -16,6 +16,7 @@ from typing import Callable
 
 import torch
 
+from specatlas.bench.results import BASELINE
 from specatlas.impls.engine.cpu_kernels import default_kernels, packed_layers
 from specatlas.impls.engine.draft_length import FIXED, PAPER, DraftLengthPolicy, calibrate
 from specatlas.impls.methods.core import default_draft_model
@@ -61,7 +62,7 @@ class Contender:
 
 def policy_of(method_id: str, policy: DraftLengthPolicy) -> str | None:
     """The `policy` a result row records: the policy's name; None for the baseline, which drafts nothing."""
-    return None if method_id == "baseline" else policy.name
+    return None if method_id == BASELINE else policy.name
 
 
 def contender_id(method_id: str, policy: DraftLengthPolicy) -> str:

@@ -30,19 +30,18 @@ from specatlas.bench import charts
 from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS, prompt_set_name
-from specatlas.bench.results import Run, load, write_atomic
+from specatlas.bench.results import BASELINE, Run, load, write_atomic
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.validate import validate
-from specatlas.fsutil import WriteError, output_file, output_place
+from specatlas.fsutil import WriteError, output_file, output_place, starts_with
+from specatlas.impls.engine.draft_length import COST_AWARE as DEFAULT_POLICY
+from specatlas.impls.engine.draft_length import PAPER as PAPER_POLICY
 from specatlas.paths import repo_root
 from specatlas.site.text import md, md_link
 
 PAGE_FILE = "LEADERBOARD.md"
-PAGE_START = b"Measured by `specatlas bench`"  # how every page this module writes begins
-DEFAULT_POLICY = "cost-aware"
-PAPER_POLICY = "paper"
+PAGE_START = "Measured by `specatlas bench`"  # how every page this module writes begins
 NO_POLICY = "–"
-BASELINE = "baseline"
 KINDS = {"specatlas": "SpecAtlas", "peer": "peer"}
 IDLE_DRAFTING = 0.05  # drafted tokens per step below which a method effectively did not speculate
 Linker = Callable[[str], "str | None"]
@@ -287,7 +286,7 @@ def measured_markdown(results_dir: Path, link: Linker | None = None, raw: FileLi
 
 def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: Linker, raw: FileLinker) -> str:
     out = [
-        PAGE_START.decode() + ", recomputed from the raw per-question samples in the result "
+        PAGE_START + ", recomputed from the raw per-question samples in the result "
         "files under `results/`, which also record how to repeat each run. One table per hardware, "
         "model, dtype, kernels, prompt set and sample size, each stated in its heading: never compare "
         "rows across tables. On each hardware the largest run (questions × tokens × runs) comes first. "
@@ -593,7 +592,7 @@ def execute(args: argparse.Namespace) -> int:
     default = repo_root() / "results"
     try:  # the page goes into a results folder, never the checkout or a record folder, over its own only
         output_place(results_dir, "the leaderboard", allowed=default)
-        write_atomic(output_file(page, "the leaderboard", _earlier_page, allowed=default), expected)
+        write_atomic(output_file(page, "the leaderboard", starts_with(PAGE_START), allowed=default), expected)
     except WriteError as exc:
         print(f"specatlas leaderboard: {exc}", file=sys.stderr)
         return 1
@@ -602,12 +601,6 @@ def execute(args: argparse.Namespace) -> int:
         print(f"{results_dir / name}: {why}", file=sys.stderr)
     print(f"leaderboard written to {page}")
     return 0
-
-
-def _earlier_page(path: Path) -> bool:
-    """Whether `path` is a page this command wrote: it starts as measured_markdown does."""
-    with path.open("rb") as f:
-        return f.read(len(PAGE_START)) == PAGE_START
 
 
 # For other pages -------------------------------------------------------------------------------

@@ -7,12 +7,11 @@ a page that promises these numbers never silently leaves them out.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from specatlas.fsutil import ReadError, read_limited
+from specatlas.fsutil import ReadError, read_json
 
 SPEC_BENCH_FILE = Path("results", "published", "spec-bench-leaderboard.json")  # under the catalog root
 ROW_LABELS = ("device", "target_model", "method")  # every other field of a row is a number (or null)
@@ -67,11 +66,10 @@ def load_spec_bench(root: Path) -> SpecBenchLeaderboard:
         raise PublishedDataError(f"{shown} is missing: it holds Spec-Bench's published leaderboard, which the "
                                  "leaderboard and Reported results pages show (restore it from the repository)")
     try:
-        data = json.loads(read_limited(path, MAX_BYTES).decode("utf-8"))
-    except ReadError as exc:
-        raise PublishedDataError(f"{shown} {exc}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise PublishedDataError(f"{shown} is not valid JSON: {exc}") from None
+        data = read_json(path, MAX_BYTES)
+    except ReadError as exc:  # "is too large", "cannot be read" or "not valid JSON: ...", as a sentence
+        problem = str(exc)
+        raise PublishedDataError(f"{shown} {'is ' if problem.startswith('not ') else ''}{problem}") from None
     try:
         return SpecBenchLeaderboard.model_validate(data)
     except ValidationError as exc:

@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from specatlas.fsutil import ReadError, atomic_write, read_limited
+from specatlas.fsutil import ReadError, atomic_write, read_json
 
 SCHEMA_VERSION = 1
 BASELINE = "baseline"
@@ -285,17 +285,9 @@ def _schema_error(exc: ValidationError, prefix: str = "") -> ValueError:
 def load(path: Path) -> Run:
     """A result file, checked against the schema and its own samples (raises ValueError saying why)."""
     try:
-        data = json.loads(read_limited(path, MAX_RESULT_BYTES), parse_constant=_no_constant, parse_float=_finite)
+        data = read_json(path, MAX_RESULT_BYTES, parse_constant=_no_constant, parse_float=_finite)
     except ReadError as exc:
         raise ValueError(str(exc)) from None
-    except RecursionError:
-        raise ValueError("not valid JSON: nested too deeply") from None
-    except UnicodeDecodeError:
-        raise ValueError("not valid JSON: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
-    except ValueError as exc:  # a NaN or an infinity, refused by the hooks below
-        raise ValueError(f"not valid JSON: {exc}") from None
     try:
         run = Run.model_validate(data)
     except ValidationError as exc:

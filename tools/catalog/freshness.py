@@ -21,6 +21,7 @@ import yaml
 
 from specatlas.catalog.metadata import ARXIV_API, ArxivEntry, Fetch, MetadataError, Offline, http_get, parse_arxiv_feed
 from specatlas.catalog.records import Catalog, normalize_title, read_catalog
+from specatlas.fsutil import WriteError, atomic_write, output_file, starts_with
 from specatlas.paths import papers_dir
 
 # label -> arXiv search_query. Phrases, so "speculative" alone (a common word) does not flood it.
@@ -115,11 +116,6 @@ def _authors(names: list[str]) -> str:
 REPORT_START = "## arXiv papers not in the catalog"  # how every report render() writes begins
 
 
-def _earlier_report(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(len(REPORT_START)) == REPORT_START.encode()
-
-
 def render(candidates: list[Candidate], since: dt.date, today: dt.date, catalog: Catalog, limit: int = ISSUE_BODY_LIMIT) -> str:
     head = [
         f"{REPORT_START}, posted {since.isoformat()} to {today.isoformat()}",
@@ -164,12 +160,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace, fetch: Fetch | None = None, pause=time.sleep, today: dt.date | None = None) -> int:
-    from specatlas.fsutil import WriteError, atomic_write, output_file
-
     today = today or dt.date.today()
     since = args.since or today - dt.timedelta(days=args.days)
     try:  # before the minutes of polite arXiv queries
-        out = args.out and output_file(args.out, "the freshness report", _earlier_report)
+        out = args.out and output_file(args.out, "the freshness report", starts_with(REPORT_START))
     except WriteError as exc:
         print(f"specatlas freshness: {exc}", file=sys.stderr)
         return 1

@@ -9,7 +9,6 @@ to one record, which must carry the facet each section stands for.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import yaml
 from specatlas.catalog.records import normalize_title
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.taxonomy import Taxonomy
+from specatlas.fsutil import ReadError, read_json
 
 EXCLUSIONS_FILE = Path(__file__).with_name("paperlist_exclusions.yaml")
 MIN_REASON = 16  # characters: a reason says why, not just "no"
@@ -55,15 +55,18 @@ class Exclusions:
     disagreements: dict[str, str]  # record id -> why it lacks the facet of a section listing it
 
 
+MAX_LIST_BYTES = 64 << 20  # the public list is ~0.5 MB
+
+
 def load_rows(path: Path) -> list[dict]:
     try:
-        rows = json.loads(path.read_text(encoding="utf-8"))["papers"]
+        rows = read_json(path, MAX_LIST_BYTES)["papers"]
         if not all(isinstance(r, dict) and isinstance(r.get("title"), str) and isinstance(r.get("source_line"), int)
                    for r in rows):
             raise TypeError("every row needs a title and a source_line")
-    except OSError as exc:
-        raise PaperListError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+    except ReadError as exc:
+        raise PaperListError(f"{path}: {exc}") from None
+    except (KeyError, TypeError) as exc:
         raise PaperListError(f"{path}: not a paper list ({type(exc).__name__}: {exc})") from None
     return rows
 

@@ -99,10 +99,10 @@ _HTML = re.compile(r"<\s*/?\s*[a-zA-Z!][^>]*>|javascript:|\bon[a-z]+\s*=", re.IG
 
 
 class _Strict(BaseModel):
-    """Unknown fields are refused. Booleans and numbers are declared strict (Field(strict=True)):
-    pydantic would otherwise read 'on', 'yes' or 1 as true and the text '2024' as 2024."""
+    """Unknown fields are refused, and every value is strict: pydantic would otherwise read 'on',
+    'yes' or 1 as true and the text '2024' as 2024."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, strict=True)
 
 
 class TaxonomyTags(_Strict):
@@ -119,13 +119,13 @@ class ReportedResult(_Strict):
     """One number as the paper reports it. Copy it exactly; say where it stands."""
 
     metric: Metric
-    value: float = Field(allow_inf_nan=False, strict=True)
+    value: float = Field(allow_inf_nan=False)
     target_model: Line = Field(min_length=1)
     drafter: Line | None = Field(None, description="Draft model or drafting setup; null when the method drafts itself.")
     hardware: Line | None = None
     benchmark: Line = Field(min_length=1, description="Benchmark or dataset, e.g. MT-Bench, Spec-Bench, GSM8K.")
-    temperature: float | None = Field(None, ge=0, allow_inf_nan=False, strict=True)
-    batch_size: int | None = Field(None, ge=1, le=1_000_000, strict=True)
+    temperature: float | None = Field(None, ge=0, allow_inf_nan=False)
+    batch_size: int | None = Field(None, ge=1, le=1_000_000)
     source: Line = Field(min_length=1, description="Where in the paper: 'Table 2', 'Figure 4', 'Abstract'.")
     note: Note | None = None
 
@@ -169,14 +169,14 @@ class BibtexOverrides(_Strict):
 class Paper(_Strict):
     """A paper (or blog post, tutorial, software release) about speculative decoding."""
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, title="SpecAtlas paper record")
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, strict=True, title="SpecAtlas paper record")
 
     id: PaperId = Field(description="Immutable BibTeX key, e.g. leviathan2023fast: first author's surname, year, first content word of the title. Never change it once merged.")
     kind: Literal["paper", "blog", "software", "tutorial"] = "paper"
     title: Line = Field(min_length=4, description="Exact title, as in the paper.")
     authors: list[Annotated[Line, Field(min_length=2), AfterValidator(_visible)]] = Field(min_length=1, description="Full names in paper order.")
-    year: int = Field(ge=1990, le=2999, strict=True, description="Year of the cited version: the venue's year, or the first arXiv posting for preprints. The timeline uses the arXiv id's month when there is one.")
-    month: int | None = Field(None, ge=1, le=12, strict=True, description="Month of the cited version (conference month, or first arXiv posting for preprints).")
+    year: int = Field(ge=1990, le=2999, description="Year of the cited version: the venue's year, or the first arXiv posting for preprints. The timeline uses the arXiv id's month when there is one.")
+    month: int | None = Field(None, ge=1, le=12, description="Month of the cited version (conference month, or first arXiv posting for preprints).")
     venue: VenueKey = Field(description="Controlled venue key; 'arXiv' for preprints.")
     venue_note: Line | None = Field(None, description="Track, workshop name or award, e.g. 'ES-FoMo workshop', 'Oral'.")
     arxiv: Annotated[str, Field(pattern=ARXIV_PATTERN)] | None = Field(None, description="arXiv id without version, quoted: '2302.01318'.")
@@ -188,7 +188,7 @@ class Paper(_Strict):
     aliases: list[Annotated[str, Field(pattern=ALIAS_PATTERN, max_length=64)]] = Field(default_factory=list, description="Short method names users type: eagle, medusa, pld.")
     previous_titles: list[Annotated[Line, Field(min_length=4)]] = Field(default_factory=list, description="Earlier titles of the same paper (usually the arXiv preprint's) when the cited version was renamed; kept so searches and citations by the old title still find it.")
     taxonomy: TaxonomyTags
-    lossless: bool | None = Field(strict=True, description="true when the output distribution provably equals the unmodified target's in every variant the paper proposes; false when any variant relaxes acceptance, approximates, or changes the target's weights (then say which variants are lossless in lossless_variants); null when not a decoding method.")
+    lossless: bool | None = Field(description="true when the output distribution provably equals the unmodified target's in every variant the paper proposes; false when any variant relaxes acceptance, approximates, or changes the target's weights (then say which variants are lossless in lossless_variants); null when not a decoding method.")
     lossless_variants: list[LosslessVariant] = Field(default_factory=list, description="Per-variant losslessness when the paper's variants differ, e.g. exact verification (lossless) and typical acceptance (not).")
     builds_on: list[PaperId] = Field(default_factory=list, description="Ids of cataloged papers this work extends.")
     not_duplicate_of: list[PaperId] = Field(default_factory=list, description="Ids of records whose titles are nearly identical but that are different papers.")

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from markupsafe import Markup
 
 from specatlas import bib
+from specatlas.bench.leaderboard import load_all, measured_by_method, measured_rows, render_markdown
 from specatlas.bench.published import load_spec_bench
 from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
@@ -54,7 +55,7 @@ def generate(catalog: Catalog, *, directory_urls: bool = True) -> dict[str, str]
         "papers.bib": bib.render(catalog.papers),
     }
     entries = bib_entries(pages["papers.bib"])
-    measured = measured_here(loaded)
+    measured = measured_by_method(loaded) if loaded else {}
     for paper in catalog.papers:
         pages[f"papers/{paper.id}.md"] = paper_page(catalog, paper, entries[paper.id], measured.get(paper.id, []))
         pages[f"papers/{paper.id}.bib"] = entries[paper.id] + "\n"
@@ -120,7 +121,7 @@ def home(catalog: Catalog) -> str:
 # One page per paper --------------------------------------------------------------------------
 
 def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | None = None) -> str:
-    """`measured`: the method's rows in the leaderboard's tables (see `measured_here`)."""
+    """`measured`: the method's rows in the leaderboard's tables (see `leaderboard.measured_by_method`)."""
     facets = []
     for facet_id in FACETS:
         facet = catalog.taxonomy.facets.get(facet_id)
@@ -271,32 +272,17 @@ def lineage_page(catalog: Catalog, directory_urls: bool) -> str:
 
 def measured_results(catalog: Catalog):
     """The result files under results/ as `specatlas.bench.leaderboard.load_all` reads them, or
-    None when there are none or the bench tools are not installed."""
+    None when there are none."""
     results = catalog.root / "results"
-    try:
-        from specatlas.bench.leaderboard import load_all
-    except ImportError:
-        return None
     if not results.is_dir():
         return None
     loaded = load_all(results)
     return loaded if loaded[0] or loaded[1] else None
 
 
-def measured_here(loaded) -> dict:
-    """paper id -> its `specatlas.bench.leaderboard.MethodMeasurement`s; empty without results."""
-    if not loaded:
-        return {}
-    from specatlas.bench.leaderboard import measured_by_method
-
-    return measured_by_method(loaded)
-
-
 def leaderboard_page(catalog: Catalog, loaded=None) -> str:
     tables = None
     if loaded:
-        from specatlas.bench.leaderboard import render_markdown
-
         link = lambda method_id: f"papers/{method_id}.md" if method_id in catalog.by_id else None  # noqa: E731
         # Markdown that specatlas.bench.leaderboard escapes text by text, as results/LEADERBOARD.md
         tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded,
@@ -388,8 +374,6 @@ def _settings(catalog: Catalog) -> list[tuple[str, str, object, list[str]]]:
 def choose_page(catalog: Catalog, loaded=None) -> str:
     measured: dict[str, object] = {}
     if loaded:
-        from specatlas.bench.leaderboard import measured_rows
-
         for row in measured_rows(catalog.root / "results", loaded):
             measured.setdefault(row.method_id, row)  # fastest first: keep each method's best
     names = {n.id: n for n in catalog.taxonomy.all_nodes()}
