@@ -35,3 +35,12 @@ def test_every_taxonomy_node_is_described_and_used_or_reserved():
 def test_json_schema_file_is_current():
     committed = (repo_root() / SCHEMA_FILE).read_text(encoding="utf-8")
     assert committed == render(), "paper.schema.json is stale: run `specatlas schema`"
+
+
+def test_every_reported_number_says_how_it_aggregates():
+    """A benchmark mean and an abstract's "up to" figure are different numbers: every result in the
+    catalog says which it is (ReportedResult.statistic)."""
+    _, records, _ = validate()
+    missing = [f"{r.paper.id}: reported_results[{i}]" for r in records if r.paper
+               for i, result in enumerate(r.paper.reported_results) if result.statistic is None]
+    assert not missing, "set statistic (mean, up-to, setting or unqualified) on:\n" + "\n".join(missing)

@@ -92,6 +92,17 @@ Metric = Literal[
     "memory-overhead",
 ]
 
+# How a reported number aggregates the paper's settings: the reader must not compare a best case with
+# a typical one. "mean": the paper's average over a benchmark (or over its benchmarks), e.g. a table's
+# Mean/Overall column or "on average"; "up-to": the best of several settings, as in an abstract's "up to
+# 3.6x" (also a range's upper end); "setting": one number for one stated setting (one model, benchmark
+# and hardware, e.g. a single table cell); "unqualified": a headline number whose aggregation the
+# source does not say.
+Statistic = Literal["mean", "up-to", "setting", "unqualified"]
+STATISTIC_LABELS = {"mean": "benchmark mean", "up-to": "up to (best setting)", "setting": "one setting",
+                    "unqualified": "headline, aggregation not stated"}
+_UP_TO = re.compile(r"\bup\s*to\b|\bas much as\b", re.IGNORECASE)
+
 FRACTION_METRICS = ("acceptance-rate", "latency-reduction")
 RATIO_METRICS = ("speedup", "throughput-gain")
 
@@ -127,6 +138,7 @@ class ReportedResult(_Strict):
     temperature: float | None = Field(None, ge=0, allow_inf_nan=False)
     batch_size: int | None = Field(None, ge=1, le=1_000_000)
     source: Line = Field(min_length=1, description="Where in the paper: 'Table 2', 'Figure 4', 'Abstract'.")
+    statistic: Statistic | None = Field(None, description="How the number aggregates the paper's settings: 'mean' (a benchmark average), 'up-to' (the best of several settings, an 'up to' claim), 'setting' (one stated setting), 'unqualified' (a headline number whose aggregation the source does not say). Every result in the catalog says it.")
     note: Note | None = None
 
     @model_validator(mode="after")
@@ -135,6 +147,9 @@ class ReportedResult(_Strict):
             raise ValueError(f"value: {self.metric} is a fraction in [0, 1]; write {self.value / 100:g} for {self.value:g}%")
         if self.metric in RATIO_METRICS and self.value <= 0:
             raise ValueError(f"value: a {self.metric} is a ratio of two speeds, above 0 (1 = no change), not {self.value:g}")
+        if self.statistic in ("mean", "setting") and _UP_TO.search(f"{self.source} {self.note or ''}"):
+            raise ValueError(f"statistic: is '{self.statistic}', but the source or note calls the number an 'up to' "
+                             "figure (the best of several settings); write statistic: up-to")
         if self.metric == "mean-accepted-tokens" and self.value < 1:
             raise ValueError(f"value: every verification step commits at least 1 token, so mean-accepted-tokens "
                              f"is at least 1, not {self.value:g}")

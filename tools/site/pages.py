@@ -178,7 +178,7 @@ def _result_cells(paper: Paper) -> list[list[str]]:
         if r.temperature is not None:
             setting.append(f"T={r.temperature:g}")
         rows.append([r.metric, f"{r.value:g}{METRIC_UNITS.get(r.metric, '')}", r.benchmark, r.target_model,
-                     r.drafter or "–", ", ".join(setting), r.source + (f" ({r.note})" if r.note else "")])
+                     r.drafter or "–", ", ".join(setting), r.source + reported.statistic_label(r) + (f" ({r.note})" if r.note else "")])
     return rows
 
 

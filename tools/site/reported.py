@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from specatlas.bench.published import SpecBenchLeaderboard
-from specatlas.catalog.schema import Paper
+from specatlas.catalog.schema import STATISTIC_LABELS, Paper, ReportedResult
 from specatlas.site.catalog import Catalog, short_name
 
 # (shown name, pattern over the record's benchmark text), in display order.
@@ -134,7 +134,7 @@ def _paper_rows(paper: Paper) -> list[ResultRow]:
             row["accepted"] = r.value
         else:
             row["other"].append(f"{r.metric} {r.value:g}{'×' if r.metric in ('speedup', 'throughput-gain') else ''}")
-        row["sources"].append(r.source + note)
+        row["sources"].append(r.source + statistic_label(r) + note)
     name = short_name(paper)
     return [ResultRow(
         benchmark=benchmark(key[0]), benchmark_text=key[0], method=name, paper_id=paper.id,
@@ -178,11 +178,17 @@ def _paper_for(method: str, by_alias: dict[str, str]) -> str | None:
     return None
 
 
+def statistic_label(result: ReportedResult) -> str:
+    """' [up to (best setting)]', ' [benchmark mean]'...: how the number aggregates, so an abstract's
+    best case is not read as a typical figure; '' when the record does not say."""
+    return f" [{STATISTIC_LABELS[result.statistic]}]" if result.statistic else ""
+
+
 def best_speedup(paper: Paper) -> tuple[float, str] | None:
     """The paper's highest reported speedup and its setting, for the catalog's Speedup column."""
     speedups = [r for r in paper.reported_results if r.metric == "speedup"]
     if not speedups:
         return None
     best = max(speedups, key=lambda r: r.value)
-    setting = ", ".join(x for x in (best.target_model, best.benchmark, best.hardware) if x)
+    setting = ", ".join(x for x in (best.target_model, best.benchmark, best.hardware) if x) + statistic_label(best)
     return best.value, setting
