@@ -168,6 +168,18 @@ class LosslessVariant(_Strict):
     note: Note | None = None
 
 
+Engine = Literal["vllm", "sglang", "tensorrt-llm", "transformers", "llama.cpp"]
+
+
+class EngineSupport(_Strict):
+    """A serving engine or library that ships the method, as a fact with the page that says so."""
+
+    engine: Engine
+    feature: Line = Field(min_length=2, description="The engine's own name for the method or how it is switched on, e.g. '--speculative-algorithm EAGLE3', 'assistant_model'.")
+    source: HttpsUrl = Field(description="The engine's documentation or source page that states the support.")
+    note: Note | None = None
+
+
 class BibtexOverrides(_Strict):
     """Fields that replace what the BibTeX generator derives from the record."""
 
@@ -209,6 +221,7 @@ class Paper(_Strict):
     not_duplicate_of: list[PaperId] = Field(default_factory=list, description="Ids of records whose titles are nearly identical but that are different papers.")
     summary: Annotated[str, AfterValidator(_prose)] = Field(min_length=40, max_length=900, description="1-4 sentences in our own words. No HTML.")
     reported_results: list[ReportedResult] = Field(default_factory=list)
+    serving_engines: list[EngineSupport] = Field(default_factory=list, description="Serving engines and libraries (vLLM, SGLang, TensorRT-LLM, transformers, llama.cpp) that implement the method, each with the page that says so; one entry per engine.")
     implementation: Annotated[str, Field(pattern=ID_PATTERN)] | None = Field(
         None, description="Registry id of the reference implementation, once one exists: the record's own id.")
     bibtex: BibtexOverrides | None = None
@@ -267,6 +280,12 @@ class Paper(_Strict):
         if self.implementation and self.implementation != self.id:
             raise ValueError(f"implementation: reference implementations are registered under their paper's id; "
                              f"write implementation: {self.id}")
+        engines = [support.engine for support in self.serving_engines]
+        if len(set(engines)) != len(engines):
+            repeated = next(e for e in engines if engines.count(e) > 1)
+            raise ValueError(f"serving_engines: '{repeated}' is listed twice; give one entry per engine (name every feature in it)")
+        if self.serving_engines and self.lossless is None:
+            raise ValueError("serving_engines: an engine implements a decoding method, but lossless is null (not a decoding method)")
         if self.venue == "arXiv" and not self.arxiv and not self.url:
             raise ValueError("arxiv: an arXiv preprint needs its arxiv id or a url")
         return self
