@@ -6,7 +6,7 @@ import pytest
 
 from specatlas.bench import questions
 from specatlas.cli import main
-from tests.fingerprints import shared_text
+from specatlas.contamination import shared_text
 
 
 def words(text):

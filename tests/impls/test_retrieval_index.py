@@ -12,7 +12,7 @@ from specatlas.impls.drafters.model_free.retrieval import (Datastore, ReferenceC
 from specatlas.impls.engine.drafting import Prefill, Verified
 from specatlas.impls.drafters.model_free.recycling import TokenRecycling
 from specatlas.impls.engine.sampling import Randomness, Sampling
-from tests.fingerprints import shared_text
+from specatlas.contamination import shared_text
 
 GREEDY, RNG = Sampling(), Randomness(0)
 
