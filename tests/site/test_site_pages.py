@@ -21,7 +21,7 @@ def test_one_page_per_paper_and_per_node(fixture_catalog, generated):
     expected = {f"papers/{p.id}.{ext}" for p in fixture_catalog.papers for ext in ("md", "bib")}
     expected |= {f"taxonomy/{n.id}.md" for n in fixture_catalog.taxonomy.all_nodes()}
     expected |= {"index.md", "catalog.md", "taxonomy/index.md", "timeline.md", "lineage.md",
-                 "leaderboard.md", "results.md", "choose.md", "contributing.md", "papers.bib"}
+                 "leaderboard.md", "results.md", "choose.md", "run.md", "contributing.md", "papers.bib", "robots.txt"}
     assert set(generated) == expected
 
 
@@ -196,14 +196,9 @@ def test_results_page_shows_third_party_measurements_apart(tmp_path):
     assert "Unknown&lt;b&gt;" in rows[1] and "<b>" not in spec
 
 
-def test_catalog_reports_the_best_speedup_and_choose_page_lists_settings(fixture_catalog):
+def test_catalog_reports_the_best_speedup(fixture_catalog):
     catalog = _with_results(fixture_catalog, "li2024eagle", EAGLE_RESULTS)
-    page = pages.choose_page(catalog)
-    trained = page[page.index("## Can train a head"):page.index("## Serving")]
-    assert "[EAGLE: Speculative Sampling" in trained and "3× (Vicuna\\-13B, MT\\-bench, A100 80GB)" in trained
-    # Medusa and EAGLE both run here (the registry implements them); the survey is not a method
-    assert "Medusa" in trained and "specatlas run li2024eagle" in trained and "Unlocking" not in page
-    serving = page[page.index("## Serving"):page.index("## Long context")]
-    assert "EAGLE" in serving  # a batch-size-4 result
-    assert "`specatlas run cai2024medusa`" in trained
-    assert "## No training budget" in page and "No method in the catalog fits yet." in page
+    data = json.loads(re.search(r'<script type="application/json" id="sa-catalog-data">(.*?)</script>',
+                                pages.catalog_page(catalog, True), re.S).group(1))
+    eagle = next(row for row in data["papers"] if row["id"] == "li2024eagle")
+    assert eagle["speedup"] == 3.0 and eagle["speedup_setting"] == "Vicuna-13B, MT-bench, A100 80GB"

@@ -615,13 +615,21 @@ class Measured:
     runs: int
     hardware: str
     model: str
+    accepted: float | None = None
+    table: Table | None = None  # the leaderboard table it is ranked in
+    device: str = ""  # the runs' torch device: cpu, cuda, mps (one per table in practice; joined if not)
+    kind: str = "specatlas"  # results.Method.kind: "specatlas" or "peer"
 
 
 def measured_rows(results_dir: Path, loaded: Loaded | None = None) -> list[Measured]:
     """Every ranked row of every table, fastest first."""
     runs, _ = loaded or load_all(Path(results_dir))
-    out = [Measured(line.method_id, line.policy, line.mean("overall", "speedup"), len(line.ok), table.hardware, table.model)
-           for table, members in tables(runs) for line in _lines(members) if line.ranked]
+    out = []
+    for table, members in tables(runs):
+        device = ", ".join(sorted({str(run.config.get("device", "")) for run, _ in members}))
+        out += [Measured(line.method_id, line.policy, line.mean("overall", "speedup"), len(line.ok), table.hardware,
+                         table.model, line.mean("overall", "mean_accepted"), table, device, line.method.kind)
+                for line in _lines(members) if line.ranked]
     return sorted(out, key=lambda m: -m.speedup)
 
 

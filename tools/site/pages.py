@@ -16,12 +16,12 @@ from collections.abc import Iterable
 from markupsafe import Markup
 
 from specatlas import bib
-from specatlas.bench.leaderboard import load_all, measured_by_method, measured_rows, render_markdown
+from specatlas.bench.leaderboard import load_all, measured_by_method, render_markdown
 from specatlas.bench.published import load_spec_bench
 from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
-from specatlas.site import lineage, reported, timeline
+from specatlas.site import choose, lineage, reported, timeline
 from specatlas.site.catalog import Catalog, chronological, posted
 from specatlas.site.templating import render
 from specatlas.site.text import safe_url, tag_name
@@ -34,7 +34,9 @@ RAW_RESULTS = "runs"  # the site folder of the result files under results/
 RUN_PROMPT = "Explain speculative decoding in two sentences."
 
 
-def generate(catalog: Catalog, *, directory_urls: bool = True) -> dict[str, str]:
+def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | None = None,
+             site_url: str | None = None) -> dict[str, str]:
+    """`repo_url` and `site_url`: the configured addresses (`specatlas.site.urls`), or None."""
     for paper in catalog.papers:  # ids and node ids become file names
         if not _ID.fullmatch(paper.id):
             raise ValueError(f"paper id {paper.id!r} cannot name a page")
@@ -51,6 +53,8 @@ def generate(catalog: Catalog, *, directory_urls: bool = True) -> dict[str, str]
         "leaderboard.md": leaderboard_page(catalog, loaded),
         "results.md": results_page(catalog, directory_urls),
         "choose.md": choose_page(catalog, loaded),
+        "run.md": run_page(catalog, repo_url),
+        "robots.txt": robots(site_url),
         "contributing.md": contributing_page(catalog),
         "papers.bib": bib.render(catalog.papers),
     }
@@ -290,6 +294,27 @@ def leaderboard_page(catalog: Catalog, loaded=None) -> str:
     return _page("leaderboard.md.j2", tables=tables)
 
 
+def robots(site_url: str | None) -> str:
+    """Every page may be crawled; the sitemap is named only where the site's address is configured."""
+    lines = ["User-agent: *", "Allow: /"]
+    if site_url and safe_url(site_url):
+        lines.append(f"Sitemap: {site_url.rstrip('/')}/sitemap.xml")
+    return "\n".join(lines) + "\n"
+
+
+def run_page(catalog: Catalog, repo_url: str | None = None) -> str:
+    """How to get the code and run a method: on the embedded model, on your own model and GPU,
+    with published checkpoints, a head you train, and a benchmark run to contribute."""
+    from specatlas.impls.families import FAMILIES
+    from specatlas.impls.registry import METHODS
+
+    methods = [(spec, catalog.by_id.get(spec.id)) for spec in METHODS.values() if spec.has_paper]
+    families = [(name, (family.paper, catalog.by_id.get(family.paper))) for name, family in FAMILIES.items()]
+    return _page("run.md.j2", repo_url=safe_url(repo_url) if repo_url else None, methods=methods, families=families,
+                 run_prompt=RUN_PROMPT, example="pld",
+                 draft_example=next((s.aliases[0] for s in METHODS.values() if s.uses_draft_model and s.aliases), "sps"))
+
+
 def contributing_page(catalog: Catalog) -> str:
     source = catalog.root / "CONTRIBUTING.md"
     return source.read_text(encoding="utf-8") if source.is_file() else _page("contributing.md.j2")
@@ -330,66 +355,28 @@ def _sort_num(value: float | int | None) -> str:
 
 # Which method should I use? ------------------------------------------------------------------
 
-TRAINING_FREE = {"independent-tuning-free", "early-exit-layer-skip", "mask-predict-jacobi", "model-free-drafting"}
-TRAINED = {"extra-heads", "feature-level-drafting", "learnable-draft-tokens", "multi-token-prediction",
-           "independent-fine-tuned"}
 SHORTLIST = 12
-
-
-def _settings(catalog: Catalog) -> list[tuple[str, str, object, list[str]]]:
-    """(title, what it means, does a paper fit, taxonomy nodes to browse for more)."""
-    def tags(paper: Paper) -> set[str]:  # node ids are unique across the facets
-        return set(catalog.expanded_tags(paper))
-
-    return [
-        ("No training budget",
-         "Drafts come from the model itself, an off-the-shelf smaller model or plain text lookup; nothing "
-         "is trained (no alignment tag, no trained drafting component).",
-         lambda p: bool(tags(p) & TRAINING_FREE) and not tags(p) & TRAINED and not catalog.tags(p, "alignment"),
-         ["independent-tuning-free", "early-exit-layer-skip", "mask-predict-jacobi", "model-free-drafting"]),
-        ("Can train a head or a small drafter",
-         "Extra decoding heads, a feature-level drafter, learned draft tokens or a fine-tuned draft model: "
-         "the highest reported speedups, for a training run.",
-         lambda p: bool(tags(p) & TRAINED),
-         ["extra-heads", "feature-level-drafting", "independent-fine-tuned"]),
-        ("Serving at batch size > 1",
-         "Methods built for serving systems, or that report a speedup at a batch size above 1 (speculation "
-         "pays less as batches fill the accelerator).",
-         lambda p: "serving-systems" in tags(p) or any((r.batch_size or 1) > 1 for r in p.reported_results),
-         ["serving-systems"]),
-        ("Long context", "Methods for long prompts or long generations, where the KV cache dominates.",
-         lambda p: "long-context" in tags(p), ["long-context"]),
-        ("Multimodal", "Vision-language and other multimodal generation.",
-         lambda p: "multimodal" in tags(p), ["multimodal"]),
-        ("Code edits and outputs that copy the input",
-         "Rewriting code or documents, retrieval-augmented answers: drafts copied from the context or a "
-         "datastore are often long and cost almost nothing.",
-         lambda p: bool(tags(p) & {"context-copy", "retrieval-drafting"}),
-         ["context-copy", "retrieval-drafting"]),
-        ("Reasoning models", "Long chains of thought from reasoning models.",
-         lambda p: "reasoning" in tags(p), ["reasoning"]),
-    ]
+# Needs that no benchmark table here measures: (title, what it means, scope or drafting nodes).
+NEEDS = (
+    ("Long context", "Long prompts or long generations, where the KV cache dominates.", ("long-context",)),
+    ("Multimodal", "Vision-language and other multimodal generation.", ("multimodal",)),
+    ("Code edits and outputs that copy the input",
+     "Rewriting code or documents, retrieval-augmented answers: drafts copied from the context or a "
+     "datastore are often long and cost almost nothing.", ("context-copy", "retrieval-drafting")),
+    ("Reasoning models", "Long chains of thought from reasoning models.", ("reasoning",)),
+)
 
 
 def choose_page(catalog: Catalog, loaded=None) -> str:
-    measured: dict[str, object] = {}
-    if loaded:
-        for row in measured_rows(catalog.root / "results", loaded):
-            measured.setdefault(row.method_id, row)  # fastest first: keep each method's best
     names = {n.id: n for n in catalog.taxonomy.all_nodes()}
-    settings = []
-    for title, meaning, fits, nodes in _settings(catalog):
-        candidates = [p for p in catalog.papers if p.lossless is not None and fits(p)]
-
-        def rank(paper: Paper) -> tuple:
-            best = reported.best_speedup(paper)
-            row = measured.get(paper.id)
-            return (paper.id not in catalog.implemented, -(row.speedup if row else 0), -(best[0] if best else 0),
-                    tuple(-x for x in chronological(paper)[:2]))
-
-        shortlist = sorted(candidates, key=rank)[:SHORTLIST]
-        settings.append({"title": title, "meaning": meaning, "fit": len(candidates),
-                         "shortlist": [(p, measured.get(p.id), reported.best_speedup(p)) for p in shortlist],
-                         "browse": [names[n] for n in nodes if n in names]})
-    return _page("choose.md.j2", settings=settings, implemented=catalog.implemented, num=_num,
-                 count=_counter(catalog))
+    needs = []
+    for title, meaning, nodes in NEEDS:
+        fits = [p for p in catalog.papers if p.lossless is not None and set(catalog.expanded_tags(p)) & set(nodes)]
+        fits.sort(key=lambda p: (p.id not in catalog.implemented, tuple(-x for x in chronological(p)[:2])))
+        needs.append({"title": title, "meaning": meaning, "fit": len(fits), "papers": fits[:SHORTLIST],
+                      "best": reported.best_speedup, "browse": [names[n] for n in nodes if n in names]})
+    serving, serving_total = choose.serving(catalog)
+    return _page("choose.md.j2", settings=choose.settings(catalog, loaded, load_spec_bench(catalog.root)),
+                 serving=serving, serving_total=serving_total, needs=needs, implemented=catalog.implemented,
+                 engine_column=choose.has_engine_data(catalog), engines=choose.engines, needs_of=lambda p: choose.needs(catalog, p),
+                 num=_num, count=_counter(catalog), serving_node=names.get("serving-systems"))
