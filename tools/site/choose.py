@@ -145,7 +145,7 @@ def _spec(paper_id: str):
     return METHODS.get(paper_id)
 
 
-def _name(paper: Paper) -> str:
+def method_name(paper: Paper) -> str:
     """The method's name as the registry gives it (its head before a colon), else the record's short name."""
     spec = _spec(paper.id)
     return spec.name.partition(":")[0] if spec is not None else short_name(paper)
@@ -202,7 +202,7 @@ def measured_sources(catalog: Catalog, loaded) -> list[Source]:
             if paper is None or m.kind != "specatlas" or m.method_id in seen:
                 continue
             seen.add(m.method_id)
-            source.rows.append(Row(_name(paper), (paper,), m.speedup, m.accepted, _lossless([paper]),
+            source.rows.append(Row(method_name(paper), (paper,), m.speedup, m.accepted, _lossless([paper]),
                                    needs(catalog, paper), run_command(paper.id, m.policy)
                                    if paper.id in catalog.implemented else None, engines(paper), m.policy))
         out.append(source)
@@ -227,7 +227,7 @@ def published_sources(catalog: Catalog, data: SpecBenchLeaderboard) -> list[Sour
         out[key].rows.append(Row(
             r.method, papers, r.speedup, r.accepted, _lossless(papers), _most(needs(catalog, p) for p in papers),
             run_command(main.id) if runs else None, engines(main),
-            command_note=f"{_name(main)} alone: this combination is not built here" if runs and len(papers) > 1 else ""))
+            command_note=f"{method_name(main)} alone: this combination is not built here" if runs and len(papers) > 1 else ""))
     for source in out.values():
         source.rows.sort(key=lambda row: -row.speedup)
     return list(out.values())

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from markupsafe import Markup
 
 from specatlas import bib
-from specatlas.bench.leaderboard import load_all, measured_by_method, render_markdown
+from specatlas.bench.leaderboard import load_all, measured_by_method, measured_rows, render_markdown
 from specatlas.bench.published import load_spec_bench
 from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
@@ -54,6 +54,7 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
         "results.md": results_page(catalog, directory_urls),
         "choose.md": choose_page(catalog, loaded),
         "run.md": run_page(catalog, repo_url),
+        "coverage.md": coverage_page(catalog, loaded),
         "robots.txt": robots(site_url),
         "contributing.md": contributing_page(catalog),
         "papers.bib": bib.render(catalog.papers),
@@ -313,6 +314,63 @@ def run_page(catalog: Catalog, repo_url: str | None = None) -> str:
     return _page("run.md.j2", repo_url=safe_url(repo_url) if repo_url else None, methods=methods, families=families,
                  run_prompt=RUN_PROMPT, example="pld",
                  draft_example=next((s.aliases[0] for s in METHODS.values() if s.uses_draft_model and s.aliases), "sps"))
+
+
+def coverage_page(catalog: Catalog, loaded=None) -> str:
+    """Each taxonomy node: the papers on it, the methods that run here (the registry's compositions,
+    their drafting and verification nodes with the ones above them; alignment and scope from their
+    records), the head families `specatlas train` trains for it, which methods have measured results,
+    and why the idea cannot run here when that is a limit of the engine."""
+    from specatlas.impls.coverage import NOT_RUNNABLE
+    from specatlas.impls.families import FAMILIES
+    from specatlas.impls.registry import METHODS
+
+    nodes = {n.id: n for n in catalog.taxonomy.all_nodes()}
+    unknown = sorted(set(NOT_RUNNABLE) - set(nodes))
+    if unknown:
+        raise ValueError(f"reference_impls/coverage.py names taxonomy nodes that do not exist: {', '.join(unknown)}")
+
+    def with_ancestors(node_ids) -> set[str]:
+        out = set()
+        for node_id in node_ids:
+            if node_id in nodes:
+                facet = catalog.taxonomy.facets[nodes[node_id].facet]
+                out |= {node_id, *facet.ancestors(node_id)}
+        return out
+
+    runs: dict[str, list[Paper]] = {}
+    for spec in METHODS.values():
+        paper = catalog.by_id.get(spec.id)
+        if paper is None:
+            continue
+        records = [t for t in catalog.expanded_tags(paper) if nodes.get(t) and nodes[t].facet in ("alignment", "scope")]
+        for node_id in with_ancestors((*spec.drafting, *spec.verification)) | set(records):
+            runs.setdefault(node_id, []).append(paper)
+    trains: dict[str, list[str]] = {}
+    for name, family in FAMILIES.items():
+        paper = catalog.by_id.get(family.paper)
+        for node_id in catalog.expanded_tags(paper) if paper else []:
+            trains.setdefault(node_id, []).append(name)
+    measured = {row.method_id for row in measured_rows(catalog.root / "results", loaded)} if loaded else set()
+    facets = []
+    for facet_id in FACETS:
+        facet = catalog.taxonomy.facets.get(facet_id)
+        if facet is None:
+            continue
+        rows = []
+
+        def walk(parent: str | None, depth: int) -> None:
+            for node in facet.children(parent):
+                methods = sorted(runs.get(node.id, []), key=chronological)
+                rows.append({"node": node, "depth": depth, "papers": len(catalog.node_papers.get(node.id, [])),
+                             "methods": methods, "measured": [p for p in methods if p.id in measured],
+                             "trains": trains.get(node.id, []), "why": NOT_RUNNABLE.get(node.id)})
+                walk(node.id, depth + 1)
+
+        walk(None, 0)
+        facets.append((facet, rows))
+    return _page("coverage.md.j2", facets=facets, implemented=len([s for s in METHODS.values() if s.has_paper]),
+                 measured=len(measured & set(catalog.by_id)), name=choose.method_name)
 
 
 def contributing_page(catalog: Catalog) -> str:
