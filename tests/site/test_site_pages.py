@@ -86,10 +86,16 @@ def test_catalog_data(fixture_catalog, generated):
 
 def test_lineage_is_drawn_at_build_time_with_linked_nodes(fixture_catalog, generated):
     page = generated["lineage.md"]
-    assert page.count("<svg") == 1 and "mermaid" not in page and "<script" not in page
+    # one diagram per drafting family: extra heads (blockwise, Medusa), feature-level (EAGLE)
+    assert page.count("<svg") == 2 and "mermaid" not in page and "<script" not in page
+    assert "## Self\\-drafting › Extra decoding heads (2 papers)" in page
     for paper_id in ("stern2018blockwise", "cai2024medusa", "li2024eagle"):
-        assert f'<a href="../papers/{paper_id}/" class="sa-node">' in page
-    assert ">Medusa (2024)</text>" in page and page.count('class="sa-edge"') == 2
+        assert f'<a href="../papers/{paper_id}/" class="sa-node" data-id="{paper_id}">' in page
+    # full names, wrapped, never truncated ids; the edge inside the family is drawn
+    assert ">Medusa (2024)</tspan>" in page and page.count('class="sa-edge"') == 1
+    assert 'data-from="stern2018blockwise" data-to="cai2024medusa"' in page
+    # the list names every member by its full title, with what it builds on in any family
+    assert "[EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty](papers/li2024eagle.md) (2024): builds on [Medusa" in page
     assert "xia2024unlocking" not in page
     # generations left to right: blockwise, then medusa, then eagle
     from specatlas.site import lineage
@@ -202,3 +208,31 @@ def test_catalog_reports_the_best_speedup(fixture_catalog):
                                 pages.catalog_page(catalog, True), re.S).group(1))
     eagle = next(row for row in data["papers"] if row["id"] == "li2024eagle")
     assert eagle["speedup"] == 3.0 and eagle["speedup_setting"] == "Vicuna-13B, MT-bench, A100 80GB"
+
+
+def test_a_paper_page_draws_its_neighbourhood(fixture_catalog, generated):
+    from specatlas.site import lineage
+
+    page = generated["papers/cai2024medusa.md"]
+    hood = page[page.index('<div class="sa-lineage sa-hood">'):page.index("</svg>", page.index("sa-hood"))]
+    # what it builds on above, the paper itself, what builds on it below, each linked by its name
+    assert '<a href="../stern2018blockwise/" class="sa-node" data-id="stern2018blockwise">' in hood
+    assert 'class="sa-node sa-self" data-id="cai2024medusa"' in hood
+    assert '<a href="../li2024eagle/" class="sa-node" data-id="li2024eagle">' in hood
+    assert hood.index("Builds on") < hood.index("sa-self") < hood.index("Built upon by")
+    assert 'data-from="stern2018blockwise" data-to="cai2024medusa"' in hood
+    assert 'data-from="cai2024medusa" data-to="li2024eagle"' in hood
+    assert "The whole family: [Lineage](../lineage.md)" in page
+    # no parent and no child: no diagram
+    assert lineage.neighbourhood_svg(fixture_catalog, fixture_catalog.by_id["xia2024unlocking"], "{}") is None
+
+
+def test_siblings_share_a_parent_and_exclude_children(fixture_catalog):
+    from specatlas.site import lineage
+
+    papers = [p.model_copy(update={"builds_on": ["stern2018blockwise"]}) if p.id == "li2024eagle" else p
+              for p in fixture_catalog.papers]
+    catalog = type(fixture_catalog)(fixture_catalog.root, papers, fixture_catalog.taxonomy, fixture_catalog.implemented)
+    hood = lineage.neighbourhood(catalog, catalog.by_id["cai2024medusa"])
+    assert [p.id for p in hood["siblings"]] == ["li2024eagle"] and hood["children"] == []
+    assert "Siblings: also building on Blockwise" in lineage.neighbourhood_svg(catalog, catalog.by_id["cai2024medusa"], "{}")

@@ -62,7 +62,8 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
     entries = bib_entries(pages["papers.bib"])
     measured = measured_by_method(loaded) if loaded else {}
     for paper in catalog.papers:
-        pages[f"papers/{paper.id}.md"] = paper_page(catalog, paper, entries[paper.id], measured.get(paper.id, []))
+        pages[f"papers/{paper.id}.md"] = paper_page(catalog, paper, entries[paper.id], measured.get(paper.id, []),
+                                                    directory_urls)
         pages[f"papers/{paper.id}.bib"] = entries[paper.id] + "\n"
     for node in catalog.taxonomy.all_nodes():
         pages[f"taxonomy/{node.id}.md"] = node_page(catalog, node)
@@ -125,8 +126,11 @@ def home(catalog: Catalog) -> str:
 
 # One page per paper --------------------------------------------------------------------------
 
-def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | None = None) -> str:
+def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | None = None,
+               directory_urls: bool = True) -> str:
     """`measured`: the method's rows in the leaderboard's tables (see `leaderboard.measured_by_method`)."""
+    neighbours = lineage.neighbourhood(catalog, paper)
+    hood = lineage.neighbourhood_svg(catalog, paper, "../{}/" if directory_urls else "{}.html", neighbours)
     facets = []
     for facet_id in FACETS:
         facet = catalog.taxonomy.facets.get(facet_id)
@@ -139,6 +143,8 @@ def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | Non
         venue_name=venue.name if venue else paper.venue, links=_links(paper),
         parents=[catalog.by_id[i] for i in paper.builds_on if i in catalog.by_id],
         children=_newest_first(catalog.by_id[i] for i in catalog.built_upon_by.get(paper.id, [])),
+        siblings=neighbours["siblings"],
+        hood=Markup(hood) if hood else None,  # lineage.py escapes every text it draws
         results=_result_cells(paper), implemented=paper.id in catalog.implemented, run_prompt=RUN_PROMPT, bibtex=bibtex,
         measured=measured or [], raw_results=RAW_RESULTS)
 
@@ -264,12 +270,17 @@ def timeline_page(catalog: Catalog) -> str:
 # Lineage -------------------------------------------------------------------------------------
 
 def lineage_page(catalog: Catalog, directory_urls: bool) -> str:
+    """One collapsible section per drafting family: its diagram (edges inside the family) and every
+    member by its full title with what it builds on (in any family)."""
     href = "../papers/{}/" if directory_urls else "papers/{}.html"
+    nodes = {n.id: n for n in catalog.taxonomy.all_nodes()}
     families = [{
-        "root": catalog.by_id[members[0]],
-        "members": [(catalog.by_id[i], posted(catalog.by_id[i])[0]) for i in members],
+        "name": " › ".join(nodes[n].name for n in path if n in nodes) or "No drafting family",
+        "slug": "family-" + ("-".join(path[-1:]) or "none"),
+        "members": [(catalog.by_id[i], posted(catalog.by_id[i])[0],
+                     [catalog.by_id[u] for u in catalog.by_id[i].builds_on if u in catalog.by_id]) for i in members],
         "svg": Markup(lineage.svg(catalog, members, href)),  # lineage.py escapes every text it draws
-    } for members in lineage.components(catalog)]
+    } for path, members in lineage.families(catalog)]
     return _page("lineage.md.j2", families=families)
 
 
