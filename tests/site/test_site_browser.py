@@ -197,6 +197,10 @@ def test_results_view_sorts_by_speedup(open_page, served):
     values = speedups()
     assert values == sorted(values) and "dir=asc" in page.url
     shot(page, "results")
+    # model sizes in their natural order, not alphabetical
+    sizes = page.locator("#sa-results-size option").evaluate_all("options => options.map(o => o.value)")[1:]
+    order = ["< 3B", "3–10B", "10–40B", "≥ 40B", "not stated"]
+    assert sizes == sorted(sizes, key=order.index)
     assert page.errors == []
 
 
@@ -215,10 +219,18 @@ def test_leaderboard_overall_column_fits_at_1280_px_and_has_one_row_per_method(o
         assert table.evaluate("t => [t, t.closest('.md-typeset__scrollwrap') || t].every("
                               "e => e.scrollWidth <= e.clientWidth + 1)")
         keys = table.locator("tbody tr").evaluate_all(
-            "rows => rows.map(r => r.cells[1].innerText + ' | ' + r.cells[6].innerText)")
+            "rows => rows.map(r => r.cells[1].innerText + ' | ' + r.cells[2].innerText)")
         assert len(keys) == len(set(keys)), keys
     shot(page, "leaderboard")
-    assert page.errors == []
+    # on a phone the policy sits beside the method, visible before any sideways scroll
+    phone = open_page()
+    phone.set_viewport_size({"width": 390, "height": 844})
+    phone.goto(base + "leaderboard/")
+    first = phone.locator("table:has(th:text-is('Overall speedup'))").first
+    phone.evaluate("y => window.scrollTo(0, y)", first.evaluate("t => t.getBoundingClientRect().top + window.scrollY - 80"))
+    box = first.locator("th", has_text="Policy").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390
+    assert page.errors == [] and phone.errors == []
 
 
 def test_charts_are_readable_in_dark_mode(open_page, served):

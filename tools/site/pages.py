@@ -411,7 +411,8 @@ def results_page(catalog: Catalog, directory_urls: bool) -> str:
     third = sum(r.measured_by == reported.THIRD_PARTY for r in rows)
     return _page("results.md.j2", tables=tables, papers=len({r.source_id for r in rows if r.measured_by == reported.OWN}),
                  settings=len(rows) - third, third=third, mixed=reported.MIXED, third_party=reported.THIRD_PARTY,
-                 href="../papers/{}/" if directory_urls else "papers/{}.html", num=_num, sort_num=_sort_num)
+                 href="../papers/{}/" if directory_urls else "papers/{}.html", num=_num, sort_num=_sort_num,
+                 size_order=[label for _, label in reported.SIZE_BUCKETS] + [reported.NOT_STATED])
 
 
 def _num(value: float | int | None, suffix: str) -> str:
