@@ -22,7 +22,7 @@ from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
 from specatlas.site import choose, lineage, reported, timeline
-from specatlas.site.catalog import Catalog, chronological, posted
+from specatlas.site.catalog import Catalog, chronological, posted, trainable_families
 from specatlas.site.templating import render
 from specatlas.site.text import safe_url, tag_name
 
@@ -317,11 +317,10 @@ def robots(site_url: str | None) -> str:
 def run_page(catalog: Catalog, repo_url: str | None = None) -> str:
     """How to get the code and run a method: on the embedded model, on your own model and GPU,
     with published checkpoints, a head you train, and a benchmark run to contribute."""
-    from specatlas.impls.families import FAMILIES
     from specatlas.impls.registry import METHODS
 
     methods = [(spec, catalog.by_id.get(spec.id)) for spec in METHODS.values() if spec.has_paper]
-    families = [(name, (family.paper, catalog.by_id.get(family.paper))) for name, family in FAMILIES.items()]
+    families = [(name, (paper_id, catalog.by_id.get(paper_id))) for name, paper_id in trainable_families()]
     return _page("run.md.j2", repo_url=safe_url(repo_url) if repo_url else None, methods=methods, families=families,
                  run_prompt=RUN_PROMPT, example="pld",
                  draft_example=next((s.aliases[0] for s in METHODS.values() if s.uses_draft_model and s.aliases), "sps"))
@@ -333,7 +332,6 @@ def coverage_page(catalog: Catalog, loaded=None) -> str:
     records), the head families `specatlas train` trains for it, which methods have measured results,
     and why the idea cannot run here when that is a limit of the engine."""
     from specatlas.impls.coverage import NOT_RUNNABLE
-    from specatlas.impls.families import FAMILIES
     from specatlas.impls.registry import METHODS
 
     nodes = {n.id: n for n in catalog.taxonomy.all_nodes()}
@@ -358,8 +356,8 @@ def coverage_page(catalog: Catalog, loaded=None) -> str:
         for node_id in with_ancestors((*spec.drafting, *spec.verification)) | set(records):
             runs.setdefault(node_id, []).append(paper)
     trains: dict[str, list[str]] = {}
-    for name, family in FAMILIES.items():
-        paper = catalog.by_id.get(family.paper)
+    for name, paper_id in trainable_families():
+        paper = catalog.by_id.get(paper_id)
         for node_id in catalog.expanded_tags(paper) if paper else []:
             trains.setdefault(node_id, []).append(name)
     measured = {row.method_id for row in measured_rows(catalog.root / "results", loaded)} if loaded else set()
