@@ -105,3 +105,18 @@ def test_run_page_and_robots(fixture_catalog):
     assert "git clone https://github.com/o/r specatlas" in pages.run_page(fixture_catalog, "https://github.com/o/r")
     assert "Sitemap" not in pages.robots(None)
     assert pages.robots("https://example.org/atlas/").endswith("Sitemap: https://example.org/atlas/sitemap.xml\n")
+
+
+@pytest.mark.parametrize("hardware, setting", [
+    ("NVIDIA H100 80GB HBM3", choose.DATACENTER), ("1x A100 80GB", choose.DATACENTER),
+    ("NVIDIA GeForce RTX 4090", choose.CONSUMER), ("1x RTX 3090 24GB", choose.CONSUMER),
+    ("Intel Core Ultra 7", choose.CPU), ("NVIDIA Jetson NX", choose.CPU), ("a mystery box", None)])
+def test_hardware_settings(hardware, setting):
+    assert choose.hardware_setting(hardware) == setting
+
+
+def test_a_table_where_nothing_beats_plain_decoding_has_no_pick():
+    row = choose.Row("slow", (), 0.9, None, True, choose.NOTHING, None, ())
+    source = choose.Source(choose.CPU, True, "t", "d", "cpu", "leaderboard.md", [row])
+    assert source.best(False, True) is None
+    assert choose.Setting(choose.CPU, "CPU", "", source, [], [], 0).top is None

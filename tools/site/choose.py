@@ -192,6 +192,7 @@ def measured_sources(catalog: Catalog, loaded) -> list[Source]:
     out = []
     for table, rows in groups.items():
         device = rows[0].device
+        # CPU and Apple silicon are on-device; a GPU by its name, an unrecognised one counted as datacenter
         setting = CPU if device in ("cpu", "mps") else hardware_setting(table.hardware) or DATACENTER
         source = Source(setting, True, f"Measured here: {table.title}",
                         f"device {device}; every output checked token by token against plain decoding",
