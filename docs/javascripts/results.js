@@ -25,7 +25,12 @@
     const rows = tables.flatMap((t) => [...t.tBodies[0].rows]);
     const selects = {};
     for (const filter of FILTERS) {
-      const values = [...new Set(rows.map((r) => r.dataset[filter.attr]))].sort();
+      // A filter whose values have a natural order (model sizes) gets it from the page:
+      // data-order-<attr>="a|b|c"; other values sort alphabetically, after the ordered ones.
+      const order = (box.dataset["order" + filter.attr[0].toUpperCase() + filter.attr.slice(1)] || "").split("|");
+      const rank = (v) => (order.includes(v) ? order.indexOf(v) : order.length);
+      const values = [...new Set(rows.map((r) => r.dataset[filter.attr]))]
+        .sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
       const input = el("select", { id: "sa-results-" + filter.param });
       input.append(el("option", { value: "", textContent: "any" }));
       for (const value of values) input.append(el("option", { value: value, textContent: value }));

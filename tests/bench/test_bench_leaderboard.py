@@ -65,7 +65,7 @@ def test_runs_of_a_table_aggregate_into_one_row_per_method_and_policy(write_run)
     folder = write_run(run(0.4, policy="paper"), "c.json").parent
     page = measured_markdown(folder)
     rows = table_rows(page, "## Test CPU")
-    methods = [(r.split("|")[2].strip(), r.split("|")[7].strip().replace("\\", "")) for r in rows]
+    methods = [(r.split("|")[2].strip(), r.split("|")[3].strip().replace("\\", "")) for r in rows]
     # the baseline drafts nothing, so it has no policy and one row over all three runs
     assert methods == [("fast (fast)", "cost-aware"), ("fast (fast)", "paper"), ("baseline (baseline)", "–")]
     assert rows[2].rstrip().endswith("| 3 |")

@@ -1,7 +1,8 @@
 """The built site in headless Chromium: every page type without console errors (light and dark),
 search, the catalog's filters kept in the URL across Back, the results view's sorting, the
-leaderboard at 1280 px, chart text in dark mode and the lineage links. Screenshots are kept in
-test-artifacts/site/."""
+leaderboard at 1280 px, chart text in dark mode, the lineage links, the Which-method page's CPU
+verdict (a method measured on CPU here) and a paper's lineage neighbourhood at phone width.
+Screenshots are kept in test-artifacts/site/ (the phone neighbourhood in the test's tmp dir)."""
 
 import functools
 import http.server
@@ -103,7 +104,8 @@ def test_every_page_type_loads_without_console_errors(open_page, served):
     node = catalog.taxonomy.all_nodes()[0].id
     paths = {"home": "", "catalog": "catalog/", "paper": "papers/cai2024medusa/", "taxonomy": "taxonomy/",
              "node": f"taxonomy/{node}/", "timeline": "timeline/", "lineage": "lineage/", "leaderboard": "leaderboard/",
-             "results": "results/", "choose": "choose/", "contributing": "contributing/", "bib": "papers/cai2024medusa.bib"}
+             "results": "results/", "choose": "choose/", "run": "run/", "coverage": "coverage/",
+             "contributing": "contributing/", "bib": "papers/cai2024medusa.bib"}
     for scheme in ("light", "dark"):
         page = open_page(scheme)
         for name, path in paths.items():
@@ -195,6 +197,10 @@ def test_results_view_sorts_by_speedup(open_page, served):
     values = speedups()
     assert values == sorted(values) and "dir=asc" in page.url
     shot(page, "results")
+    # model sizes in their natural order, not alphabetical
+    sizes = page.locator("#sa-results-size option").evaluate_all("options => options.map(o => o.value)")[1:]
+    order = ["< 3B", "3–10B", "10–40B", "≥ 40B", "not stated"]
+    assert sizes == sorted(sizes, key=order.index)
     assert page.errors == []
 
 
@@ -213,10 +219,18 @@ def test_leaderboard_overall_column_fits_at_1280_px_and_has_one_row_per_method(o
         assert table.evaluate("t => [t, t.closest('.md-typeset__scrollwrap') || t].every("
                               "e => e.scrollWidth <= e.clientWidth + 1)")
         keys = table.locator("tbody tr").evaluate_all(
-            "rows => rows.map(r => r.cells[1].innerText + ' | ' + r.cells[6].innerText)")
+            "rows => rows.map(r => r.cells[1].innerText + ' | ' + r.cells[2].innerText)")
         assert len(keys) == len(set(keys)), keys
     shot(page, "leaderboard")
-    assert page.errors == []
+    # on a phone the policy sits beside the method, visible before any sideways scroll
+    phone = open_page()
+    phone.set_viewport_size({"width": 390, "height": 844})
+    phone.goto(base + "leaderboard/")
+    first = phone.locator("table:has(th:text-is('Overall speedup'))").first
+    phone.evaluate("y => window.scrollTo(0, y)", first.evaluate("t => t.getBoundingClientRect().top + window.scrollY - 80"))
+    box = first.locator("th", has_text="Policy").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390
+    assert page.errors == [] and phone.errors == []
 
 
 def test_charts_are_readable_in_dark_mode(open_page, served):
@@ -244,6 +258,12 @@ def test_lineage_is_drawn_and_its_nodes_link_to_papers(open_page, served):
     page.goto(base + "lineage/")
     assert page.locator("svg.sa-lineage-svg").count() > 0
     node = page.locator("svg.sa-lineage-svg a.sa-node[href*='cai2024medusa']").first
+    # each family is a collapsible section: open Medusa's, then its box links to its page
+    family = page.locator("details.sa-family", has=node)
+    if not family.evaluate("d => d.open"):
+        family.locator("summary").click()
+    node.hover()  # highlights its edges
+    assert page.locator("svg.sa-lineage-svg path.sa-edge.sa-hot").count() >= 1
     shot(page, "lineage")
     node.click()
     page.wait_for_url("**/papers/cai2024medusa/**")
@@ -253,3 +273,47 @@ def test_lineage_is_drawn_and_its_nodes_link_to_papers(open_page, served):
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390  # diagrams scroll in their own box
     shot(phone, "lineage-phone")
     assert page.errors == [] and phone.errors == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_which_method_has_a_cpu_setting_whose_top_pick_was_measured_on_cpu(open_page, served, scheme):
+    from specatlas.bench.leaderboard import load_all, measured_rows
+
+    base, catalog = served
+    page = open_page(scheme)
+    page.goto(base + "choose/")
+    verdict = page.locator("p.sa-verdict[data-setting='cpu']")
+    assert verdict.count() == 1 and verdict.is_visible()
+    assert verdict.get_attribute("data-measured-here") == "yes" and verdict.get_attribute("data-device") == "cpu"
+    method = verdict.get_attribute("data-method")
+    # the committed results measured it on CPU, and ranked it above plain decoding
+    rows = measured_rows(catalog.root / "results", load_all(catalog.root / "results"))
+    assert any(m.method_id == method and m.device == "cpu" and m.speedup > 1 for m in rows), method
+    assert f"specatlas run {method}" in verdict.inner_text()
+    assert page.locator("h2#cpu").is_visible()
+    verdict.scroll_into_view_if_needed()
+    shot(page, f"{scheme}-choose-cpu")
+    verdict.locator(f"a[href*='papers/{method}']").first.click()
+    page.wait_for_url(f"**/papers/{method}/**")
+    assert page.errors == []
+
+
+def test_a_papers_lineage_neighbourhood_reads_at_phone_width(open_page, served, tmp_path):
+    base, _ = served
+    for scheme in ("light", "dark"):
+        phone = open_page(scheme)
+        phone.set_viewport_size({"width": 390, "height": 844})
+        phone.goto(base + "papers/cai2024medusa/")
+        hood = phone.locator(".sa-hood svg")
+        hood.scroll_into_view_if_needed()
+        assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+        box = hood.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 390
+        # Medusa between what it builds on and what builds on it, names readable (not shrunk away)
+        assert hood.locator("a.sa-self").count() == 1 and hood.locator("a.sa-node[href*='stern2018blockwise']").count() == 1
+        size = hood.locator("a.sa-self text").first.evaluate("t => t.getBoundingClientRect().height")
+        assert size >= 10
+        path = tmp_path / f"{scheme}-lineage-neighbourhood-390.png"
+        hood.screenshot(path=str(path))
+        assert path.stat().st_size > 1000
+        assert phone.errors == []

@@ -21,7 +21,7 @@ def test_one_page_per_paper_and_per_node(fixture_catalog, generated):
     expected = {f"papers/{p.id}.{ext}" for p in fixture_catalog.papers for ext in ("md", "bib")}
     expected |= {f"taxonomy/{n.id}.md" for n in fixture_catalog.taxonomy.all_nodes()}
     expected |= {"index.md", "catalog.md", "taxonomy/index.md", "timeline.md", "lineage.md",
-                 "leaderboard.md", "results.md", "choose.md", "contributing.md", "papers.bib"}
+                 "leaderboard.md", "results.md", "choose.md", "run.md", "coverage.md", "contributing.md", "papers.bib", "robots.txt"}
     assert set(generated) == expected
 
 
@@ -86,10 +86,16 @@ def test_catalog_data(fixture_catalog, generated):
 
 def test_lineage_is_drawn_at_build_time_with_linked_nodes(fixture_catalog, generated):
     page = generated["lineage.md"]
-    assert page.count("<svg") == 1 and "mermaid" not in page and "<script" not in page
+    # one diagram per drafting family: extra heads (blockwise, Medusa), feature-level (EAGLE)
+    assert page.count("<svg") == 2 and "mermaid" not in page and "<script" not in page
+    assert "## Self\\-drafting › Extra decoding heads (2 papers)" in page
     for paper_id in ("stern2018blockwise", "cai2024medusa", "li2024eagle"):
-        assert f'<a href="../papers/{paper_id}/" class="sa-node">' in page
-    assert ">Medusa (2024)</text>" in page and page.count('class="sa-edge"') == 2
+        assert f'<a href="../papers/{paper_id}/" class="sa-node" data-id="{paper_id}">' in page
+    # full names, wrapped, never truncated ids; the edge inside the family is drawn
+    assert ">Medusa (2024)</tspan>" in page and page.count('class="sa-edge"') == 1
+    assert 'data-from="stern2018blockwise" data-to="cai2024medusa"' in page
+    # the list names every member by its full title, with what it builds on in any family
+    assert "[EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty](papers/li2024eagle.md) (2024): builds on [Medusa" in page
     assert "xia2024unlocking" not in page
     # generations left to right: blockwise, then medusa, then eagle
     from specatlas.site import lineage
@@ -196,14 +202,37 @@ def test_results_page_shows_third_party_measurements_apart(tmp_path):
     assert "Unknown&lt;b&gt;" in rows[1] and "<b>" not in spec
 
 
-def test_catalog_reports_the_best_speedup_and_choose_page_lists_settings(fixture_catalog):
+def test_catalog_reports_the_best_speedup(fixture_catalog):
     catalog = _with_results(fixture_catalog, "li2024eagle", EAGLE_RESULTS)
-    page = pages.choose_page(catalog)
-    trained = page[page.index("## Can train a head"):page.index("## Serving")]
-    assert "[EAGLE: Speculative Sampling" in trained and "3× (Vicuna\\-13B, MT\\-bench, A100 80GB)" in trained
-    # Medusa and EAGLE both run here (the registry implements them); the survey is not a method
-    assert "Medusa" in trained and "specatlas run li2024eagle" in trained and "Unlocking" not in page
-    serving = page[page.index("## Serving"):page.index("## Long context")]
-    assert "EAGLE" in serving  # a batch-size-4 result
-    assert "`specatlas run cai2024medusa`" in trained
-    assert "## No training budget" in page and "No method in the catalog fits yet." in page
+    data = json.loads(re.search(r'<script type="application/json" id="sa-catalog-data">(.*?)</script>',
+                                pages.catalog_page(catalog, True), re.S).group(1))
+    eagle = next(row for row in data["papers"] if row["id"] == "li2024eagle")
+    assert eagle["speedup"] == 3.0 and eagle["speedup_setting"] == "Vicuna-13B, MT-bench, A100 80GB"
+
+
+def test_a_paper_page_draws_its_neighbourhood(fixture_catalog, generated):
+    from specatlas.site import lineage
+
+    page = generated["papers/cai2024medusa.md"]
+    hood = page[page.index('<div class="sa-lineage sa-hood">'):page.index("</svg>", page.index("sa-hood"))]
+    # what it builds on above, the paper itself, what builds on it below, each linked by its name
+    assert '<a href="../stern2018blockwise/" class="sa-node" data-id="stern2018blockwise">' in hood
+    assert 'class="sa-node sa-self" data-id="cai2024medusa"' in hood
+    assert '<a href="../li2024eagle/" class="sa-node" data-id="li2024eagle">' in hood
+    assert hood.index("Builds on") < hood.index("sa-self") < hood.index("Built upon by")
+    assert 'data-from="stern2018blockwise" data-to="cai2024medusa"' in hood
+    assert 'data-from="cai2024medusa" data-to="li2024eagle"' in hood
+    assert "The whole family: [Lineage](../lineage.md)" in page
+    # no parent and no child: no diagram
+    assert lineage.neighbourhood_svg(fixture_catalog, fixture_catalog.by_id["xia2024unlocking"], "{}") is None
+
+
+def test_siblings_share_a_parent_and_exclude_children(fixture_catalog):
+    from specatlas.site import lineage
+
+    papers = [p.model_copy(update={"builds_on": ["stern2018blockwise"]}) if p.id == "li2024eagle" else p
+              for p in fixture_catalog.papers]
+    catalog = type(fixture_catalog)(fixture_catalog.root, papers, fixture_catalog.taxonomy, fixture_catalog.implemented)
+    hood = lineage.neighbourhood(catalog, catalog.by_id["cai2024medusa"])
+    assert [p.id for p in hood["siblings"]] == ["li2024eagle"] and hood["children"] == []
+    assert "Siblings: also building on Blockwise" in lineage.neighbourhood_svg(catalog, catalog.by_id["cai2024medusa"], "{}")

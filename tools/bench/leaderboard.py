@@ -377,13 +377,13 @@ def _group_markdown(table: Table, members: list[tuple[Run, str]], link: Linker, 
              "Another table on this hardware; its headline table, the largest run, is above. ")
             + f"Raw results: {files}. Weights sha256 {md(table.model_digest)}…, prompt set {md(table.prompt_id)} "
             f"sha256 {md(table.prompt_digest)}…; {len(ranked)} ranked rows.", "",
-            "| # | Method | Overall speedup | Tokens/s ratio | Accepted (tokens/forward) | Predicted speedup "
-            "| Policy | Drafter | Kind | Lossless (identical/compared) | Runs |",
-            "|---:|---|---:|---:|---:|---:|---|---|---|---|---:|"]
-    for rank, line in enumerate(ranked, 1):
-        cells = [str(rank), _method_cell(line.method, link), f"**{line.cell('overall', 'speedup')}**",
+            "| # | Method | Policy | Overall speedup | Tokens/s ratio | Accepted (tokens/forward) | Predicted speedup "
+            "| Drafter | Kind | Lossless (identical/compared) | Runs |",
+            "|---:|---|---|---:|---:|---:|---:|---|---|---|---:|"]
+    for rank, line in enumerate(ranked, 1):  # the policy beside the method: on a phone both show before scrolling
+        cells = [str(rank), _method_cell(line.method, link), md(line.policy), f"**{line.cell('overall', 'speedup')}**",
                  line.cell("overall", "speedup_total"), line.cell("overall", "mean_accepted", ""),
-                 line.cell("overall", "predicted"), md(line.policy), _breakable(md(line.drafters)),
+                 line.cell("overall", "predicted"), _breakable(md(line.drafters)),
                  KINDS.get(line.method.kind, md(line.method.kind)), _lossless_cell(line), str(len(line.ok))]
         out.append("| " + " | ".join(cells) + " |")
     side_by_side = _policies_side_by_side(lines, link)
@@ -615,13 +615,21 @@ class Measured:
     runs: int
     hardware: str
     model: str
+    accepted: float | None = None
+    table: Table | None = None  # the leaderboard table it is ranked in
+    device: str = ""  # the runs' torch device: cpu, cuda, mps (one per table in practice; joined if not)
+    kind: str = "specatlas"  # results.Method.kind: "specatlas" or "peer"
 
 
 def measured_rows(results_dir: Path, loaded: Loaded | None = None) -> list[Measured]:
     """Every ranked row of every table, fastest first."""
     runs, _ = loaded or load_all(Path(results_dir))
-    out = [Measured(line.method_id, line.policy, line.mean("overall", "speedup"), len(line.ok), table.hardware, table.model)
-           for table, members in tables(runs) for line in _lines(members) if line.ranked]
+    out = []
+    for table, members in tables(runs):
+        device = ", ".join(sorted({str(run.config.get("device", "")) for run, _ in members}))
+        out += [Measured(line.method_id, line.policy, line.mean("overall", "speedup"), len(line.ok), table.hardware,
+                         table.model, line.mean("overall", "mean_accepted"), table, device, line.method.kind)
+                for line in _lines(members) if line.ranked]
     return sorted(out, key=lambda m: -m.speedup)
 
 

@@ -122,6 +122,16 @@ def implemented_ids() -> frozenset[str]:
     return frozenset(registry_ids())
 
 
+def trainable_families() -> list[tuple[str, str]]:
+    """(family name, paper id) of every head family `specatlas train` trains; empty when the
+    families cannot be imported (they need torch: the engine extra)."""
+    try:
+        from specatlas.impls.families import FAMILIES
+    except ImportError:
+        return []
+    return [(name, family.paper) for name, family in FAMILIES.items()]
+
+
 def load_catalog(root: Path) -> Catalog:
     """The valid records under `root`. Invalid ones are left out with a warning (an error under
     `mkdocs build --strict`); `specatlas validate` explains them."""

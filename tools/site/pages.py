@@ -21,8 +21,8 @@ from specatlas.bench.published import load_spec_bench
 from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
-from specatlas.site import lineage, reported, timeline
-from specatlas.site.catalog import Catalog, chronological, posted
+from specatlas.site import choose, lineage, reported, timeline
+from specatlas.site.catalog import Catalog, chronological, posted, trainable_families
 from specatlas.site.templating import render
 from specatlas.site.text import safe_url, tag_name
 
@@ -34,7 +34,9 @@ RAW_RESULTS = "runs"  # the site folder of the result files under results/
 RUN_PROMPT = "Explain speculative decoding in two sentences."
 
 
-def generate(catalog: Catalog, *, directory_urls: bool = True) -> dict[str, str]:
+def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | None = None,
+             site_url: str | None = None) -> dict[str, str]:
+    """`repo_url` and `site_url`: the configured addresses (`specatlas.site.urls`), or None."""
     for paper in catalog.papers:  # ids and node ids become file names
         if not _ID.fullmatch(paper.id):
             raise ValueError(f"paper id {paper.id!r} cannot name a page")
@@ -51,13 +53,17 @@ def generate(catalog: Catalog, *, directory_urls: bool = True) -> dict[str, str]
         "leaderboard.md": leaderboard_page(catalog, loaded),
         "results.md": results_page(catalog, directory_urls),
         "choose.md": choose_page(catalog, loaded),
+        "run.md": run_page(catalog, repo_url),
+        "coverage.md": coverage_page(catalog, loaded),
+        "robots.txt": robots(site_url),
         "contributing.md": contributing_page(catalog),
         "papers.bib": bib.render(catalog.papers),
     }
     entries = bib_entries(pages["papers.bib"])
     measured = measured_by_method(loaded) if loaded else {}
     for paper in catalog.papers:
-        pages[f"papers/{paper.id}.md"] = paper_page(catalog, paper, entries[paper.id], measured.get(paper.id, []))
+        pages[f"papers/{paper.id}.md"] = paper_page(catalog, paper, entries[paper.id], measured.get(paper.id, []),
+                                                    directory_urls)
         pages[f"papers/{paper.id}.bib"] = entries[paper.id] + "\n"
     for node in catalog.taxonomy.all_nodes():
         pages[f"taxonomy/{node.id}.md"] = node_page(catalog, node)
@@ -120,8 +126,11 @@ def home(catalog: Catalog) -> str:
 
 # One page per paper --------------------------------------------------------------------------
 
-def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | None = None) -> str:
+def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | None = None,
+               directory_urls: bool = True) -> str:
     """`measured`: the method's rows in the leaderboard's tables (see `leaderboard.measured_by_method`)."""
+    neighbours = lineage.neighbourhood(catalog, paper)
+    hood = lineage.neighbourhood_svg(catalog, paper, "../{}/" if directory_urls else "{}.html", neighbours)
     facets = []
     for facet_id in FACETS:
         facet = catalog.taxonomy.facets.get(facet_id)
@@ -134,6 +143,8 @@ def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | Non
         venue_name=venue.name if venue else paper.venue, links=_links(paper),
         parents=[catalog.by_id[i] for i in paper.builds_on if i in catalog.by_id],
         children=_newest_first(catalog.by_id[i] for i in catalog.built_upon_by.get(paper.id, [])),
+        siblings=neighbours["siblings"],
+        hood=Markup(hood) if hood else None,  # lineage.py escapes every text it draws
         results=_result_cells(paper), implemented=paper.id in catalog.implemented, run_prompt=RUN_PROMPT, bibtex=bibtex,
         measured=measured or [], raw_results=RAW_RESULTS)
 
@@ -259,12 +270,17 @@ def timeline_page(catalog: Catalog) -> str:
 # Lineage -------------------------------------------------------------------------------------
 
 def lineage_page(catalog: Catalog, directory_urls: bool) -> str:
+    """One collapsible section per drafting family: its diagram (edges inside the family) and every
+    member by its full title with what it builds on (in any family)."""
     href = "../papers/{}/" if directory_urls else "papers/{}.html"
+    nodes = {n.id: n for n in catalog.taxonomy.all_nodes()}
     families = [{
-        "root": catalog.by_id[members[0]],
-        "members": [(catalog.by_id[i], posted(catalog.by_id[i])[0]) for i in members],
+        "name": " › ".join(nodes[n].name for n in path if n in nodes) or "No drafting family",
+        "slug": "family-" + ("-".join(path[-1:]) or "none"),
+        "members": [(catalog.by_id[i], posted(catalog.by_id[i])[0],
+                     [catalog.by_id[u] for u in catalog.by_id[i].builds_on if u in catalog.by_id]) for i in members],
         "svg": Markup(lineage.svg(catalog, members, href)),  # lineage.py escapes every text it draws
-    } for members in lineage.components(catalog)]
+    } for path, members in lineage.families(catalog)]
     return _page("lineage.md.j2", families=families)
 
 
@@ -288,6 +304,82 @@ def leaderboard_page(catalog: Catalog, loaded=None) -> str:
         tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded,
                                         raw=lambda name: f"{RAW_RESULTS}/{name}"))
     return _page("leaderboard.md.j2", tables=tables)
+
+
+def robots(site_url: str | None) -> str:
+    """Every page may be crawled; the sitemap is named only where the site's address is configured."""
+    lines = ["User-agent: *", "Allow: /"]
+    if site_url and safe_url(site_url):
+        lines.append(f"Sitemap: {site_url.rstrip('/')}/sitemap.xml")
+    return "\n".join(lines) + "\n"
+
+
+def run_page(catalog: Catalog, repo_url: str | None = None) -> str:
+    """How to get the code and run a method: on the embedded model, on your own model and GPU,
+    with published checkpoints, a head you train, and a benchmark run to contribute."""
+    from specatlas.impls.registry import METHODS
+
+    methods = [(spec, catalog.by_id.get(spec.id)) for spec in METHODS.values() if spec.has_paper]
+    families = [(name, (paper_id, catalog.by_id.get(paper_id))) for name, paper_id in trainable_families()]
+    return _page("run.md.j2", repo_url=safe_url(repo_url) if repo_url else None, methods=methods, families=families,
+                 run_prompt=RUN_PROMPT, example="pld",
+                 draft_example=next((s.aliases[0] for s in METHODS.values() if s.uses_draft_model and s.aliases), "sps"))
+
+
+def coverage_page(catalog: Catalog, loaded=None) -> str:
+    """Each taxonomy node: the papers on it, the methods that run here (the registry's compositions,
+    their drafting and verification nodes with the ones above them; alignment and scope from their
+    records), the head families `specatlas train` trains for it, which methods have measured results,
+    and why the idea cannot run here when that is a limit of the engine."""
+    from specatlas.impls.coverage import NOT_RUNNABLE
+    from specatlas.impls.registry import METHODS
+
+    nodes = {n.id: n for n in catalog.taxonomy.all_nodes()}
+    unknown = sorted(set(NOT_RUNNABLE) - set(nodes))
+    if unknown:
+        raise ValueError(f"reference_impls/coverage.py names taxonomy nodes that do not exist: {', '.join(unknown)}")
+
+    def with_ancestors(node_ids) -> set[str]:
+        out = set()
+        for node_id in node_ids:
+            if node_id in nodes:
+                facet = catalog.taxonomy.facets[nodes[node_id].facet]
+                out |= {node_id, *facet.ancestors(node_id)}
+        return out
+
+    runs: dict[str, list[Paper]] = {}
+    for spec in METHODS.values():
+        paper = catalog.by_id.get(spec.id)
+        if paper is None:
+            continue
+        records = [t for t in catalog.expanded_tags(paper) if nodes.get(t) and nodes[t].facet in ("alignment", "scope")]
+        for node_id in with_ancestors((*spec.drafting, *spec.verification)) | set(records):
+            runs.setdefault(node_id, []).append(paper)
+    trains: dict[str, list[str]] = {}
+    for name, paper_id in trainable_families():
+        paper = catalog.by_id.get(paper_id)
+        for node_id in catalog.expanded_tags(paper) if paper else []:
+            trains.setdefault(node_id, []).append(name)
+    measured = {row.method_id for row in measured_rows(catalog.root / "results", loaded)} if loaded else set()
+    facets = []
+    for facet_id in FACETS:
+        facet = catalog.taxonomy.facets.get(facet_id)
+        if facet is None:
+            continue
+        rows = []
+
+        def walk(parent: str | None, depth: int) -> None:
+            for node in facet.children(parent):
+                methods = sorted(runs.get(node.id, []), key=chronological)
+                rows.append({"node": node, "depth": depth, "papers": len(catalog.node_papers.get(node.id, [])),
+                             "methods": methods, "measured": [p for p in methods if p.id in measured],
+                             "trains": trains.get(node.id, []), "why": NOT_RUNNABLE.get(node.id)})
+                walk(node.id, depth + 1)
+
+        walk(None, 0)
+        facets.append((facet, rows))
+    return _page("coverage.md.j2", facets=facets, implemented=len([s for s in METHODS.values() if s.has_paper]),
+                 measured=len(measured & set(catalog.by_id)), name=choose.method_name)
 
 
 def contributing_page(catalog: Catalog) -> str:
@@ -317,7 +409,8 @@ def results_page(catalog: Catalog, directory_urls: bool) -> str:
     third = sum(r.measured_by == reported.THIRD_PARTY for r in rows)
     return _page("results.md.j2", tables=tables, papers=len({r.source_id for r in rows if r.measured_by == reported.OWN}),
                  settings=len(rows) - third, third=third, mixed=reported.MIXED, third_party=reported.THIRD_PARTY,
-                 href="../papers/{}/" if directory_urls else "papers/{}.html", num=_num, sort_num=_sort_num)
+                 href="../papers/{}/" if directory_urls else "papers/{}.html", num=_num, sort_num=_sort_num,
+                 size_order=[label for _, label in reported.SIZE_BUCKETS] + [reported.NOT_STATED])
 
 
 def _num(value: float | int | None, suffix: str) -> str:
@@ -330,66 +423,28 @@ def _sort_num(value: float | int | None) -> str:
 
 # Which method should I use? ------------------------------------------------------------------
 
-TRAINING_FREE = {"independent-tuning-free", "early-exit-layer-skip", "mask-predict-jacobi", "model-free-drafting"}
-TRAINED = {"extra-heads", "feature-level-drafting", "learnable-draft-tokens", "multi-token-prediction",
-           "independent-fine-tuned"}
 SHORTLIST = 12
-
-
-def _settings(catalog: Catalog) -> list[tuple[str, str, object, list[str]]]:
-    """(title, what it means, does a paper fit, taxonomy nodes to browse for more)."""
-    def tags(paper: Paper) -> set[str]:  # node ids are unique across the facets
-        return set(catalog.expanded_tags(paper))
-
-    return [
-        ("No training budget",
-         "Drafts come from the model itself, an off-the-shelf smaller model or plain text lookup; nothing "
-         "is trained (no alignment tag, no trained drafting component).",
-         lambda p: bool(tags(p) & TRAINING_FREE) and not tags(p) & TRAINED and not catalog.tags(p, "alignment"),
-         ["independent-tuning-free", "early-exit-layer-skip", "mask-predict-jacobi", "model-free-drafting"]),
-        ("Can train a head or a small drafter",
-         "Extra decoding heads, a feature-level drafter, learned draft tokens or a fine-tuned draft model: "
-         "the highest reported speedups, for a training run.",
-         lambda p: bool(tags(p) & TRAINED),
-         ["extra-heads", "feature-level-drafting", "independent-fine-tuned"]),
-        ("Serving at batch size > 1",
-         "Methods built for serving systems, or that report a speedup at a batch size above 1 (speculation "
-         "pays less as batches fill the accelerator).",
-         lambda p: "serving-systems" in tags(p) or any((r.batch_size or 1) > 1 for r in p.reported_results),
-         ["serving-systems"]),
-        ("Long context", "Methods for long prompts or long generations, where the KV cache dominates.",
-         lambda p: "long-context" in tags(p), ["long-context"]),
-        ("Multimodal", "Vision-language and other multimodal generation.",
-         lambda p: "multimodal" in tags(p), ["multimodal"]),
-        ("Code edits and outputs that copy the input",
-         "Rewriting code or documents, retrieval-augmented answers: drafts copied from the context or a "
-         "datastore are often long and cost almost nothing.",
-         lambda p: bool(tags(p) & {"context-copy", "retrieval-drafting"}),
-         ["context-copy", "retrieval-drafting"]),
-        ("Reasoning models", "Long chains of thought from reasoning models.",
-         lambda p: "reasoning" in tags(p), ["reasoning"]),
-    ]
+# Needs that no benchmark table here measures: (title, what it means, scope or drafting nodes).
+NEEDS = (
+    ("Long context", "Long prompts or long generations, where the KV cache dominates.", ("long-context",)),
+    ("Multimodal", "Vision-language and other multimodal generation.", ("multimodal",)),
+    ("Code edits and outputs that copy the input",
+     "Rewriting code or documents, retrieval-augmented answers: drafts copied from the context or a "
+     "datastore are often long and cost almost nothing.", ("context-copy", "retrieval-drafting")),
+    ("Reasoning models", "Long chains of thought from reasoning models.", ("reasoning",)),
+)
 
 
 def choose_page(catalog: Catalog, loaded=None) -> str:
-    measured: dict[str, object] = {}
-    if loaded:
-        for row in measured_rows(catalog.root / "results", loaded):
-            measured.setdefault(row.method_id, row)  # fastest first: keep each method's best
     names = {n.id: n for n in catalog.taxonomy.all_nodes()}
-    settings = []
-    for title, meaning, fits, nodes in _settings(catalog):
-        candidates = [p for p in catalog.papers if p.lossless is not None and fits(p)]
-
-        def rank(paper: Paper) -> tuple:
-            best = reported.best_speedup(paper)
-            row = measured.get(paper.id)
-            return (paper.id not in catalog.implemented, -(row.speedup if row else 0), -(best[0] if best else 0),
-                    tuple(-x for x in chronological(paper)[:2]))
-
-        shortlist = sorted(candidates, key=rank)[:SHORTLIST]
-        settings.append({"title": title, "meaning": meaning, "fit": len(candidates),
-                         "shortlist": [(p, measured.get(p.id), reported.best_speedup(p)) for p in shortlist],
-                         "browse": [names[n] for n in nodes if n in names]})
-    return _page("choose.md.j2", settings=settings, implemented=catalog.implemented, num=_num,
-                 count=_counter(catalog))
+    needs = []
+    for title, meaning, nodes in NEEDS:
+        fits = [p for p in catalog.papers if p.lossless is not None and set(catalog.expanded_tags(p)) & set(nodes)]
+        fits.sort(key=lambda p: (p.id not in catalog.implemented, tuple(-x for x in chronological(p)[:2])))
+        needs.append({"title": title, "meaning": meaning, "fit": len(fits), "papers": fits[:SHORTLIST],
+                      "best": reported.best_speedup, "browse": [names[n] for n in nodes if n in names]})
+    serving, serving_total = choose.serving(catalog)
+    return _page("choose.md.j2", settings=choose.settings(catalog, loaded, load_spec_bench(catalog.root)),
+                 serving=serving, serving_total=serving_total, needs=needs, implemented=catalog.implemented,
+                 engine_column=choose.has_engine_data(catalog), engines=choose.engines, needs_of=lambda p: choose.needs(catalog, p),
+                 num=_num, count=_counter(catalog), serving_node=names.get("serving-systems"))

@@ -39,7 +39,8 @@ class SpecAtlasPlugin(BasePlugin):
     def on_files(self, files: Files, config: MkDocsConfig) -> Files:
         assert self.catalog is not None
         try:
-            generated = generate(self.catalog, directory_urls=config.use_directory_urls)
+            generated = generate(self.catalog, directory_urls=config.use_directory_urls, repo_url=config.repo_url,
+                                 site_url=config.site_url)
         except PublishedDataError as exc:  # a page would lack numbers it promises: stop, in one line
             raise PluginError(f"specatlas: {exc}") from None
         for src_uri, content in generated.items():

@@ -117,10 +117,10 @@ def hardware_class(hardware: str) -> str:
 def collect(catalog: Catalog, spec_bench: SpecBenchLeaderboard) -> list[ResultRow]:
     """Every reported number of the catalog (one row per setting), then Spec-Bench's published
     leaderboard."""
-    return [row for paper in catalog.papers for row in _paper_rows(paper)] + _spec_bench_rows(catalog, spec_bench)
+    return [row for paper in catalog.papers for row in paper_rows(paper)] + spec_bench_rows(catalog, spec_bench)
 
 
-def _paper_rows(paper: Paper) -> list[ResultRow]:
+def paper_rows(paper: Paper) -> list[ResultRow]:
     """The paper's reported numbers, merging a speedup and a mean-accepted-tokens number given
     for the same setting into one row."""
     merged: dict[tuple, dict] = {}
@@ -145,8 +145,9 @@ def _paper_rows(paper: Paper) -> list[ResultRow]:
     ) for key, row in merged.items()]
 
 
-def _spec_bench_rows(catalog: Catalog, data: SpecBenchLeaderboard) -> list[ResultRow]:
-    by_alias = {alias: p.id for p in catalog.papers for alias in p.aliases}
+def spec_bench_rows(catalog: Catalog, data: SpecBenchLeaderboard) -> list[ResultRow]:
+    """Spec-Bench's published leaderboard, one row per device, target model and method."""
+    by_alias = aliases(catalog)
     reporter = by_alias.get("spec-bench")
     batch = 1 if "batch size 1" in data.settings else None
     out = []
@@ -168,6 +169,11 @@ def _spec_bench_rows(catalog: Catalog, data: SpecBenchLeaderboard) -> list[Resul
 SPEC_BENCH_ALIASES = {"recycling": "token-recycling", "samd": "sam-decoding"}
 
 
+def aliases(catalog: Catalog) -> dict[str, str]:
+    """alias -> paper id."""
+    return {alias: p.id for p in catalog.papers for alias in p.aliases}
+
+
 def _paper_for(method: str, by_alias: dict[str, str]) -> str | None:
     """The record of a Spec-Bench method name: 'EAGLE2' -> eagle2, 'SAMD[EAGLE2]' -> sam-decoding."""
     key = method.lower().strip()
@@ -182,6 +188,14 @@ def statistic_label(result: ReportedResult) -> str:
     """' [up to (best setting)]', ' [benchmark mean]'...: how the number aggregates, so an abstract's
     best case is not read as a typical figure; '' when the record does not say."""
     return f" [{STATISTIC_LABELS[result.statistic]}]" if result.statistic else ""
+
+
+def components(method: str, by_alias: dict[str, str]) -> list[str]:
+    """The records a Spec-Bench method name combines: 'SAMD[EAGLE2]' -> [sam-decoding's, EAGLE-2's]
+    (SAM-Decoding falling back to EAGLE-2's drafts): what it needs is what either needs."""
+    inner = re.search(r"\[(.*)\]", method)
+    ids = [_paper_for(method, by_alias), _paper_for(inner.group(1), by_alias) if inner else None]
+    return list(dict.fromkeys(i for i in ids if i))
 
 
 def best_speedup(paper: Paper) -> tuple[float, str] | None:

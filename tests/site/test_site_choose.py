@@ -1,0 +1,122 @@
+"""The Which-method page: each hardware setting ranked by one benchmark table only (measured here,
+or Spec-Bench's published table), the CPU setting by a table measured on CPU here; verdicts per
+constraint from that same table; the papers' own claims apart; serving unranked; and the Run-it
+page and robots.txt beside it."""
+
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+from sitecatalog import make_root
+from specatlas.bench.leaderboard import load_all, measured_rows
+from specatlas.bench.published import load_spec_bench
+from specatlas.paths import repo_root
+from specatlas.site import choose, pages
+from specatlas.site.catalog import load_catalog
+
+RUN = "2026-12-03-smollm2-135m-instruct-cpu-9abfbd69.json"
+CLAIM = {"metric": "speedup", "value": 9.5, "target_model": "Llama-2-7B", "benchmark": "MT-bench",
+         "hardware": "single A100 80GB", "batch_size": 1, "source": "Abstract"}
+BATCHED = {"metric": "speedup", "value": 1.4, "target_model": "Llama-2-7B", "benchmark": "MT-bench",
+           "hardware": "A100", "batch_size": 16, "source": "Table 3"}
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory):
+    root = make_root(tmp_path_factory.mktemp("choose"))
+    shutil.copy(repo_root() / "results" / RUN, root / "results")
+    loaded = load_catalog(root)
+    # Medusa's record claims a big "up to" number on an A100 and one at batch 16
+    papers = [p.model_copy(update={"reported_results": [*p.reported_results, type(p.reported_results[0])(**CLAIM),
+                                                         type(p.reported_results[0])(**BATCHED)]})
+              if p.id == "cai2024medusa" else p for p in loaded.papers]
+    return type(loaded)(loaded.root, papers, loaded.taxonomy, loaded.implemented)
+
+
+@pytest.fixture(scope="module")
+def settings(catalog):
+    found = choose.settings(catalog, load_all(catalog.root / "results"), load_spec_bench(catalog.root))
+    return {s.key: s for s in found}
+
+
+def test_the_cpu_setting_is_ranked_by_a_table_measured_on_cpu_here(catalog, settings):
+    cpu = settings[choose.CPU]
+    assert cpu.source.measured_here and cpu.source.device == "cpu"
+    rows = [m for m in measured_rows(catalog.root / "results") if m.table.title in cpu.source.title
+            and m.method_id in catalog.by_id]
+    assert rows and cpu.top.paper.id == rows[0].method_id and cpu.top.speedup == rows[0].speedup
+    assert cpu.top.command.startswith(f"specatlas run {cpu.top.paper.id}")
+
+
+def test_every_setting_ranks_by_one_table_only(catalog, settings):
+    spec_bench = load_spec_bench(catalog.root)
+    datacenter = settings[choose.DATACENTER].source
+    assert not datacenter.measured_here and "A100" in datacenter.title
+    target = datacenter.title.split(": ")[1].split(" on ")[0]
+    published = {r["method"]: r["Overall"] for r in spec_bench.rows if r["device"] == "A100" and r["target_model"] == target}
+    assert {row.method: row.speedup for row in datacenter.rows} == published  # exactly that table's rows
+    assert [row.speedup for row in datacenter.rows] == sorted(published.values(), reverse=True)
+    # Medusa's 9.5x claim from its own abstract is not in the ranking, only among the claims
+    assert 9.5 not in [row.speedup for row in datacenter.rows]
+    assert any(paper.id == "cai2024medusa" and row.speedup == 9.5 for paper, row in settings[choose.DATACENTER].claims)
+    assert all(o.title != datacenter.title for o in settings[choose.DATACENTER].others)
+
+
+def test_verdicts_follow_the_constraints(settings):
+    verdicts = dict(settings[choose.DATACENTER].verdicts)
+    # the fixture catalog's methods all train a head, and Medusa (typical acceptance) is lossy
+    assert verdicts["Lossless, nothing to train"] is None and verdicts["Lossy allowed, nothing to train"] is None
+    assert verdicts["Lossless, can train a head"].paper.id == "li2024eagle"
+    assert verdicts["Lossy allowed, can train a head"] is settings[choose.DATACENTER].top
+    assert all(row.speedup > 1 for row in verdicts.values() if row)
+
+
+def test_the_page_shows_verdicts_commands_and_serving_apart(catalog):
+    page = pages.choose_page(catalog, load_all(catalog.root / "results"))
+    assert 'data-setting="cpu" data-measured-here="yes" data-device="cpu"' in page
+    assert "## CPU / on\\-device, batch 1 { #cpu }" in page and "**Verdict:**" in page
+    cpu = page[page.index("{ #cpu }"):page.index("{ #serving }")]
+    assert "Ranked by: **Measured here:" in cpu and "`specatlas run " in cpu
+    serving = page[page.index("{ #serving }"):page.index("{ #other-needs }")]
+    assert "[Medusa" in serving and "1.4×" in serving and "batch 16" in serving  # the paper's own, unranked
+    assert "Serving engines" not in page  # no record names an engine yet: no empty column
+
+
+def test_engines_are_read_when_a_record_names_them():
+    assert choose.engines(SimpleNamespace(serving_engines=["vLLM", "SGLang"])) == ("vLLM", "SGLang")
+    assert choose.engines(SimpleNamespace(engines={"TensorRT-LLM": "https://example.org"})) == ("TensorRT-LLM",)
+    assert choose.engines(SimpleNamespace()) == () and choose.engines(None) == ()
+
+
+def test_a_result_files_policy_becomes_a_command_only_when_plain():
+    assert choose.run_command("hu2025sam", "cost-aware") == "specatlas run hu2025sam --draft-length cost-aware"
+    assert choose.run_command("hu2025sam", "paper") == "specatlas run hu2025sam"
+    assert choose.run_command("hu2025sam", "x; rm -rf ~") == "specatlas run hu2025sam"
+
+
+def test_run_page_and_robots(fixture_catalog):
+    page = pages.run_page(fixture_catalog)
+    for flag in ("--model", "--device", "--drafter-checkpoint", "--draft-model", "--dtype"):
+        assert f"`{flag}`" in page
+    for command in ("make demo", "specatlas train eagle", "specatlas bench", "specatlas results check"):
+        assert command in page
+    assert "git clone" not in page  # no repository configured: no guessed address
+    assert "git clone https://github.com/o/r specatlas" in pages.run_page(fixture_catalog, "https://github.com/o/r")
+    assert "Sitemap" not in pages.robots(None)
+    assert pages.robots("https://example.org/atlas/").endswith("Sitemap: https://example.org/atlas/sitemap.xml\n")
+
+
+@pytest.mark.parametrize("hardware, setting", [
+    ("NVIDIA H100 80GB HBM3", choose.DATACENTER), ("1x A100 80GB", choose.DATACENTER),
+    ("NVIDIA GeForce RTX 4090", choose.CONSUMER), ("1x RTX 3090 24GB", choose.CONSUMER),
+    ("Intel Core Ultra 7", choose.CPU), ("NVIDIA Jetson NX", choose.CPU), ("a mystery box", None)])
+def test_hardware_settings(hardware, setting):
+    assert choose.hardware_setting(hardware) == setting
+
+
+def test_a_table_where_nothing_beats_plain_decoding_has_no_pick():
+    row = choose.Row("slow", (), 0.9, None, True, choose.NOTHING, None, ())
+    source = choose.Source(choose.CPU, True, "t", "d", "cpu", "leaderboard.md", [row])
+    assert source.best(False, True) is None
+    assert choose.Setting(choose.CPU, "CPU", "", source, [], [], 0).top is None
