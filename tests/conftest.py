@@ -40,3 +40,11 @@ def pytest_runtest_makereport(item, call):
     if os.environ.get("CI") == "true" and report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome, report.longrepr = "failed", f"skipped under CI=true, which runs every test: {reason}"
+
+
+@pytest.fixture(scope="session")
+def embedded():
+    """The embedded SmolLM2-135M-Instruct, loaded once per test process (converted once per machine)."""
+    from specatlas.impls.engine.models import load_model, pick_device
+
+    return load_model(None, device=pick_device("cpu"))

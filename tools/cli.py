@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("specatlas.calibrate", "cost of one target forward by new tokens on this machine, and its kernels"),
     "datastore": ("specatlas.datastore", "build a REST/SAM datastore from a text or JSONL corpus"),
     "train": ("specatlas.train", "train a draft head (Medusa, EAGLE) on the target's own answers"),
+    "train-data": ("specatlas.train_data", "build the self-distilled data heads train on (the target's answers)"),
 }
 
 

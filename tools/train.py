@@ -7,14 +7,14 @@
     specatlas train hydra                       # Hydra's sequentially dependent heads
     specatlas train eagle3                      # the EAGLE-3 head (training-time test)
     specatlas train fr-spec                     # FR-Spec's token ranking, beside the EAGLE head (seconds)
-    specatlas train medusa --data-only          # only build (or finish building) the cached data
+    specatlas train eagle3 --tokens 512000      # on the first shards holding 512k answer tokens
 
 The trainable families are `specatlas.impls.families.FAMILIES`, named by paper id or alias (each
 family's `paper` and `aliases`).
 
-Data (the target's greedy answers to this project's prompt corpus, specatlas/prompts/train.jsonl, and
-its hidden states) is built once and cached under the user cache dir; training checkpoints there
-too, so an interrupted run resumes where it stopped. The result is a float16 checkpoint in the
+Data: the target's greedy answers built by `specatlas train-data` (shipped for the embedded
+model); the target's hidden states over them are computed once and cached under the user cache
+dir, where training checkpoints too, so an interrupted run resumes where it stopped. The result is a float16 checkpoint in the
 published layout of the head's family (loadable with `specatlas.impls.engine.checkpoints.load`) plus a
 model card (README.md) with the data, steps, time, loss and held-out acceptance.
 """
@@ -35,7 +35,7 @@ from specatlas.impls.families import training
 from specatlas.impls.engine.checkpoints import SHIPPED_HEADS, shipped_head_folder
 from specatlas.impls.families import FAMILIES, Family
 from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model, pick_device
-from specatlas.train_prompts import PROMPTS
+from specatlas import train_data
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -47,14 +47,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                                      "model, else ./<family>-head)")
     parser.add_argument("--budget-minutes", type=float, default=45.0, help="stop training after this long (the schedule is in steps; a budget stop is recorded and a rerun resumes)")
     parser.add_argument("--steps", type=int, help="training steps (default: the family's; the budget may stop earlier)")
-    parser.add_argument("--max-new-tokens", type=int, default=320, help="answer length cap when generating data")
-    parser.add_argument("--batch-size", type=int, default=16, help="prompts answered together when generating data")
-    parser.add_argument("--prompts", type=int, help="use only the N shortest prompts of the corpus (default: all)")
-    parser.add_argument("--data-only", action="store_true", help="build the cached data, do not train")
+    parser.add_argument("--data", type=Path, help="a `specatlas train-data` folder (default: the shipped data for the "
+                                                   "embedded model, else ./train-data-<model>)")
+    parser.add_argument("--tokens", type=int, help="train on the first data shards holding this many answer tokens "
+                                                   "(default: all)")
     parser.add_argument("--seed", type=int, default=0)
     add_trust_remote_code(parser)
-    parser.add_argument("--worker", default="0/1", help="I/N: build only the data of prompts with id %% N == I "
-                                                     "(run N processes to build it in parallel; implies --data-only)")
 
 
 # In every folder `specatlas train` writes: a later run may write there again (fsutil.output_dir).
@@ -81,13 +79,8 @@ def execute(args: argparse.Namespace) -> int:
         hint = f"; closest: {', '.join(close)}" if close else ""
         raise CommandError(f"no trainable head for {args.method!r}{hint}; trainable: "
                            f"{', '.join(family.paper for family in FAMILIES.values())}")
-    if not 0 < args.budget_minutes < float("inf") or args.max_new_tokens < 1 or args.batch_size < 1 \
-            or (args.prompts or 1) < 1 or (args.steps is not None and args.steps < 1):
-        raise CommandError("--budget-minutes (finite), --steps, --max-new-tokens, --batch-size and --prompts must be "
-                           "positive")
-    worker = args.worker.split("/")
-    if len(worker) != 2 or not all(part.isdigit() for part in worker) or not int(worker[0]) < int(worker[1]):
-        raise CommandError(f"--worker must be I/N with 0 <= I < N, got {args.worker!r}")
+    if not 0 < args.budget_minutes < float("inf") or (args.tokens or 1) < 1 or (args.steps is not None and args.steps < 1):
+        raise CommandError("--budget-minutes (finite), --steps and --tokens must be positive")
 
     torch.manual_seed(args.seed)
     family = trainer.name
@@ -105,19 +98,15 @@ def execute(args: argparse.Namespace) -> int:
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     output = output or checked(default_output(trainer, loaded.name))
-    folder = training.data_dir(loaded.name, PROMPTS, args.max_new_tokens)
-    print(f"specatlas train: {trainer.paper} ({family}) for {loaded.name}; data in {folder}", file=sys.stderr)
-    index, workers = map(int, args.worker.split("/"))
-    ids = training.shortest(PROMPTS, args.prompts)
-    training.generate(loaded, PROMPTS, folder, args.max_new_tokens, args.batch_size, tqdm, (index, workers), ids)
-    if args.data_only or workers > 1:
-        return 0
-    try:
-        features = training.read_data(folder, ids, trainer.layers(loaded.model))
-    except training.DataError as exc:
-        raise CommandError(str(exc), status=1)
-    print(f"specatlas train: data: {len(ids)} conversations, {sum(map(len, features.tokens))} tokens",
-          file=sys.stderr)
+    data = args.data or train_data.default_folder(loaded.name)
+    print(f"specatlas train: {trainer.paper} ({family}) for {loaded.name}; data in {data}", file=sys.stderr)
+    shards = train_data.load(data, loaded.tokenizer, args.tokens)
+    folder = training.features_folder(loaded.name)
+    features = training.features(loaded, shards, trainer.layers(loaded.model), folder, tqdm)
+    features.source = train_data.describe(data, shards)
+    answer_tokens = sum(len(t) - p for t, p in zip(features.tokens, features.prompt_lengths))
+    print(f"specatlas train: data: {len(features.tokens)} conversations, {answer_tokens} answer tokens, "
+          f"{sum(map(len, features.tokens))} tokens", file=sys.stderr)
     command = " ".join(["specatlas", "train", args.method] + _without_output(sys.argv[sys.argv.index(args.method) + 1 :])
                        if args.method in sys.argv else ["specatlas", "train", args.method])
     result = trainer.train(loaded, features, folder, output, args.budget_minutes, args.steps,

@@ -20,7 +20,7 @@ class Unsupported(ValueError):
 
 
 @lru_cache(maxsize=None)
-def _cache_argument(model_type: type) -> str:
+def cache_argument(model_type: type) -> str:
     return "cache" if "cache" in inspect.signature(model_type.forward).parameters else "past_key_values"
 
 
@@ -134,7 +134,7 @@ def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, h
     """
     device = model.device
     past = cache_length(cache)
-    kwargs = {_cache_argument(type(model)): cache, "use_cache": True}
+    kwargs = {cache_argument(type(model)): cache, "use_cache": True}
     ids = torch.tensor([input_ids], device=device)
     if tree is not None and not (is_chain(tree) and len(tree) == len(input_ids)):
         if any(getattr(layer, "is_sliding", False) for layer in cache.layers):

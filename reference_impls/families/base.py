@@ -85,7 +85,7 @@ class Family:
 
 | | |
 |---|---|
-| Data | {card['train_conversations']} conversations of this project's prompt corpus (`specatlas/train_prompts.py`), \
+| Data | {card['train_conversations']} conversations of {card.get('data_source') or "the target's answers"}, \
 {card['train_tokens']} tokens ({card['train_answer_tokens']} of them answer tokens); {card.get('targets', "labels are the target's greedy tokens")} |
 | Held out | {card['held_out_conversations']} conversations, {held['positions']} answer positions |
 | Training | {card['steps']} steps{_schedule(card)}, {card['train_seconds'] / 60:.1f} min (float32, CPU), final loss {card['final_loss']} |

@@ -21,7 +21,7 @@ class FrSpecFamily(Family):
     conversations counted, the most frequent quarter of the vocabulary kept (FR-Spec's 32k of
     128k), end-of-sequence ids always in (thunlp/FR-Spec fr.py does the same), saved as FR-Spec's
     `freq_{V}.pt` (a list of token ids, most frequent first) beside the EAGLE head that FR-Spec
-    drafts with. FR-Spec counts a large corpus; ours is a few hundred answers that use a few
+    drafts with. FR-Spec counts a large corpus; ours is the target's own answers, which use a few
     thousand distinct tokens, so the tokens they never chose fill the quarter in id order: a BPE
     vocabulary's ids follow its merge order, which tracks corpus frequency."""
 
@@ -48,7 +48,6 @@ class FrSpecFamily(Family):
         summary = f"{len(ranked)} token ids in freq_{size}.pt; they cover {covered:.2%} of the held-out answer tokens"
         (output / f"freq_{size}.md").write_text(
             f"# FR-Spec token ranking for {loaded.name}\n\n{summary} ({len(test_ids)} held-out conversations); "
-            f"counted on the target's greedy answers to {len(train_ids)} conversations of this project's prompt "
-            f"corpus, then filled in id order (see `families.fr_spec.FrSpecFamily`).\n\nReproduce (writes this file):\n\n"
+            f"counted on {len(train_ids)} conversations of {features.source or 'the target answers'}, then filled in id order (see `families.fr_spec.FrSpecFamily`).\n\nReproduce (writes this file):\n\n"
             f"```\n{command}\n```\n", encoding="utf-8")
         return summary

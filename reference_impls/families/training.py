@@ -3,13 +3,11 @@ batches and evaluation are its `fit` in `families/`. Heads learn from the target
 (self-distillation), as Medusa and EAGLE do; Kangaroo's adapter from the stored exit states and
 DistillSpec's drafter (the target's first layers) on-policy.
 
-Data, built once per (target, prompt corpus, answer length) and cached under the user cache dir,
-one file per conversation (so an interrupted build resumes, and several processes can share it):
-the target answers each prompt greedily (batched `generate`), and the same pass keeps, in
-float16, the hidden states every head family reads (the final normed state for Medusa and EAGLE,
-three inner layers for EAGLE-3) plus the target's greedy next token at every position. Labels
-are those greedy tokens, so every position teaches what the target would decode there. (The
-batch is left-padded: its states equal an unpadded forward's up to float32 rounding.)
+Data: the target's own greedy answers to the prompt pool, kept as token ids in shards
+(`specatlas train-data`, `answers`); `features` runs the target once over each conversation and
+caches, per shard, in float16, the hidden states a family reads (the final normed state for Medusa
+and EAGLE, three inner layers for EAGLE-3) plus the target's greedy next token at every position.
+Labels are those greedy tokens, so every position teaches what the target would decode there.
 
 Training runs in float32 (on CPU bf16 matmuls are far slower) on a schedule in steps; a run is a
 function of its config (`Family.train`, `train_loop`): a time budget only stops it early, it
@@ -27,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
-import json
+import itertools
 import math
 import random
 import sys
@@ -40,63 +38,7 @@ from torch.nn import functional as F
 
 from specatlas.fsutil import atomic_write
 from specatlas.impls.engine.errors import unpickle_failure
-from specatlas.impls.families.blocks import eagle3_layers
-from specatlas.impls.engine.models import cache_root, encode_chat, eos_ids
-
-
-def data_dir(model_name: str, prompts: list[str], max_new_tokens: int) -> Path:
-    key = hashlib.sha256(json.dumps([prompts, max_new_tokens]).encode()).hexdigest()[:12]
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name)
-    return cache_root() / "train" / safe / key
-
-
-def stored_layers(model) -> tuple[int, ...]:
-    """Hidden states kept for every family: EAGLE-3's three and the final normed state."""
-    layers = model.config.num_hidden_layers
-    return tuple(sorted({*eagle3_layers(layers), layers}))
-
-
-@torch.inference_mode()
-def generate(loaded, prompts: list[str], folder: Path, max_new_tokens: int, batch_size: int, progress=None,
-             worker: tuple[int, int] = (0, 1), ids: list[int] | None = None) -> None:
-    """Answer the prompts `ids` (default all; of those, the ones with id % workers == index for
-    `worker`) and store, per conversation, {prompt, response, hidden: {layer: [T, H] float16},
-    greedy: [T]} as <id>.pt. The last answer token is dropped from `response`: no forward ever
-    reads it, so it has no state."""
-    model, tokenizer = loaded.model, loaded.tokenizer
-    folder.mkdir(parents=True, exist_ok=True)
-    index, workers = worker
-    mine = [i for i in (range(len(prompts)) if ids is None else ids) if i % workers == index]
-    todo = sorted((i for i in mine if not (folder / f"{i:05d}.pt").exists()), key=lambda i: len(prompts[i]))
-    layers, stop = stored_layers(model), eos_ids(model, tokenizer)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    bar = progress(total=len(mine), initial=len(mine) - len(todo), desc="answers", unit="prompt") if progress else None
-    for first in range(0, len(todo), batch_size):
-        ids = todo[first : first + batch_size]
-        encoded = [encode_chat(tokenizer, prompts[i]) for i in ids]
-        width = max(map(len, encoded))
-        # Left padding, so every answer starts at the same column.
-        batch = torch.tensor([[pad] * (width - len(p)) + p for p in encoded], device=model.device)
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in encoded], device=model.device)
-        out = model.generate(input_ids=batch, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
-                             pad_token_id=pad, output_hidden_states=True, return_dict_in_generate=True)
-        # out.hidden_states[s][layer]: step 0 covers the prompt columns, step s >= 1 the column width + s - 1.
-        states = {layer: torch.cat([step[layer] for step in out.hidden_states], 1) for layer in layers}
-        for row, (i, prompt) in enumerate(zip(ids, encoded)):
-            answer = out.sequences[row, width:].tolist()
-            end = next((j + 1 for j, token in enumerate(answer) if token in stop), len(answer))
-            kept = len(prompt) + end - 1  # positions with a hidden state
-            columns = slice(width - len(prompt), width - len(prompt) + kept)
-            hidden = {layer: states[layer][row, columns].to(torch.float16).cpu() for layer in layers}
-            greedy = torch.tensor(answer[:end])  # after position t >= len(prompt) - 1: the next answer token
-            head = F.linear(states[layers[-1]][row, columns][: len(prompt) - 1], model.lm_head.weight).argmax(-1).cpu()
-            record = {"prompt": prompt, "response": answer[: end - 1], "hidden": hidden,
-                      "greedy": torch.cat([head, greedy]).long()}
-            atomic_save(record, folder / f"{i:05d}.pt")  # complete files only, whoever else writes the cache
-        if bar:
-            bar.update(len(ids))
-    if bar:
-        bar.close()
+from specatlas.impls.engine.models import cache_root
 
 
 @dataclass
@@ -107,45 +49,85 @@ class Features:
     prompt_lengths: list[int]
     hidden: dict[int, list[torch.Tensor]]  # layer -> [T, H] float16 per conversation
     greedy: list[torch.Tensor]  # [T]: the target's argmax after each position
-
-
-def shortest(prompts: list[str], count: int | None) -> list[int]:
-    """Ids of the `count` shortest prompts (all when None): a smaller corpus for a smaller budget."""
-    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))
-    return sorted(order[:count] if count else order)
+    source: str = ""  # what the conversations are, for the model card
 
 
 class DataError(Exception):
-    """The cached training data cannot be used; the message is one line naming the file."""
+    """The training data cannot be used; the message is one line naming the file."""
 
 
-def read_data(folder: Path, ids: list[int], layers: tuple[int, ...]) -> Features:
-    missing = [i for i in ids if not (folder / f"{i:05d}.pt").exists()]
-    if missing:
-        raise FileNotFoundError(f"{len(missing)} of {len(ids)} conversations are not generated yet in {folder}")
-    features = Features([], [], {layer: [] for layer in layers}, [])
-    for i in ids:
-        record = read_conversation(folder / f"{i:05d}.pt", layers)
-        features.tokens.append(torch.tensor(record["prompt"] + record["response"]))
-        features.prompt_lengths.append(len(record["prompt"]))
-        for layer in features.hidden:  # once each, though a small target's EAGLE-3 layers may repeat
-            features.hidden[layer].append(record["hidden"][layer])
-        features.greedy.append(record["greedy"])
-    return features
+def features_folder(model_name: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name)
+    return cache_root() / "train-features" / safe
 
 
-def read_conversation(path: Path, layers: tuple[int, ...]) -> dict:
-    """One conversation as generate() stored it, read without running anything (weights_only)."""
-    try:
-        record = torch.load(path, map_location="cpu", weights_only=True)
-        if not (isinstance(record["prompt"], list) and isinstance(record["response"], list)
-                and all(isinstance(record["hidden"][layer], torch.Tensor) for layer in layers)
-                and isinstance(record["greedy"], torch.Tensor)):
-            raise ValueError("not a conversation generate() wrote")
-    except Exception as exc:  # noqa: BLE001 - unpickling refused, truncated, wrong layout...
-        raise DataError(f"cached training data {path} cannot be used ({unpickle_failure(exc)}); delete it and run again "
-                        "to generate it anew") from None
-    return record
+@torch.no_grad()  # not inference_mode: these tensors are training inputs
+def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], folder: Path, progress=None,
+             batch_tokens: int = 4096) -> Features:
+    """The target's states at `layers` and greedy tokens for the conversations of `shards`
+    ((content hash, [answers.Conversation]) pairs, prompts filled in), computed by one forward
+    over each conversation's tokens and cached per shard and layer set in `folder`: a kill loses
+    at most the shard in progress. Each conversation's last answer token is dropped: no position
+    after it is trained on."""
+    from safetensors.torch import load_file, save
+
+    model, layers = loaded.model, tuple(sorted(set(layers)))
+    folder.mkdir(parents=True, exist_ok=True)
+    out = Features([], [], {layer: [] for layer in layers}, [])
+    bar = progress(total=len(shards), desc="target states", unit="shard") if progress else None
+    for key, conversations in shards:
+        tokens = [torch.tensor(c.prompt + c.answer[:-1]) for c in conversations]
+        path = folder / f"{key[:16]}-{'-'.join(map(str, layers))}.safetensors"
+        try:
+            stored = load_file(path) if path.exists() else None
+            if stored is not None and stored["greedy"].shape[0] != sum(map(len, tokens)):
+                raise ValueError("it does not match its shard")
+        except Exception as exc:  # noqa: BLE001 - truncated, foreign or stale file: computed again
+            print(f"specatlas train: recomputing {path} ({type(exc).__name__}: {exc})", file=sys.stderr)
+            stored = None
+        if stored is None:
+            stored = _forward_states(model, tokens, layers, batch_tokens)
+            atomic_write(path, save(stored))
+        bounds = [0, *itertools.accumulate(map(len, tokens))]
+        for i, (c, row) in enumerate(zip(conversations, tokens)):
+            span = slice(bounds[i], bounds[i + 1])
+            out.tokens.append(row)
+            out.prompt_lengths.append(len(c.prompt))
+            out.greedy.append(stored["greedy"][span])
+            for layer in layers:
+                out.hidden[layer].append(stored[f"hidden.{layer}"][span])
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
+    return out
+
+
+def _forward_states(model, tokens: list[torch.Tensor], layers: tuple[int, ...], batch_tokens: int) -> dict:
+    """{hidden.<layer>: [N, H] float16, greedy: [N]} over the concatenated conversations, from
+    right-padded batches of similar lengths (a causal mask makes right padding invisible)."""
+    order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
+    hidden = {layer: [None] * len(tokens) for layer in layers}
+    greedy = [None] * len(tokens)
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and (end - start + 1) * len(tokens[order[end]]) <= batch_tokens:
+            end += 1
+        batch = [order[i] for i in range(start, end)]
+        width = max(len(tokens[i]) for i in batch)
+        ids = torch.zeros(len(batch), width, dtype=torch.long)
+        mask = torch.zeros(len(batch), width, dtype=torch.long)
+        for row, i in enumerate(batch):
+            ids[row, : len(tokens[i])], mask[row, : len(tokens[i])] = tokens[i], 1
+        result = model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), output_hidden_states=True)
+        for row, i in enumerate(batch):
+            length = len(tokens[i])
+            greedy[i] = result.logits[row, :length].argmax(-1).cpu()
+            for layer in layers:
+                hidden[layer][i] = result.hidden_states[layer][row, :length].to(torch.float16).cpu()
+        start = end
+    return {"greedy": torch.cat(greedy)} | {f"hidden.{layer}": torch.cat(hidden[layer]) for layer in layers}
 
 
 def frequency_ranked(features: Features, conversations: list[int], vocab_size: int) -> torch.Tensor:
@@ -335,7 +317,8 @@ def finish(family, run: Run, module, loaded, features, train_ids, test_ids, stat
             "train_tokens": tokens, "train_answer_tokens": answer_tokens, "held_out_conversations": len(test_ids),
             "steps": state.step, "planned_steps": state.planned, "stopped_by": state.stopped_by, "config": run.config,
             "train_seconds": round(state.seconds), "final_loss": round(state.losses[-1], 4) if state.losses else None, "loss_curve": [round(x, 4) for x in state.losses[:: max(1, len(state.losses) // 20)]],
-            "held_out": accuracy, "command": command, "torch": torch.__version__} | (notes or {})
+            "held_out": accuracy, "command": command, "torch": torch.__version__,
+            "data_source": features.source} | (notes or {})
     family.save(module, output, loaded.model, loaded.name, extra, card)
     return f"{state.step} steps in {state.seconds / 60:.1f} min, loss {card['final_loss']}, " \
            f"held-out mean accepted tokens (top-1 chain) {accuracy['mean_accepted_tokens_chain']}"

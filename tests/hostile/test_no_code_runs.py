@@ -84,12 +84,14 @@ def test_the_training_checkpoint_the_project_writes_resumes_with_weights_only(tm
     assert torch.equal(fresh.weight, module.weight)
 
 
-def test_planted_training_data_is_refused_in_one_line(tmp_path, marker):
-    plant(tmp_path / "00000.pt", marker)
-    with pytest.raises(training.DataError) as caught:
-        training.read_data(tmp_path, [0], (1,))
+def test_a_planted_training_data_shard_is_refused_in_one_line_without_unpickling(tmp_path, marker):
+    from specatlas.impls.families.answers import ShardError, read_shard
+
+    plant(tmp_path / "answers-00000.npz", marker)
+    with pytest.raises(ShardError) as caught:
+        read_shard(tmp_path / "answers-00000.npz")
     one_line(str(caught.value))
-    assert "00000.pt" in str(caught.value) and "delete it" in str(caught.value)
+    assert "answers-00000.npz" in str(caught.value)
 
 
 @pytest.mark.parametrize("name", checkpoints.WEIGHT_FILES[2:])  # the pickle-based ones; safetensors hold no code

@@ -5,7 +5,8 @@ import json
 import pytest
 import torch
 
-from specatlas.impls.families import training
+from specatlas.impls.families import answers, training
+from specatlas.impls.families.answers import Conversation, text_sha
 from specatlas.impls.engine.checkpoints import load
 from specatlas.impls.families import FAMILIES
 from specatlas.impls.families.distillspec import DraftLayers
@@ -33,37 +34,40 @@ def loaded():
 PROMPTS = ["abc", "hello there", "what is up", "a longer prompt here", "xyz", "more text to answer", "q", "zz top"]
 
 
-def test_data_is_the_targets_greedy_answers_with_its_states_and_is_cached(tmp_path, loaded):
-    training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=3)
-    layers = training.stored_layers(loaded.model)
-    assert layers == (2, 3, 6)
-    features = training.read_data(tmp_path, list(range(len(PROMPTS))), layers)
-    for i in range(3):  # each answer is plain greedy decoding of its prompt, states as an unpadded forward
-        prompt = features.tokens[i][: features.prompt_lengths[i]]
-        out = loaded.model.generate(input_ids=prompt[None], max_new_tokens=12, do_sample=False, pad_token_id=0)
-        answer = out[0, len(prompt):].tolist()
-        end = next((j + 1 for j, t in enumerate(answer) if t == 15), len(answer))
-        assert features.tokens[i].tolist() == prompt.tolist() + answer[: end - 1]
+def tiny_shards(loaded, max_new_tokens: int = 12) -> list[tuple[str, list[Conversation]]]:
+    """The tiny target's greedy answers to PROMPTS, as `specatlas train-data` stores them: two shards."""
+    prompts = [loaded.tokenizer(p).input_ids for p in PROMPTS]
+    found = sorted(answers.generate(loaded.model, prompts, max_new_tokens, {15}, rows=3), key=lambda a: a.index)
+    conversations = [Conversation(f"project:train:{a.index}", text_sha(PROMPTS[a.index]), prompts[a.index], a.tokens,
+                                  a.finished) for a in found]
+    return [("a" * 64, conversations[:5]), ("b" * 64, conversations[5:])]
+
+
+def test_features_are_an_unpadded_forwards_states_and_greedy_tokens_cached_per_shard(tmp_path, loaded, capsys):
+    shards = tiny_shards(loaded)
+    layers = (2, 3, 6)
+    features = training.features(loaded, shards, layers, tmp_path, batch_tokens=40)  # several batches per shard
+    conversations = [c for _, shard in shards for c in shard]
+    assert len(features.tokens) == len(PROMPTS)
+    for i, c in enumerate(conversations):
+        assert features.tokens[i].tolist() == c.prompt + c.answer[:-1] and features.prompt_lengths[i] == len(c.prompt)
         forward = loaded.model(input_ids=features.tokens[i][None], output_hidden_states=True)
         for layer in layers:
             torch.testing.assert_close(features.hidden[layer][i].float(), forward.hidden_states[layer][0],
                                        atol=2e-3, rtol=1e-2)
         assert features.greedy[i].tolist() == forward.logits[0].argmax(-1).tolist()
-    stamps = {path: path.stat().st_mtime for path in tmp_path.glob("*.pt")}
-    training.generate(loaded, PROMPTS, tmp_path, 12, 3)  # nothing regenerated
-    assert stamps == {path: path.stat().st_mtime for path in tmp_path.glob("*.pt")}
-
-
-def test_shortest_prompts_subset():
-    assert training.shortest(["ccc", "a", "bb", "d"], 2) == [1, 3]
-    assert training.shortest(["ccc", "a"], None) == [0, 1]
-
-
-def test_workers_split_the_prompts(tmp_path, loaded):
-    training.generate(loaded, PROMPTS, tmp_path, 6, 4, worker=(1, 3))
-    assert sorted(int(path.stem) for path in tmp_path.glob("*.pt")) == [1, 4, 7]
-    with pytest.raises(FileNotFoundError, match="5 of 8 conversations are not generated yet"):
-        training.read_data(tmp_path, list(range(len(PROMPTS))), (6,))
+        # The answers are the target's greedy continuation: each answer token is the greedy token before it.
+        assert features.greedy[i][len(c.prompt) - 1 :].tolist() == c.answer[: len(features.tokens[i]) - len(c.prompt) + 1]
+    stamps = {path: path.stat().st_mtime_ns for path in tmp_path.glob("*.safetensors")}
+    assert len(stamps) == 2
+    again = training.features(loaded, shards, layers, tmp_path)  # read back, not recomputed
+    assert stamps == {path: path.stat().st_mtime_ns for path in tmp_path.glob("*.safetensors")}
+    assert all(torch.equal(x, y) for x, y in zip(again.hidden[6], features.hidden[6]))
+    damaged = sorted(stamps)[0]
+    damaged.write_bytes(damaged.read_bytes()[:50])
+    repaired = training.features(loaded, shards, layers, tmp_path)
+    assert "recomputing" in capsys.readouterr().err
+    assert all(torch.equal(x, y) for x, y in zip(repaired.greedy, features.greedy))
 
 
 HEADS = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec"]  # every family but FR-Spec (not a head)
@@ -74,8 +78,7 @@ def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0,
     after that many steps (a fake clock that advances one minute per step)."""
     trainer = FAMILIES[family]
     monkeypatch.setattr(trainer, "off_policy_warmup", 2, raising=False)  # DistillSpec: on-policy batches from step 2
-    training.generate(loaded, PROMPTS, cache, max_new_tokens=12, batch_size=4)
-    features = training.read_data(cache, list(range(len(PROMPTS))), trainer.layers(loaded.model))
+    features = training.features(loaded, tiny_shards(loaded), trainer.layers(loaded.model), cache)
     budget = 1e9
     if stop_after_steps is not None:
         ticks = iter(range(10**6))
@@ -184,8 +187,7 @@ def test_fr_spec_ranking_is_the_training_answers_most_frequent_tokens_with_eos(t
     from specatlas.impls.methods.heads import frequent_tokens
     from specatlas.train import default_output
 
-    training.generate(loaded, PROMPTS, tmp_path, max_new_tokens=12, batch_size=4)
-    features = training.read_data(tmp_path, list(range(len(PROMPTS))), ())
+    features = training.features(loaded, tiny_shards(loaded), (), tmp_path)
     summary = FAMILIES["fr-spec"].train(loaded, features, tmp_path, tmp_path / "eagle", 1.0, None, 0, "x", None)
     size = loaded.model.config.vocab_size // 4  # FR-Spec's quarter of the vocabulary
     assert f"freq_{size}.pt" in summary and default_output(FAMILIES["fr-spec"], "tiny").name == "eagle-head"

@@ -1,0 +1,342 @@
+"""`specatlas train-data`: build the self-distilled data the draft heads train on.
+
+    specatlas train-data                       # resume or extend the embedded model's data to 2M answer tokens
+    specatlas train-data --tokens 500000       # stop at 500k answer tokens
+    specatlas train-data --status              # what is built: the manifest's totals per source
+
+Two stages, each resumable shard by shard (a kill loses at most the shards in progress):
+1. Magpie: the target writes `--magpie` user queries of its own from its chat template's user-turn
+   prefix (sampled at temperature 1, seeded per shard), kept as `magpie-NNNNN.npz`.
+2. Answers: the target answers the prompt pool (`prompt_pool`: ShareGPT opening turns, the Magpie
+   queries, templated tasks over this catalog's summaries, the project's corpus) greedily, in pool
+   order, with continuous batching (`families.answers`), until `--tokens` answer tokens;
+   `answers-NNNNN.npz`.
+Shards hold token ids (third-party prompts only by reference) and are small enough to commit: for
+the embedded model they go to reference_impls/training_data/<model>/, so a new machine trains
+without regenerating; `manifest.json` there lists every shard with its hash, counts and the pool's
+per-source report. Hidden states are not stored: training recomputes them from the tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from specatlas.cli import CommandError
+from specatlas.fsutil import WriteError, atomic_write, output_dir
+
+MARKER = ".specatlas-train-data"
+DATA_ROOT = Path(__file__).resolve().parent.parent / "reference_impls" / "training_data"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="local HF folder or hub id (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--output", type=Path, help="data folder (default: the shipped one for the embedded model, "
+                                                     "else ./train-data-<model>)")
+    parser.add_argument("--tokens", type=int, default=2_000_000, help="answer tokens to reach (default 2,000,000)")
+    parser.add_argument("--magpie", type=int, default=2048, help="self-written queries to generate first")
+    parser.add_argument("--max-new-tokens", type=int, default=320, help="answer length cap")
+    parser.add_argument("--max-prompt-tokens", type=int, default=512, help="longer prompts are left out")
+    parser.add_argument("--rows", type=int, default=64, help="sequences decoded together")
+    parser.add_argument("--shard-size", type=int, default=128, help="conversations per shard")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--status", action="store_true", help="print the manifest's totals and exit")
+
+
+def default_folder(model_name: str) -> Path:
+    from specatlas.impls.engine.models import EMBEDDED
+
+    return DATA_ROOT / model_name if model_name == EMBEDDED else Path.cwd() / f"train-data-{safe(model_name)}"
+
+
+def safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def read_manifest(folder: Path) -> dict:
+    path = folder / "manifest.json"
+    if not path.exists():
+        return {"magpie": [], "answers": []}
+    from specatlas.fsutil import ReadError, read_json
+
+    try:
+        manifest = read_json(path, 16 << 20)
+    except ReadError as exc:
+        raise CommandError(f"{path}: {exc}") from None
+    if not isinstance(manifest, dict) or not all(isinstance(manifest.get(k), list) for k in ("magpie", "answers")):
+        raise CommandError(f"{path}: not a train-data manifest (no 'magpie' and 'answers' lists)")
+    return manifest
+
+
+def totals(manifest: dict) -> dict:
+    shards = manifest["answers"]
+    return {"answer_shards": len(shards), "conversations": sum(s["conversations"] for s in shards),
+            "answer_tokens": sum(s["answer_tokens"] for s in shards),
+            "magpie_queries": sum(s["conversations"] for s in manifest["magpie"])}
+
+
+def execute(args: argparse.Namespace) -> int:
+    if min(args.tokens, args.max_new_tokens, args.max_prompt_tokens, args.rows, args.shard_size) < 1 \
+            or args.magpie < 0 or (args.threads is not None and args.threads < 1):
+        raise CommandError("--tokens, --max-new-tokens, --max-prompt-tokens, --rows, --shard-size and --threads must "
+                           "be positive, --magpie not negative")
+    import os
+
+    import torch
+
+    from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model, pick_device
+
+    if args.status:
+        folder = args.output or default_folder(args.model or EMBEDDED)
+        manifest = read_manifest(folder)
+        print(json.dumps({"folder": str(folder), **totals(manifest), "sources": manifest.get("sources", {})}, indent=1))
+        return 0
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    # Batched decoding is many rows per forward: the few-row kernels `load_model` picks do not pay.
+    os.environ["SPECATLAS_PACKED_LINEARS"] = "0"
+    try:
+        loaded = load_model(args.model, pick_device(args.device), torch.float32)
+    except ModelLoadError as exc:
+        raise CommandError(str(exc), status=1)
+    try:
+        folder = output_dir(args.output or default_folder(loaded.name), "training data", MARKER, allowed=DATA_ROOT)
+    except WriteError as exc:
+        raise CommandError(str(exc)) from None
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARKER).write_text("written by specatlas train-data, which may write here again\n", encoding="utf-8")
+    Builder(loaded, folder, args).run()
+    return 0
+
+
+class Builder:
+    def __init__(self, loaded, folder: Path, args: argparse.Namespace):
+        from specatlas.impls.engine.models import eos_ids
+
+        self.loaded, self.folder, self.args = loaded, folder, args
+        self.manifest = read_manifest(folder)
+        self.vocab = loaded.model.config.vocab_size
+        self.stop = eos_ids(loaded.model, loaded.tokenizer)
+        self.started = time.time()
+
+    # ----------------------------------------------------------------------------------------
+
+    def save_manifest(self) -> None:
+        args = self.args
+        self.manifest.update({
+            "model": self.loaded.name, "tokenizer_vocab": self.vocab,
+            "settings": {"max_new_tokens": args.max_new_tokens, "max_prompt_tokens": args.max_prompt_tokens,
+                         "answers": "greedy", "magpie_temperature": 1.0, "magpie_max_new_tokens": MAGPIE_TOKENS,
+                         "rows": args.rows, "shard_size": args.shard_size, "seed": args.seed},
+            "command": "specatlas train-data" + (f" --model {args.model}" if args.model else ""),
+            "totals": totals(self.manifest),
+            "last_run": {"commit": _commit(), "machine": platform.processor() or platform.machine(),
+                         "torch": __import__("torch").__version__, "threads": __import__("torch").get_num_threads()},
+        })
+        atomic_write(self.folder / "manifest.json", (json.dumps(self.manifest, indent=1) + "\n").encode())
+
+    def add_shard(self, kind: str, name: str, conversations, data: bytes) -> None:
+        from specatlas.impls.families.answers import file_sha
+
+        self.manifest[kind] = [s for s in self.manifest[kind] if s["file"] != name] + [{
+            "file": name, "sha256": file_sha(data), "conversations": len(conversations),
+            "answer_tokens": sum(len(c.answer) for c in conversations),
+            "finished": sum(c.finished for c in conversations),
+            "sources": _count(c.ref.split(":", 1)[0] for c in conversations)}]
+        self.save_manifest()
+
+    def shards(self, kind: str):
+        from specatlas.impls.families.answers import ShardError, read_shard
+
+        for entry in self.manifest[kind]:
+            try:
+                yield entry["file"], read_shard(self.folder / entry["file"])
+            except ShardError as exc:
+                raise CommandError(f"{exc}; delete it and its manifest entry to generate it again") from None
+
+    # ----------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.magpie()
+        self.answers()
+
+    def magpie(self) -> None:
+        from specatlas.impls.families.answers import Conversation, generate, text_sha, write_shard
+
+        tokenizer, model = self.loaded.tokenizer, self.loaded.model
+        prefix_text = user_turn_prefix(tokenizer)
+        prefix = tokenizer(prefix_text, add_special_tokens=False).input_ids
+        per_shard = 256
+        done = {entry["file"] for entry in self.manifest["magpie"]}
+        for shard in range(-(-self.args.magpie // per_shard)):
+            name = f"magpie-{shard:05d}.npz"
+            if name in done:
+                continue
+            count = min(per_shard, self.args.magpie - shard * per_shard)
+            print(f"specatlas train-data: Magpie queries, shard {shard} ({count})", file=sys.stderr)
+            found = sorted(generate(model, [prefix] * count, MAGPIE_TOKENS, self.stop, rows=self.args.rows,
+                                    temperature=1.0, seed=self.args.seed * 100_003 + shard), key=lambda a: a.index)
+            conversations = [Conversation(f"magpie:{shard}-{a.index}", text_sha(prefix_text), prefix, a.tokens,
+                                          a.finished) for a in found]
+            self.add_shard("magpie", name, conversations, write_shard(self.folder / name, conversations, self.vocab))
+
+    def magpie_queries(self):
+        from specatlas.prompt_pool import PoolPrompt
+
+        tokenizer = self.loaded.tokenizer
+        for _, conversations in self.shards("magpie"):
+            for c in conversations:
+                if c.finished:
+                    text = tokenizer.decode([t for t in c.answer if t not in self.stop], skip_special_tokens=True).strip()
+                    yield PoolPrompt(c.ref, text)
+
+    def pool(self):
+        from specatlas import prompt_pool
+        from specatlas.paths import papers_dir
+
+        import yaml
+
+        records = [yaml.safe_load(path.read_text(encoding="utf-8")) for path in sorted(papers_dir().glob("*.yaml"))]
+        try:
+            sources = [prompt_pool.project(), prompt_pool.templated([r for r in records if isinstance(r, dict)],
+                       self.args.seed), list(self.magpie_queries()), prompt_pool.sharegpt()]
+        except prompt_pool.SourceError as exc:
+            raise CommandError(str(exc), status=1) from None
+        prompts, report = prompt_pool.pool(sources, self.args.seed)
+        self.manifest["sources"] = report
+        return prompts
+
+    def answers(self) -> None:
+        from tqdm import tqdm
+
+        from specatlas.impls.engine.models import encode_chat
+        from specatlas.impls.families.answers import Conversation, generate, text_sha, write_shard
+        from specatlas.prompt_pool import THIRD_PARTY
+
+        args, tokenizer = self.args, self.loaded.tokenizer
+        prompts = self.pool()
+        answered = {c.ref for _, conversations in self.shards("answers") for c in conversations}
+        have = totals(self.manifest)["answer_tokens"]
+        if have >= args.tokens:
+            self.save_manifest()
+            print(f"specatlas train-data: {have} answer tokens already in {self.folder}", file=sys.stderr)
+            return
+        todo, encoded = [], []
+        for prompt in prompts:
+            if prompt.ref in answered:
+                continue
+            ids = encode_chat(tokenizer, prompt.text)
+            if len(ids) <= args.max_prompt_tokens:
+                todo.append(prompt)
+                encoded.append(ids)
+        next_shard = len(self.manifest["answers"])
+        print(f"specatlas train-data: {have} answer tokens in {len(answered)} conversations; "
+              f"{len(todo)} prompts left in the pool", file=sys.stderr)
+        bar = tqdm(total=args.tokens, initial=have, unit="tok", desc="answer tokens", smoothing=0.05)
+        waiting: dict[int, dict[int, Conversation]] = {}
+        for answer in generate(self.loaded.model, encoded, args.max_new_tokens, self.stop, rows=args.rows,
+                               max_prompt=args.max_prompt_tokens):
+            prompt = todo[answer.index]
+            shard = answer.index // args.shard_size
+            stored = [] if prompt.source in THIRD_PARTY else encoded[answer.index]
+            waiting.setdefault(shard, {})[answer.index] = Conversation(
+                prompt.ref, text_sha(prompt.text), stored, answer.tokens, answer.finished)
+            bar.update(len(answer.tokens))
+            expected = min(args.shard_size, len(todo) - shard * args.shard_size)
+            if len(waiting[shard]) == expected:
+                conversations = [c for _, c in sorted(waiting.pop(shard).items())]
+                name = f"answers-{next_shard + shard:05d}.npz"
+                self.add_shard("answers", name, conversations, write_shard(self.folder / name, conversations, self.vocab))
+                if totals(self.manifest)["answer_tokens"] >= args.tokens:
+                    break
+        bar.close()
+        print(f"specatlas train-data: {json.dumps(totals(self.manifest))}", file=sys.stderr)
+
+
+MAGPIE_TOKENS = 128  # a query longer than this is cut off, and not used
+
+
+def user_turn_prefix(tokenizer) -> str:
+    """The chat template rendered up to where the user's text starts (Magpie's prompt)."""
+    marker = "\u0000MAGPIE\u0000"
+    text = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False)
+    return text[: text.index(marker)]
+
+
+def _count(items) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return counts
+
+
+def _commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                              cwd=Path(__file__).parent).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def load(folder: Path, tokenizer, tokens: int | None = None) -> list[tuple[str, list]]:
+    """The answer shards of `folder` in manifest order, as (content hash, conversations) with every
+    prompt's token ids filled in (third-party prompts re-read from their source by reference and
+    checked against the recorded hash); with `tokens`, only the first shards holding that many
+    answer tokens (the data-size curve trains on such prefixes)."""
+    from specatlas.impls.engine.models import encode_chat
+    from specatlas.impls.families.answers import ShardError, file_sha, read_shard, text_sha
+    from specatlas.prompt_pool import THIRD_PARTY, SourceError, sharegpt
+
+    manifest = read_manifest(folder)
+    if not manifest["answers"]:
+        raise CommandError(f"no training data in {folder}: build it with `specatlas train-data`", status=1)
+    chosen, total = [], 0
+    for entry in manifest["answers"]:
+        if tokens is not None and total >= tokens:
+            break
+        chosen.append(entry)
+        total += entry["answer_tokens"]
+    third_party: dict[str, str] | None = None
+    shards = []
+    for entry in chosen:
+        path = folder / entry["file"]
+        try:
+            data = path.read_bytes()
+            if file_sha(data) != entry["sha256"]:
+                raise ShardError(f"training data shard {path} does not match the hash in its manifest")
+            conversations = read_shard(path)
+        except (OSError, ShardError) as exc:
+            raise CommandError(f"{exc}; restore it from the repository or delete it and its manifest entry",
+                               status=1) from None
+        for c in conversations:
+            source = c.ref.split(":", 1)[0]
+            if source in THIRD_PARTY:
+                if third_party is None:
+                    try:
+                        third_party = {p.ref: p.text for p in sharegpt()}
+                    except SourceError as exc:
+                        raise CommandError(str(exc), status=1) from None
+                text = third_party.get(c.ref)
+                if text is None or text_sha(text) != c.prompt_sha:
+                    raise CommandError(f"{path}: the prompt {c.ref} is not in the installed {source} data as it was "
+                                       "when answered (another version of the package?)", status=1)
+                c.prompt = encode_chat(tokenizer, text)
+        shards.append((entry["sha256"], conversations))
+    return shards
+
+
+def describe(folder: Path, shards: list[tuple[str, list]]) -> str:
+    """The data's line in a model card: which shards of which folder."""
+    import hashlib
+
+    where = folder.relative_to(DATA_ROOT.parent.parent) if folder.is_relative_to(DATA_ROOT.parent.parent) else folder
+    combined = hashlib.sha256("".join(key for key, _ in shards).encode()).hexdigest()[:12]
+    return (f"the target's greedy answers in the first {len(shards)} answer shards of `{where}` "
+            f"(`specatlas train-data`; shard hashes combined: {combined})")
