@@ -40,7 +40,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, help="data folder (default: the shipped one for the embedded model, "
                                                      "else ./train-data-<model>)")
     parser.add_argument("--tokens", type=int, default=2_000_000, help="answer tokens to reach (default 2,000,000)")
-    parser.add_argument("--magpie", type=int, default=2048, help="self-written queries to generate first")
+    parser.add_argument("--magpie", type=int, default=1024, help="self-written queries to generate first")
     parser.add_argument("--max-new-tokens", type=int, default=320, help="answer length cap")
     parser.add_argument("--max-prompt-tokens", type=int, default=512, help="longer prompts are left out")
     parser.add_argument("--rows", type=int, default=64, help="sequences decoded together")

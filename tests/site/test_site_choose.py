@@ -4,7 +4,6 @@ constraint from that same table; the papers' own claims apart; serving unranked;
 page and robots.txt beside it."""
 
 import shutil
-from types import SimpleNamespace
 
 import pytest
 
@@ -80,13 +79,16 @@ def test_the_page_shows_verdicts_commands_and_serving_apart(catalog):
     assert "Ranked by: **Measured here:" in cpu and "`specatlas run " in cpu
     serving = page[page.index("{ #serving }"):page.index("{ #other-needs }")]
     assert "[Medusa" in serving and "1.4×" in serving and "batch 16" in serving  # the paper's own, unranked
-    assert "Serving engines" not in page  # no record names an engine yet: no empty column
+    assert "Serving engines" not in page  # no record of this catalog names an engine: no empty column
 
 
-def test_engines_are_read_when_a_record_names_them():
-    assert choose.engines(SimpleNamespace(serving_engines=["vLLM", "SGLang"])) == ("vLLM", "SGLang")
-    assert choose.engines(SimpleNamespace(engines={"TensorRT-LLM": "https://example.org"})) == ("TensorRT-LLM",)
-    assert choose.engines(SimpleNamespace()) == () and choose.engines(None) == ()
+def test_engines_are_the_records_serving_engines_as_the_engines_spell_themselves():
+    from specatlas.catalog.records import read_record
+    from specatlas.paths import papers_dir
+
+    record, problems = read_record(papers_dir() / "li2025eagle.yaml")
+    assert not problems and {"SGLang", "TensorRT-LLM"} <= set(choose.engines(record.paper))
+    assert choose.engines(None) == ()
 
 
 def test_a_result_files_policy_becomes_a_command_only_when_plain():

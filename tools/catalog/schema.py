@@ -169,6 +169,8 @@ class LosslessVariant(_Strict):
 
 
 Engine = Literal["vllm", "sglang", "tensorrt-llm", "transformers", "llama.cpp"]
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM", "transformers": "transformers",
+                "llama.cpp": "llama.cpp"}  # as the engines spell themselves, for pages
 
 
 class EngineSupport(_Strict):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from specatlas.bench.leaderboard import NO_POLICY, Measured, measured_rows
 from specatlas.bench.published import SpecBenchLeaderboard
-from specatlas.catalog.schema import Paper
+from specatlas.catalog.schema import ENGINE_NAMES, Paper
 from specatlas.impls.engine.draft_length import PAPER as PAPER_POLICY
 from specatlas.site import reported
 from specatlas.site.catalog import Catalog, chronological, short_name
@@ -44,9 +44,6 @@ TRAINED_NODES = {"extra-heads", "feature-level-drafting", "learnable-draft-token
 # (lossless required, may train): the verdict lines of every setting, strictest first.
 CONSTRAINTS = ((True, False, "Lossless, nothing to train"), (True, True, "Lossless, can train a head"),
                (False, False, "Lossy allowed, nothing to train"), (False, True, "Lossy allowed, can train a head"))
-# Fields a record may carry naming the serving engines (vLLM, SGLang, TensorRT-LLM...) that
-# implement the method; read when the schema has one, else the column is left out.
-ENGINE_FIELDS = ("serving_engines", "engines")
 CLAIMS_SHOWN = 15
 SERVING_SHOWN = 15
 
@@ -115,12 +112,7 @@ class Setting:
 
 def engines(paper: Paper | None) -> tuple[str, ...]:
     """The serving engines the record says implement the method (none when it says nothing)."""
-    for name in ENGINE_FIELDS:
-        value = getattr(paper, name, None) if paper is not None else None
-        if value:
-            items = value.keys() if isinstance(value, dict) else value
-            return tuple(str(getattr(item, "name", item)) for item in items)
-    return ()
+    return tuple(ENGINE_NAMES[support.engine] for support in paper.serving_engines) if paper is not None else ()
 
 
 def has_engine_data(catalog: Catalog) -> bool:
