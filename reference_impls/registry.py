@@ -118,8 +118,10 @@ METHODS: dict[str, MethodSpec] = {
                    ("token-tree-verification",), True, f"{_M}.retrieval:suffix_decoding",
                    paper_settings="suffix trees of depth 64 over the request and earlier outputs; a pattern of p "
                                   "tokens grows at most α·p nodes (α = 1, at most 64) of estimated probability "
-                                  ">= 0.1, the best-scoring tree wins (its simulator's defaults, ArcticInference)",
-                   paper_draft=(64, 64), paper_draft_exact=False),
+                                  ">= 0.1, the best-scoring tree wins (its simulator's defaults, ArcticInference); "
+                                  "so at most 32 deep (p nodes, 64 - p levels left in the tree) and 58 nodes "
+                                  "(at most 10 per level of D >= 0.1)",
+                   paper_draft=(32, 58), paper_draft_exact=False),
         MethodSpec("santilli2023accelerating", "Jacobi decoding", ("jacobi-decoding",),
                    ("mask-predict-jacobi",), ("greedy-verification",), True, f"{_M}.parallel:jacobi_decoding",
                    paper_settings="window of 8 guesses (ours: the paper's MT blocks do not carry over)",

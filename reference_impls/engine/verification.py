@@ -165,7 +165,10 @@ def rejected(weight: float, p: torch.Tensor, q: torch.Tensor) -> tuple[float, to
     drafter's (q, 0); rejecting the child leaves norm(max(w·p - q, 0), 1 - w), so the node itself
     is now kept with probability h = m / (m + 1 - w), m the mass of max(w·p - q, 0), and then the
     next token is drawn from norm(max(w·p - q, 0)). For w = 1 (the committed text) h = 1: the
-    correction of speculative sampling."""
+    correction of speculative sampling. For w = 0 (a token the target rules out) h = 0: the node is
+    never kept and its row, 0/0, is never drawn from; its own row stands in."""
+    if weight <= 0:
+        return 0.0, p
     left, mass = residual(weight * p, q)
     # 0/0 only when w = 1 and p = q: the child could not have been rejected, nothing is lost.
     return (mass / (mass + 1 - weight) if mass + 1 - weight > 0 else 1.0), left

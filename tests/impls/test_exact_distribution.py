@@ -130,6 +130,19 @@ def test_spectr_with_rho_one_is_caught(target, drafter_model, monkeypatch):
     assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
 
 
+@pytest.mark.parametrize("sampling", [Sampling(1.0, top_k=2), Sampling(0.7, top_k=2)], ids=["T1.0-k2", "T0.7-k2"])
+def test_traversal_verification_with_tokens_the_target_rules_out(target, sampling):
+    """Top-k 2 on 3 tokens, and a drafter whose top 2 after the prompt is not the target's: drafts the
+    target gives probability 0 (p_α = 0) in a tree of two levels of two, so a node that can never be
+    kept loses a child and the traversal moves on to its sibling (that node's residual is 0/0)."""
+    other = ToyLM(seed=3, sharpness=1.5)
+    decoder = lambda: SpeculativeDecoder(target, ModelDrafter(other, widths=(2, 2)),  # noqa: E731
+                                         sampling_verifier=TraversalVerification(), draft_length=FixedLength(2))
+    got = enumerate_outputs(lambda rng: tuple(decoder().generate(PROMPT, 3, sampling, rng).tokens))
+    worst = deviation(got, sequence_distribution(target, PROMPT, 3, sampling))
+    assert worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"
+
+
 def test_traversal_verification_that_keeps_the_parents_weight_is_caught(target, drafter_model, monkeypatch):
     """A planted bug: once a child is rejected its parent keeps its p_α (only its row becomes the
     residual) instead of h = m / (m + 1 - p_α). The enumeration must see it."""
