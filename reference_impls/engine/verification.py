@@ -344,6 +344,8 @@ class SpecHub(RejectionSampling):
         """Steps 1-5 on the pair `tokens` drawn from q: (which draft is kept, or None, and the row
         the next token is then drawn from)."""
         hub, q_ia, q_ai = hub_pair_masses(q)
+        if hub not in tokens:
+            raise ValueError(f"a hub pair holds the drafter's most likely token {hub}; got {tokens}")
         other = tokens[1] if tokens[0] == hub else tokens[0]
         hub_second = tokens[1] == hub  # the pair is (i, a)
 

@@ -168,5 +168,5 @@ class SuffixDecoding(Drafter):
         self._add(step.committed)  # the last step's tokens too, before the generation ends
 
     def describe(self):
-        return (f"SuffixDecoding (suffix trees of depth {self.depth} over this request and {self.generation - 1} "
+        return (f"SuffixDecoding (suffix trees of depth {self.depth} over this request and {max(self.generation - 1, 0)} "
                 f"earlier outputs; α = {self.factor:g}, D >= {self.min_probability:g})")
