@@ -81,6 +81,19 @@ METHODS: dict[str, MethodSpec] = {
                    paper_settings="ours, not the paper's: k = 4 i.i.d. drafts of L = 4 tokens; K-SEQ selection with "
                                   "ρ solving ρβ(ρ) = 1 - (1 - β(ρ))^k",
                    paper_draft=(4, 16)),
+        MethodSpec("sun2024spechub", "SpecHub: hub-centred multi-draft verification", ("spechub",),
+                   ("independent-tuning-free", "multi-draft"), ("optimal-transport-verification",),
+                   True, f"{_M}.core:spechub", uses_draft_model=True,
+                   paper_settings="binary tree of depth 4 (30 drafts; its README's growmap k-ary_trees/2^5), each "
+                                  "node's two children a hub pair; greedy decoding verifies by exact match",
+                   paper_draft=(4, 30)),
+        MethodSpec("weng2025traversal", "Traversal verification", ("traversal-verification",),
+                   ("token-tree",), ("token-tree-verification", "block-verification"),
+                   True, f"{_M}.core:traversal_verification", uses_draft_model=True,
+                   paper_settings="ours, not the paper's: a binary tree of depth 4 (30 nodes), siblings drawn without "
+                                  "replacement; leaf-to-root traversal verification (its Algorithm 3); greedy "
+                                  "decoding verifies by exact match",
+                   paper_draft=(4, 30)),
         MethodSpec("saxena2023prompt", "Prompt lookup decoding", ("pld", "prompt-lookup", "prompt-lookup-decoding"),
                    ("context-copy",), ("greedy-verification", "speculative-sampling"), True, f"{_M}.core:prompt_lookup",
                    paper_settings="max_ngram_size = 3, num_pred_tokens = 10 (its reference code)",
@@ -99,6 +112,16 @@ METHODS: dict[str, MethodSpec] = {
                    True, f"{_M}.retrieval:sam_decoding",
                    paper_settings="l_bias = 4, l_threshold = 4, 10 draft tokens, Token Recycling's 80-node tree (its code)",
                    paper_draft=(10, 80), paper_draft_exact=False),
+        MethodSpec("oliaro2025suffixdecoding", "SuffixDecoding: suffix trees over prompts and earlier outputs",
+                   ("suffixdecoding", "suffix-decoding"),
+                   ("retrieval-drafting", "context-copy", "dynamic-tree", "adaptive-draft-length"),
+                   ("token-tree-verification",), True, f"{_M}.retrieval:suffix_decoding",
+                   paper_settings="suffix trees of depth 64 over the request and earlier outputs; a pattern of p "
+                                  "tokens grows at most α·p nodes (α = 1, at most 64) of estimated probability "
+                                  ">= 0.1, the best-scoring tree wins (its simulator's defaults, ArcticInference); "
+                                  "so at most 32 deep (p nodes, 64 - p levels left in the tree) and 58 nodes "
+                                  "(at most 10 per level of D >= 0.1)",
+                   paper_draft=(32, 58), paper_draft_exact=False),
         MethodSpec("santilli2023accelerating", "Jacobi decoding", ("jacobi-decoding",),
                    ("mask-predict-jacobi",), ("greedy-verification",), True, f"{_M}.parallel:jacobi_decoding",
                    paper_settings="window of 8 guesses (ours: the paper's MT blocks do not carry over)",

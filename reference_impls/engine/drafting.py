@@ -28,8 +28,10 @@ class Draft:
 
     parents[i] < i, so a chain is parents == [-1, 0, 1, ...]. Siblings were drawn in order,
     without replacement, from `q[i]` (the drafter's distribution at the parent, the same row for
-    all siblings), or independently when `replacement` (so they may repeat); `q is None` means
-    deterministic proposals (a point mass on each token).
+    all siblings), or independently when `replacement` (so they may repeat), or, when `hub`, as
+    SpecHub's pairs (`hub_pair`: the first from q; the second the hub, q's most likely token, unless
+    the first is the hub, then from q without it); `q is None` means deterministic proposals (a
+    point mass on each token).
     The last `auxiliary` nodes ride along in the verification forward so the drafter can read
     their outputs back (e.g. a Jacobi window), but they can never be accepted.
     `key`: what the drafter knows of this draft's reliability (e.g. the length of the match it was
@@ -45,6 +47,7 @@ class Draft:
     key: object = None
     replacement: bool = False
     exit_states: ExitStates | None = None
+    hub: bool = False
 
     @classmethod
     def chain(cls, tokens: list[int], q: torch.Tensor | None = None, key: object = None,
@@ -62,7 +65,7 @@ class Draft:
         exit_states = None if self.exit_states is None else self.exit_states.select([0] + [node + 1 for node in kept])
         return Draft([self.tokens[node] for node in kept], [index.get(self.parents[node], -1) for node in kept],
                      None if self.q is None else self.q[kept], key=self.key, replacement=self.replacement,
-                     exit_states=exit_states)
+                     exit_states=exit_states, hub=self.hub)
 
     @property
     def proposed(self) -> int:
@@ -210,12 +213,15 @@ class ModelDrafter(Drafter):
     expands widths[d] children per node at depth d, one drafter forward per tree level.
 
     Greedy decoding drafts the drafter's top tokens; sampling draws children without replacement
-    (independently when `replacement`) from the drafter's tempered distribution and records it in
-    `Draft.q` for the verifier.
+    (independently when `replacement`, as SpecHub's pairs when `hub`: widths of at most 2) from the
+    drafter's tempered distribution and records it in `Draft.q` for the verifier.
     """
 
-    def __init__(self, model, widths: tuple[int, ...] = (), label: str = "draft model", replacement: bool = False):
-        self.model, self.widths, self.label, self.replacement = model, widths, label, replacement
+    def __init__(self, model, widths: tuple[int, ...] = (), label: str = "draft model", replacement: bool = False,
+                 hub: bool = False):
+        if hub and any(width > 2 for width in widths):
+            raise ValueError("SpecHub's hub pairs are two siblings: widths of at most 2")
+        self.model, self.widths, self.label, self.replacement, self.hub = model, widths, label, replacement, hub
         self.cache = kv.new_cache(model)
         self.cached: list[int] = []  # the tokens whose keys/values the cache holds, in order
         self.agreed = 0  # how many of them are known to be committed text
@@ -234,13 +240,13 @@ class ModelDrafter(Drafter):
         logits = kv.forward(self.model, self.cache, context[common:], last_only=True).logits
         self.cached, self.agreed = list(context), len(context)
 
-        draft, frontier = Draft(q=None if sampling.greedy else [], replacement=self.replacement), [-1]
+        draft, frontier = Draft(q=None if sampling.greedy else [], replacement=self.replacement, hub=self.hub), [-1]
         for level in range(depth):
             width = self.widths[level] if level < len(self.widths) else 1
             new_nodes = []
             for row, parent in enumerate(frontier):
                 key = (len(context) + level, "draft", row)  # the position drafted, and which parent
-                for token, q in self._children(logits[row], width, sampling, rng, key, self.replacement):
+                for token, q in self._children(logits[row], width, sampling, rng, key, self.replacement, self.hub):
                     draft.tokens.append(token)
                     draft.parents.append(parent)
                     if q is not None:
@@ -260,10 +266,12 @@ class ModelDrafter(Drafter):
         return draft
 
     @staticmethod
-    def _children(logits, width, sampling, rng, key, replacement: bool = False):
+    def _children(logits, width, sampling, rng, key, replacement: bool = False, hub: bool = False):
         if sampling.greedy:
             return [(int(t), None) for t in logits.topk(width).indices]
         q = sampling.probs(logits)
+        if hub and width == 2:
+            return [(token, q) for token in hub_pair(q, rng, key)]
         if replacement:
             return [(rng.categorical(q, *key, sibling), q) for sibling in range(width)]
         drawn: list[int] = []
@@ -273,6 +281,20 @@ class ModelDrafter(Drafter):
 
     def describe(self):
         return self.label
+
+
+def hub_pair(q: torch.Tensor, rng: Randomness, key: tuple) -> list[int]:
+    """SpecHub's two drafts (Sun et al. 2024) from q around its hub a = argmax q: the first X1 ~ q;
+    the second is a when X1 != a, else X2 ~ q without a. Every pair holds the hub, so the joint is
+    the sparse Q(x, a) = q(x), Q(a, x) = q(a) q(x) / (1 - q(a)) (`verification.hub_pair_masses`).
+    One draft when q has no other token."""
+    hub = int(q.argmax())
+    first = rng.categorical(q, *key, 0)
+    if first != hub:
+        return [first, hub]
+    if int((q > 0).sum()) < 2:
+        return [first]
+    return [first, rng.categorical(without(q, [hub]), *key, 1)]
 
 
 def grow_template(tree, depth: int, root: torch.Tensor, expand) -> Draft:

@@ -1,15 +1,16 @@
 """Axis 2 of the taxonomy: which drafted tokens the target keeps.
 
-A verifier walks the draft tree from the root using the target's logits (row 0 after the last
-committed token, row 1+i after node i) and returns the accepted path plus one more token from
-the target: the bonus token when every tried child was accepted, else the correction.
-`position` is the absolute position (in prompt + output) of the token row 0 decides; random
-draws are keyed by it, so the same seed gives the same decision at a position however the text
-up to it was drafted.
+A verifier walks the draft tree (from the root; traversal verification from the leaves) using
+the target's logits (row 0 after the last committed token, row 1+i after node i) and returns the
+accepted path plus one more token from the target: the bonus token when every tried child was
+accepted, else the correction. `position` is the absolute position (in prompt + output) of the
+token row 0 decides; random draws are keyed by it, so the same seed gives the same decision at a
+position however the text up to it was drafted.
 
 Every rule lives here: the exact ones (greedy matching, speculative sampling and its recursive
-tree form, block verification, SpecTr's K-SEQ) and, at the end, the relaxed ones (Medusa's
-typical acceptance, blockwise decoding's top-k), which `relaxed = True` marks as not lossless.
+tree form, block and traversal verification, SpecTr's K-SEQ, SpecHub) and, at the end, the
+relaxed ones (Medusa's typical acceptance, blockwise decoding's top-k), which `relaxed = True`
+marks as not lossless.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class RejectionSampling(Verifier):
     """
 
     def verify(self, draft, logits, sampling, rng, position):
+        if draft.hub and draft.q is not None:
+            raise ValueError("hub pairs are not siblings drawn with or without replacement: SpecHub verifies them")
         target = sampling.probs(logits)
         children, accepted, node = draft.children(), [], -1
         depth = kv.depths(draft.parents)
@@ -142,20 +145,94 @@ class BlockVerification(RejectionSampling):
         # The paper draws every η_i and keeps the largest τ that passes: the same as trying the
         # whole block first and walking back towards the root, stopping at the first pass.
         for tau in range(gamma, 0, -1):
-            if tau == gamma:
-                keep = weight[gamma]
-            else:
-                _, mass = residual(weight[tau] * p[tau], q[tau])
-                # 0/0 only when weight_τ = 1 and p_{τ+1} = q_{τ+1}: nothing can fail from here on.
-                keep = mass / (mass + 1 - weight[tau]) if mass + 1 - weight[tau] > 0 else 1.0
+            keep = weight[gamma] if tau == gamma else rejected(weight[tau], p[tau], q[tau])[0]
             if rng.bernoulli(keep, position + tau - 1, "block"):
                 break
         else:
             tau = 0
         if tau == gamma:
             return list(range(gamma)), rng.categorical(p[gamma], position + gamma, "token")
-        correction, _ = residual(weight[tau] * p[tau], q[tau])
+        _, correction = rejected(weight[tau], p[tau], q[tau])
         return list(range(tau)), rng.categorical(correction, position + tau, "token")
+
+
+def rejected(weight: float, p: torch.Tensor, q: torch.Tensor) -> tuple[float, torch.Tensor]:
+    """What is left at a node once its child, drawn from q, was rejected: (h, norm(max(w·p - q, 0))).
+
+    w is the node's weight (block verification's weight_i, traversal verification's p_α): the
+    chance its path was accepted so far, relative to the drafter's. Read as a distribution over
+    the next token plus a "reject this node too" outcome, the node holds (w·p, 1 - w) against the
+    drafter's (q, 0); rejecting the child leaves norm(max(w·p - q, 0), 1 - w), so the node itself
+    is now kept with probability h = m / (m + 1 - w), m the mass of max(w·p - q, 0), and then the
+    next token is drawn from norm(max(w·p - q, 0)). For w = 1 (the committed text) h = 1: the
+    correction of speculative sampling. For w = 0 (a token the target rules out) h = 0: the node is
+    never kept and its row, 0/0, is never drawn from; its own row stands in."""
+    if weight <= 0:
+        return 0.0, p
+    left, mass = residual(weight * p, q)
+    # 0/0 only when w = 1 and p = q: the child could not have been rejected, nothing is lost.
+    return (mass / (mass + 1 - weight) if mass + 1 - weight > 0 else 1.0), left
+
+
+class TraversalVerification(RejectionSampling):
+    """Traversal verification (Weng et al. 2025, Algorithm 3): a token tree drawn from the drafter
+    is judged leaf to root, each node by the sequence that ends there, not token by token.
+
+    Every node holds a weight p_α, its target row p (the target's distribution after it) and the
+    rows its children were drawn from. The root (the committed text) has p_α = 1; a child x of a
+    node u gets, when the traversal first reaches it,
+
+        p_α(x) = min(1, p_α(u) · p_u(x) / q_u(x))
+
+    (q_u less u's earlier children for siblings drawn without replacement). The traversal starts at
+    the first leaf in post-order (the deepest, leftmost) and repeats:
+
+        accept the visited node Y with probability p_α(Y): keep the path root..Y, draw the next
+            token from p_Y, stop;
+        else delete Y, and at its parent u: (p_α(u), p_u) <- (h, norm(max(p_α(u)·p_u - q_u, 0)))
+            with h = m / (m + 1 - p_α(u)), m the mass of max(p_α(u)·p_u - q_u, 0) (`rejected`);
+            visit the next node in post-order: the first leaf under u's next child, else u itself.
+
+    The root is accepted when reached (its p_α stays 1), drawing from what is left of its row: a
+    tree whose every path failed ends as speculative sampling does. A rejected parent's children
+    were judged before it, so a likely continuation can carry an unlikely token, and on a chain the
+    rule is block verification (Sun et al. 2025). Lossless (the paper's Theorem), checked by
+    enumeration in the tests. Siblings may be drawn without replacement or independently.
+    Deterministic drafts take the token-wise rule (see `RejectionSampling`).
+    """
+
+    def verify(self, draft, logits, sampling, rng, position):
+        if draft.q is None:
+            return super().verify(draft, logits, sampling, rng, position)
+        target, depth = sampling.probs(logits), kv.depths(draft.parents)
+        left = draft.children()  # children not yet deleted, in drawing order
+        weight, row = {-1: 1.0}, {node: target[node + 1] for node in left}
+        tried: dict[int, list[int]] = {node: [] for node in left}  # tokens of deleted children
+
+        def drawn_from(child: int) -> torch.Tensor:
+            q = draft.q[child].to(target)
+            return q if draft.replacement else without(q, tried[draft.parents[child]])
+
+        def first_leaf(node: int) -> int:
+            while left[node]:
+                child = left[node][0]
+                token = draft.tokens[child]
+                weight[child] = min(1.0, weight[node] * float(row[node][token] / drawn_from(child)[token]))
+                node = child
+            return node
+
+        visited = first_leaf(-1)
+        while visited >= 0 and not rng.bernoulli(weight[visited], position + depth[visited] - 1, "traverse", visited):
+            parent = draft.parents[visited]
+            weight[parent], row[parent] = rejected(weight[parent], row[parent], drawn_from(visited))
+            tried[parent].append(draft.tokens[visited])
+            left[parent].pop(0)
+            visited = first_leaf(parent)
+        path, node = [], visited
+        while node >= 0:
+            path.insert(0, node)
+            node = draft.parents[node]
+        return path, rng.categorical(row[visited], position + len(path), "token")
 
 
 class KSequential(RejectionSampling):
@@ -212,6 +289,97 @@ def transport_ratio(p: torch.Tensor, q: torch.Tensor, k: int, steps: int = 50) -
         beta = float(torch.minimum(q, p / middle).sum())
         low, high = (low, middle) if middle * beta >= 1 - (1 - beta) ** k else (middle, high)
     return high
+
+
+class SpecHub(RejectionSampling):
+    """SpecHub's verification of two drafts (Sun et al. 2024). The drafts are a hub pair
+    (`drafting.hub_pair`): every pair holds the hub a = argmax q, so the optimal-transport
+    problem between the draft pairs and the target's token shrinks to a few transfers, solved in
+    closed form. With Q(i, a) = q(i) and Q(a, i) = q(a) q(i) / (1 - q(a)) (i != a), at a node
+    with target row p:
+
+        1. pair (i, a): accept i with probability min(1, p(i) / Q(i, a));
+           for every i != a: p'(i) = max(p(i) - Q(i, a), 0), R(i, a) = max(Q(i, a) - p(i), 0)
+        2. pair (a, i): accept i with probability min(1, p'(i) / Q(a, i));
+           p''(i) = max(p'(i) - Q(a, i), 0), R(a, i) = max(Q(a, i) - p'(i), 0)
+        3. pair (a, i), i rejected: accept a with probability min(1, p(a) / Σ_i R(a, i));
+           p'(a) = max(p(a) - Σ_i R(a, i), 0)
+        4. pair (i, a), i rejected: accept a with probability min(1, p'(a) / Σ_i R(i, a));
+           p''(a) = max(p'(a) - Σ_i R(i, a), 0)
+        5. nothing accepted: the next token from norm(p'').
+
+    Each token's acceptances add up to min(p, what the pairs offer it), and what is left is p'', so
+    the rule is lossless (checked by enumeration in the tests). A node with one child is judged by
+    speculative sampling; the walk continues from the accepted child, as in SpecInfer's trees.
+    Deterministic drafts take the token-wise rule (see `RejectionSampling`).
+    """
+
+    def verify(self, draft, logits, sampling, rng, position):
+        if draft.q is None:
+            return super().verify(draft, logits, sampling, rng, position)
+        if not draft.hub:
+            raise ValueError("SpecHub verifies hub pairs (a ModelDrafter with hub=True)")
+        target, children, depth = sampling.probs(logits), draft.children(), kv.depths(draft.parents)
+        accepted, node = [], -1
+        while True:
+            at, p = position + (depth[node] if node >= 0 else 0), target[node + 1]
+            pair = children[node]
+            if not pair:
+                return accepted, rng.categorical(p, at, "token")
+            q = draft.q[pair[0]].to(p)
+            tokens = [draft.tokens[child] for child in pair]
+            if len(pair) == 1:
+                kept = rng.bernoulli(min(1.0, float(p[tokens[0]] / q[tokens[0]])), at, "accept", 0)
+                p = p if kept else residual(p, q)[0]
+                kept = 0 if kept else None
+            else:
+                kept, p = self.hub_step(p, q, tokens, rng, at)
+            if kept is None:
+                return accepted, rng.categorical(p, at, "token")
+            node = pair[kept]
+            accepted.append(node)
+
+    @staticmethod
+    def hub_step(p, q, tokens, rng, at) -> tuple[int | None, torch.Tensor]:
+        """Steps 1-5 on the pair `tokens` drawn from q: (which draft is kept, or None, and the row
+        the next token is then drawn from)."""
+        hub, q_ia, q_ai = hub_pair_masses(q)
+        if hub not in tokens:
+            raise ValueError(f"a hub pair holds the drafter's most likely token {hub}; got {tokens}")
+        other = tokens[1] if tokens[0] == hub else tokens[0]
+        hub_second = tokens[1] == hub  # the pair is (i, a)
+
+        def accept(mass: float, offered: float, sibling: int) -> bool:
+            return rng.bernoulli(min(1.0, mass / offered) if offered > 0 else 1.0, at, "accept", sibling)
+
+        if hub_second and accept(float(p[other]), float(q_ia[other]), 0):
+            return 0, p
+        not_hub = torch.ones_like(p, dtype=torch.bool)
+        not_hub[hub] = False
+        p1, r_ia = (p - q_ia).clamp_min(0) * not_hub, (q_ia - p).clamp_min(0) * not_hub
+        if not hub_second and accept(float(p1[other]), float(q_ai[other]), 1):
+            return 1, p
+        p2, r_ai = (p1 - q_ai).clamp_min(0) * not_hub, (q_ai - p1).clamp_min(0) * not_hub
+        hub_left = float(p[hub])
+        if not hub_second and accept(hub_left, float(r_ai.sum()), 0):
+            return 0, p
+        hub_left = max(hub_left - float(r_ai.sum()), 0.0)
+        if hub_second and accept(hub_left, float(r_ia.sum()), 1):
+            return 1, p
+        p2[hub] = max(hub_left - float(r_ia.sum()), 0.0)
+        left = float(p2.sum())
+        return None, (p2 / left if left > 0 else p)  # nothing left: this end had probability ~0
+
+
+def hub_pair_masses(q: torch.Tensor) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """SpecHub's sparse joint of two drafts around the hub a = argmax q (`drafting.hub_pair` draws
+    from it): (a, Q(·, a), Q(a, ·)), Q(x, a) = q(x) and Q(a, x) = q(a) q(x) / (1 - q(a)) for x != a,
+    0 at a. The first draft's marginal is q."""
+    hub = int(q.argmax())
+    q_ia = q.clone()
+    q_ia[hub] = 0
+    q_ai = q_ia * (float(q[hub]) / float(q_ia.sum())) if float(q_ia.sum()) > 0 else q_ia
+    return hub, q_ia, q_ai
 
 
 # --------------------------------------------------------------------------------------------

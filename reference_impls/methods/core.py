@@ -13,7 +13,8 @@ from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.engine.models import is_embedded, shallow_slice
-from specatlas.impls.engine.verification import BlockVerification, KSequential, RejectionSampling, Verifier
+from specatlas.impls.engine.verification import (BlockVerification, KSequential, RejectionSampling, SpecHub,
+                                                 TraversalVerification, Verifier)
 
 
 def autoregressive(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -93,6 +94,23 @@ def multi_candidate(target, draft_model=None, policy=DraftLengthPolicy.paper(), 
                               draft_length=policy.controller(target, depth, expansion_nodes(MCSD_K_CONFIG), max_depth=depth))
 
 
+# Traversal verification: ours, not the paper's (its trees for this model are not restated here):
+# a binary tree of depth 4, 2 children per node drawn without replacement (30 nodes); on the
+# cost-aware policy 2 x 2 candidates at the first two depths, then chains.
+TRAVERSAL_WIDTHS = (2, 2, 2, 2)
+TRAVERSAL_WIDTHS_AUTO = (2, 2)
+
+
+def traversal_verification(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
+    """Weng et al. 2025: the draft model expands a token tree (siblings drawn without replacement),
+    the target scores it in one forward, and traversal verification (`TraversalVerification`)
+    judges it leaf to root by whole sequences instead of token by token from the root."""
+    model, label = default_draft_model(target, draft_model)
+    widths = TRAVERSAL_WIDTHS_AUTO if policy.is_cost_aware else TRAVERSAL_WIDTHS
+    return SpeculativeDecoder(target, ModelDrafter(model, widths, label), sampling_verifier=TraversalVerification(),
+                              draft_length=policy.controller(target, len(TRAVERSAL_WIDTHS), expansion_nodes(widths)))
+
+
 # SpecTr: k i.i.d. drafts of L tokens each. Ours, not the paper's: its settings for this model are
 # not restated here.
 SPECTR_DRAFTS, SPECTR_LENGTH = 4, 4
@@ -107,6 +125,22 @@ def spectr(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> Specul
     drafter = ModelDrafter(model, (SPECTR_DRAFTS,), label, replacement=True)
     return SpeculativeDecoder(target, drafter, sampling_verifier=KSequential(),
                               draft_length=policy.controller(target, SPECTR_LENGTH, expansion_nodes((SPECTR_DRAFTS,))))
+
+
+# SpecHub's code (its README's command): a binary tree of depth 4 (growmap k-ary_trees/2^5: 31
+# nodes with the root, 30 drafts), every node's two children a hub pair.
+SPECHUB_WIDTHS = (2, 2, 2, 2)
+SPECHUB_WIDTHS_AUTO = (2, 2)
+
+
+def spechub(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
+    """Sun et al. 2024 (SpecHub): the draft model expands a binary token tree whose sibling pairs
+    hold the hub, the draft's most likely token (`drafting.hub_pair`); the target scores it in one
+    forward and SpecHub's closed-form transport (`SpecHub`) decides each pair from the root down."""
+    model, label = default_draft_model(target, draft_model)
+    widths = SPECHUB_WIDTHS_AUTO if policy.is_cost_aware else SPECHUB_WIDTHS
+    return SpeculativeDecoder(target, ModelDrafter(model, widths, label, hub=True), sampling_verifier=SpecHub(),
+                              draft_length=policy.controller(target, len(SPECHUB_WIDTHS), expansion_nodes(widths)))
 
 
 # Prompt lookup decoding's reference code: max_ngram_size = 3, num_pred_tokens = 10.

@@ -1,4 +1,4 @@
-"""Retrieval-based methods (LLMA, REST, SAM-Decoding) as compositions on the shared loop.
+"""Retrieval-based methods (LLMA, REST, SAM-Decoding, SuffixDecoding) as compositions on the shared loop.
 
 Same builder signature as `methods/core.py`; none uses a draft model. REST and SAM-Decoding read a
 datastore: $SPECATLAS_DATASTORE when set, else the one shipped for the embedded model, built by
@@ -18,6 +18,7 @@ from specatlas.impls.methods.parallel import recycling_template
 from specatlas.impls.drafters.model_free.recycling import TokenRecycling
 from specatlas.impls.engine.models import EMBEDDED, ModelLoadError
 from specatlas.impls.drafters.model_free.retrieval import Datastore, ReferenceCopy, RetrievalTree, SuffixAutomatonDraft
+from specatlas.impls.drafters.model_free.suffix_tree import SuffixDecoding
 
 DEFAULT_DATASTORE = Path(__file__).resolve().parent.parent / "datastores" / f"{EMBEDDED}.npz"
 
@@ -59,6 +60,27 @@ def sam_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> 
     auxiliary = TokenRecycling(recycling_template(target, policy))
     return SpeculativeDecoder(target, SuffixAutomatonDraft(datastore_for(target), auxiliary=auxiliary),
                               draft_length=policy.controller(target, SAM_TOKENS))
+
+
+# SuffixDecoding (its simulator's defaults, also ArcticInference's vLLM defaults): suffix trees of
+# depth 64, at most α·p nodes for a pattern of p tokens with α = 1 and at most 64, nodes of
+# estimated probability below 0.1 dropped.
+SUFFIX_DEPTH, SUFFIX_FACTOR, SUFFIX_MIN_PROBABILITY = 64, 1.0, 0.1
+
+
+def suffix_paper_nodes(depth: int) -> int:
+    return SUFFIX_DEPTH
+
+
+def suffix_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
+    """Oliaro et al. 2025: suffix trees over this request (prompt and output so far) and over
+    earlier outputs; the last p tokens matched in each, for every p, grow a speculation tree of
+    the most frequent continuations (at most α·p nodes) and the best-scoring tree is verified.
+    No datastore: what it retrieves from, it has seen. On the cost-aware policy the tree gets
+    REST's CPU node budget."""
+    nodes = rest_nodes if policy.is_cost_aware else suffix_paper_nodes
+    drafter = SuffixDecoding(SUFFIX_DEPTH, SUFFIX_FACTOR, SUFFIX_MIN_PROBABILITY, nodes)
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, SUFFIX_DEPTH, nodes))
 
 
 def datastore_for(target) -> Datastore:

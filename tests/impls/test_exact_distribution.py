@@ -16,11 +16,15 @@ from specatlas.impls.engine.decoding import InnerDecoder, SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.engine.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.engine.sampling import Sampling
-from specatlas.impls.engine.verification import BlockVerification, KSequential
+from specatlas.impls.engine.verification import BlockVerification, KSequential, SpecHub, TraversalVerification
 
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution, tiny_llama
 
 PROMPT = [1, 2, 1]
+# A drafter less sure of itself: its most likely token is often not drawn first, so every step of
+# SpecHub's rule decides something (with the sharper drafter, a hub holding 0.83 of the mass, even
+# recursive rejection on hub pairs happens to be exact on a 3-token vocabulary).
+FLAT_DRAFTER = ToyLM(seed=2, sharpness=0.7)
 SAMPLINGS = [Sampling(1.0), Sampling(0.6), Sampling(1.3, top_p=0.8), Sampling(0.8, top_p=0.6)]
 
 
@@ -34,7 +38,7 @@ def drafter_model():
     return ToyLM(seed=2, sharpness=1.5)
 
 
-def decoders(target, drafter_model):
+def decoders(target, drafter_model, flat_drafter=FLAT_DRAFTER):
     return {
         "baseline": SpeculativeDecoder(target),
         "chain (speculative sampling)": SpeculativeDecoder(target, ModelDrafter(drafter_model), draft_length=FixedLength(2)),
@@ -49,6 +53,16 @@ def decoders(target, drafter_model):
             target, ModelDrafter(drafter_model, widths=(2, 1), replacement=True), draft_length=FixedLength(2)),
         "SpecTr K-SEQ": SpeculativeDecoder(target, ModelDrafter(drafter_model, widths=(2,), replacement=True),
                                            sampling_verifier=KSequential(), draft_length=FixedLength(2)),
+        # Two subtrees of two levels: a rejected leaf hands over to its parent, a rejected parent to
+        # its sibling's subtree, and the root ends it.
+        "traversal verification": SpeculativeDecoder(target, ModelDrafter(drafter_model, widths=(2, 1)),
+                                                     sampling_verifier=TraversalVerification(), draft_length=FixedLength(2)),
+        "traversal verification, i.i.d. siblings": SpeculativeDecoder(
+            target, ModelDrafter(drafter_model, widths=(2, 1), replacement=True), sampling_verifier=TraversalVerification(),
+            draft_length=FixedLength(2)),
+        # A binary tree of hub pairs: pairs (i, a) and (a, i) at the root and under each draft.
+        "SpecHub": SpeculativeDecoder(target, ModelDrafter(flat_drafter, widths=(2, 2), hub=True),
+                                      sampling_verifier=SpecHub(), draft_length=FixedLength(2)),
     }
 
 
@@ -62,7 +76,8 @@ def deviation(got: dict[tuple, float], want: dict[tuple, float]) -> float:
 @pytest.mark.parametrize("sampling", SAMPLINGS, ids=lambda s: f"T{s.temperature}-p{s.top_p}")
 @pytest.mark.parametrize("name", ["baseline", "chain (speculative sampling)", "tree (SpecInfer recursive rejection)",
                                   "point-mass drafts (prompt lookup)", "block verification",
-                                  "multi-candidate i.i.d. (MCSD)", "SpecTr K-SEQ"])
+                                  "multi-candidate i.i.d. (MCSD)", "SpecTr K-SEQ", "traversal verification",
+                                  "traversal verification, i.i.d. siblings", "SpecHub"])
 def test_output_distribution_equals_target(target, drafter_model, name, sampling):
     worst = deviation(sampled_distribution(target, drafter_model, name, sampling), target_distribution(target, sampling, name))
     assert worst < 1e-6, f"{name}: max |P_decoder - P_target| = {worst:.2e}"
@@ -115,6 +130,120 @@ def test_spectr_with_rho_one_is_caught(target, drafter_model, monkeypatch):
     assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
 
 
+@pytest.mark.parametrize("sampling", [Sampling(1.0, top_k=2), Sampling(0.7, top_k=2)], ids=["T1.0-k2", "T0.7-k2"])
+def test_traversal_verification_with_tokens_the_target_rules_out(target, sampling):
+    """Top-k 2 on 3 tokens, and a drafter whose top 2 after the prompt is not the target's: drafts the
+    target gives probability 0 (p_α = 0) in a tree of two levels of two, so a node that can never be
+    kept loses a child and the traversal moves on to its sibling (that node's residual is 0/0)."""
+    other = ToyLM(seed=3, sharpness=1.5)
+    decoder = lambda: SpeculativeDecoder(target, ModelDrafter(other, widths=(2, 2)),  # noqa: E731
+                                         sampling_verifier=TraversalVerification(), draft_length=FixedLength(2))
+    got = enumerate_outputs(lambda rng: tuple(decoder().generate(PROMPT, 3, sampling, rng).tokens))
+    worst = deviation(got, sequence_distribution(target, PROMPT, 3, sampling))
+    assert worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"
+
+
+def test_traversal_verification_that_keeps_the_parents_weight_is_caught(target, drafter_model, monkeypatch):
+    """A planted bug: once a child is rejected its parent keeps its p_α (only its row becomes the
+    residual) instead of h = m / (m + 1 - p_α). The enumeration must see it."""
+    right = verification.rejected
+    monkeypatch.setattr(verification, "rejected", lambda weight, p, q: (weight, right(weight, p, q)[1]))
+    sampling = SAMPLINGS[0]
+    worst = deviation(sampled_distribution(target, drafter_model, "traversal verification", sampling),
+                      target_distribution(target, sampling, "traversal verification"))
+    assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
+
+
+def test_traversal_verification_that_forgets_the_drawn_siblings_is_caught(target, drafter_model, monkeypatch):
+    """A planted bug: siblings drawn without replacement judged as if drawn independently (q not
+    conditioned on the earlier siblings' tokens)."""
+    monkeypatch.setattr(verification, "without", lambda probs, tokens: probs)
+    sampling = SAMPLINGS[0]
+    worst = deviation(sampled_distribution(target, drafter_model, "traversal verification", sampling),
+                      target_distribution(target, sampling, "traversal verification"))
+    assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
+
+
+def test_spechub_with_an_unnormalised_hub_pair_is_caught(target, drafter_model, monkeypatch):
+    """A planted bug: Q(a, i) = q(a) q(i), the pair (a, i)'s mass without SpecHub's 1 / (1 - q(a))
+    (the second draft's distribution left unnormalised), so i is accepted too often after a."""
+    right = verification.hub_pair_masses
+
+    def unnormalised(q):
+        hub, q_ia, q_ai = right(q)
+        return hub, q_ia, q_ai * (1 - float(q[hub]))
+
+    monkeypatch.setattr(verification, "hub_pair_masses", unnormalised)
+    sampling = SAMPLINGS[0]
+    worst = deviation(sampled_distribution(target, drafter_model, "SpecHub", sampling),
+                      target_distribution(target, sampling, "SpecHub"))
+    assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
+
+
+class Unmarked(ModelDrafter):
+    """Drafts hub pairs but does not say so (`Draft.hub` False)."""
+
+    def propose(self, context, depth, sampling, rng):
+        draft = super().propose(context, depth, sampling, rng)
+        draft.hub = False
+        return draft
+
+
+def test_hub_pairs_judged_as_siblings_without_replacement_are_caught(target, drafter_model):
+    """Why a draft says how its siblings were drawn: recursive rejection, exact for siblings drawn
+    without replacement, is not for hub pairs (the second draft is a whenever the first is not)."""
+    sampling = SAMPLINGS[0]
+    decoder = lambda: SpeculativeDecoder(target, Unmarked(FLAT_DRAFTER, widths=(2, 2), hub=True),  # noqa: E731
+                                         draft_length=FixedLength(2))
+    got = enumerate_outputs(lambda rng: tuple(decoder().generate(PROMPT, 3, sampling, rng).tokens))
+    worst = deviation(got, target_distribution(target, sampling, "SpecHub"))
+    assert worst > 1e-2, f"recursive rejection on hub pairs moved the distribution by only {worst:.2e}"
+    from specatlas.impls.engine.sampling import Randomness
+
+    marked = ModelDrafter(drafter_model, widths=(2,), hub=True).propose(PROMPT, 1, sampling, Randomness(0))
+    with pytest.raises(ValueError, match="hub pairs"):
+        verification.RejectionSampling().verify(marked, torch.zeros(3, VOCAB), sampling, Randomness(0), len(PROMPT))
+
+
+def test_hub_pairs_hold_the_hub():
+    """Guards the SpecHub test: every sampled pair holds the drafter's most likely token, and both orders occur."""
+    from specatlas.impls.engine.sampling import Randomness
+
+    orders = set()
+    for seed in range(30):
+        draft = ModelDrafter(FLAT_DRAFTER, widths=(2,), hub=True).propose(PROMPT, 1, SAMPLINGS[0], Randomness(seed))
+        hub = int(draft.q[0].argmax())
+        assert draft.hub and len(draft.tokens) == 2 and hub in draft.tokens and draft.tokens[0] != draft.tokens[1]
+        orders.add(draft.tokens.index(hub))
+    assert orders == {0, 1}
+
+
+def one_step(verifier, draft, logits, sampling) -> dict[tuple, float]:
+    """The exact distribution of one verification's (accepted nodes, next token)."""
+
+    def decide(rng):
+        accepted, token = verifier.verify(draft, logits, sampling, rng, len(PROMPT))
+        return tuple(accepted), token
+
+    return enumerate_outputs(decide)
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS, ids=lambda s: f"T{s.temperature}-p{s.top_p}")
+def test_traversal_verification_of_a_chain_is_block_verification(target, drafter_model, sampling):
+    """On a chain the traversal visits the leaf, then each ancestor with block verification's h_i:
+    the two rules decide alike, in distribution, for every drafted chain."""
+    from specatlas.impls.engine.sampling import Randomness
+
+    for seed in range(4):
+        draft = ModelDrafter(drafter_model).propose(PROMPT, 3, sampling, Randomness(seed))
+        tokens = list(PROMPT)
+        logits = torch.stack([target.next_logits(tuple(tokens + draft.tokens[:i])) for i in range(4)])
+        block = one_step(BlockVerification(), draft, logits, sampling)
+        traversal = one_step(TraversalVerification(), draft, logits, sampling)
+        assert set(block) == set(traversal)
+        assert max(abs(block[key] - traversal[key]) for key in block) < 1e-12
+
+
 def expected_accepted(decoder, sampling) -> float:
     """Expected drafts kept in the first step (a full-depth draft), computed exactly."""
     steps = enumerate_outputs(lambda rng: (decoder().generate(PROMPT, 4, sampling, rng).stats.accepted_lengths[0],))
@@ -128,6 +257,44 @@ def test_block_verification_keeps_at_least_as_many_tokens(target, drafter_model,
     assert block >= token - 1e-9, f"block verification kept {block:.4f} tokens per step, token-wise {token:.4f}"
     if sampling == SAMPLINGS[0]:  # and really verifies jointly: 1.07 tokens against 0.98 here
         assert block > token + 0.05
+
+
+def first_step_accepted(decoder, sampling, depth: int) -> float:
+    """Expected drafts kept by one verification of a depth-`depth` draft after PROMPT, computed exactly
+    (only that step is enumerated)."""
+    from specatlas.impls.engine.decoding import Session
+
+    def run(rng):
+        built = decoder()
+        session = Session(built.target, PROMPT, sampling, rng, built.verifier(sampling))
+        built.drafter.start(list(PROMPT), session.prefill)
+        return (len(session.step(built.drafter.propose(session.tokens, depth, sampling, rng)).accepted),)
+
+    return sum(kept * p for (kept,), p in enumerate_outputs(run).items())
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS[:2], ids=lambda s: f"T{s.temperature}-p{s.top_p}")
+def test_traversal_verification_keeps_more_than_recursive_rejection(target, drafter_model, sampling):
+    """The paper's claim, on the toy's first step: the same (2, 1) trees, judged leaf to root by
+    sequences, keep more drafts than SpecInfer's token-wise recursive rejection (1.37 against 1.32
+    tokens at T = 1)."""
+    traversal = first_step_accepted(lambda: decoders(target, drafter_model)["traversal verification"], sampling, 2)
+    recursive = first_step_accepted(lambda: decoders(target, drafter_model)["tree (SpecInfer recursive rejection)"],
+                                    sampling, 2)
+    assert traversal >= recursive + 0.02, f"traversal kept {traversal:.4f} tokens per step, recursive rejection {recursive:.4f}"
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS[:2], ids=lambda s: f"T{s.temperature}-p{s.top_p}")
+def test_spechub_keeps_more_than_recursive_rejection(target, sampling):
+    """The paper's claim, on the toy's first step: two drafts as a hub pair keep more than two drawn
+    without replacement under recursive rejection (here always one of the pair, against 0.96 at T = 1)."""
+    def pair(**kwargs):
+        return lambda: SpeculativeDecoder(target, ModelDrafter(FLAT_DRAFTER, widths=(2,), **kwargs),
+                                          sampling_verifier=SpecHub() if kwargs else verification.RejectionSampling(),
+                                          draft_length=FixedLength(1))
+
+    hub, recursive = first_step_accepted(pair(hub=True), sampling, 1), first_step_accepted(pair(), sampling, 1)
+    assert hub >= recursive + 0.02, f"SpecHub kept {hub:.4f} tokens per step, recursive rejection {recursive:.4f}"
 
 
 def test_tree_drafts_more_than_one_branch(target, drafter_model):
@@ -152,10 +319,11 @@ def test_independent_candidates_repeat(drafter_model):
 
 @pytest.mark.parametrize("name", ["chain (speculative sampling)", "tree (SpecInfer recursive rejection)",
                                   "point-mass drafts (prompt lookup)", "block verification", "multi-candidate i.i.d. (MCSD)",
-                                  "SpecTr K-SEQ"])
+                                  "SpecTr K-SEQ", "traversal verification", "SpecHub"])
 def test_greedy_output_equals_baseline(name):
     """On a real (random, tiny) transformer: tree masks and positions go through real attention."""
-    found = decoders(tiny_llama(seed=1), tiny_llama(seed=2, layers=1))
+    drafter = tiny_llama(seed=2, layers=1)
+    found = decoders(tiny_llama(seed=1), drafter, drafter)
     for prompt in ([1], [3, 3, 0], [2, 1, 2, 1, 2], [0, 1, 2, 3, 0, 1]):
         want = found["baseline"].generate(prompt, 12).tokens
         assert found[name].generate(prompt, 12).tokens == want

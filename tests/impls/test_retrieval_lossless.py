@@ -1,4 +1,4 @@
-"""LLMA, REST and SAM-Decoding are lossless: exact output distributions on the toy model, greedy
+"""LLMA, REST, SAM-Decoding and SuffixDecoding are lossless: exact output distributions on the toy model, greedy
 output identical to the baseline on a real transformer. (On the embedded model, every registered
 lossless method is checked by test_embedded_model.py.)"""
 
@@ -11,13 +11,14 @@ from specatlas.cli import main
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import FixedLength
 from specatlas.impls.drafters.model_free.retrieval import Datastore, ReferenceCopy, RetrievalTree, SuffixAutomatonDraft
+from specatlas.impls.drafters.model_free.suffix_tree import SuffixDecoding
 from specatlas.impls.engine.sampling import Randomness, Sampling
 
 from .test_exact_distribution import PROMPT, SAMPLINGS
 from .test_parallel_drafters import hot_recycling
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution, tiny_llama
 
-METHODS = ["yang2023inference", "he2024rest", "hu2025sam", "hu2025sam + token recycling"]
+METHODS = ["yang2023inference", "he2024rest", "hu2025sam", "hu2025sam + token recycling", "oliaro2025suffixdecoding"]
 
 
 def drafters(vocab: int):
@@ -28,6 +29,7 @@ def drafters(vocab: int):
         "he2024rest": RetrievalTree(store, nodes=lambda depth: 3 * depth),
         "hu2025sam": SuffixAutomatonDraft(store, bias=0),
         "hu2025sam + token recycling": SuffixAutomatonDraft(store, bias=0, auxiliary=hot_recycling(vocab), threshold=2),
+        "oliaro2025suffixdecoding": SuffixDecoding(),
     }
 
 
@@ -61,7 +63,8 @@ def test_greedy_output_equals_baseline(method):
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("name", ["yang2023inference", "llma", "he2024rest", "rest", "hu2025sam", "sam-decoding"])
+@pytest.mark.parametrize("name", ["yang2023inference", "llma", "he2024rest", "rest", "hu2025sam", "sam-decoding",
+                                  "oliaro2025suffixdecoding", "suffix-decoding"])
 def test_specatlas_run_by_id_and_alias(name, capsys):
     assert main(["run", name, "--prompt", "Name three colors.", "--max-new-tokens", "6",
                  "--draft-length", "3", "--json"]) == 0
