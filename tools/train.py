@@ -100,10 +100,11 @@ def execute(args: argparse.Namespace) -> int:
     output = output or checked(default_output(trainer, loaded.name))
     data = args.data or train_data.default_folder(loaded.name)
     print(f"specatlas train: {trainer.paper} ({family}) for {loaded.name}; data in {data}", file=sys.stderr)
-    shards = train_data.load(data, loaded.tokenizer, args.tokens)
+    shards, held_out = train_data.load(data, loaded.tokenizer, args.tokens)
     folder = training.features_folder(loaded.name)
     features = training.features(loaded, shards, trainer.layers(loaded.model), folder, tqdm)
-    features.source = train_data.describe(data, shards)
+    features.source = train_data.describe(data, shards, held_out)
+    features.held_out = list(range(sum(len(conversations) for _, conversations in shards[:held_out])))
     answer_tokens = sum(len(t) - p for t, p in zip(features.tokens, features.prompt_lengths))
     print(f"specatlas train: data: {len(features.tokens)} conversations, {answer_tokens} answer tokens, "
           f"{sum(map(len, features.tokens))} tokens", file=sys.stderr)

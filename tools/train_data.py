@@ -143,13 +143,8 @@ class Builder:
         atomic_write(self.folder / "manifest.json", (json.dumps(self.manifest, indent=1) + "\n").encode())
 
     def add_shard(self, kind: str, name: str, conversations, data: bytes) -> None:
-        from specatlas.impls.families.answers import file_sha
-
-        self.manifest[kind] = [s for s in self.manifest[kind] if s["file"] != name] + [{
-            "file": name, "sha256": file_sha(data), "conversations": len(conversations),
-            "answer_tokens": sum(len(c.answer) for c in conversations),
-            "finished": sum(c.finished for c in conversations),
-            "sources": _count(c.ref.split(":", 1)[0] for c in conversations)}]
+        self.manifest[kind] = [s for s in self.manifest[kind] if s["file"] != name] + [
+            shard_entry(name, conversations, data)]
         self.save_manifest()
 
     def shards(self, kind: str):
@@ -263,6 +258,16 @@ class Builder:
 MAGPIE_TOKENS = 128  # a query longer than this is cut off, and not used
 
 
+def shard_entry(name: str, conversations, data: bytes) -> dict:
+    """A shard's line in the manifest."""
+    from specatlas.impls.families.answers import file_sha
+
+    return {"file": name, "sha256": file_sha(data), "conversations": len(conversations),
+            "answer_tokens": sum(len(c.answer) for c in conversations),
+            "finished": sum(c.finished for c in conversations),
+            "sources": _count(c.ref.split(":", 1)[0] for c in conversations)}
+
+
 def user_turn_prefix(tokenizer) -> str:
     """The chat template rendered up to where the user's text starts (Magpie's prompt)."""
     marker = "\u0000MAGPIE\u0000"
@@ -285,20 +290,25 @@ def _commit() -> str | None:
         return None
 
 
-def load(folder: Path, tokenizer, tokens: int | None = None) -> list[tuple[str, list]]:
+HELD_OUT_SHARDS = 1  # the first answer shards: never trained on, the held-out set of every run on this data
+
+
+def load(folder: Path, tokenizer, tokens: int | None = None) -> tuple[list[tuple[str, list]], int]:
     """The answer shards of `folder` in manifest order, as (content hash, conversations) with every
     prompt's token ids filled in (third-party prompts re-read from their source by reference and
-    checked against the recorded hash); with `tokens`, only the first shards holding that many
-    answer tokens (the data-size curve trains on such prefixes)."""
+    checked against the recorded hash), and how many of them, first, are held out. With `tokens`,
+    the training shards stop once they hold that many answer tokens (the data-size curve trains on
+    such prefixes, all evaluated on the same held-out shards)."""
     from specatlas.impls.engine.models import encode_chat
     from specatlas.impls.families.answers import ShardError, file_sha, read_shard, text_sha
     from specatlas.prompt_pool import THIRD_PARTY, SourceError, sharegpt
 
     manifest = read_manifest(folder)
-    if not manifest["answers"]:
-        raise CommandError(f"no training data in {folder}: build it with `specatlas train-data`", status=1)
-    chosen, total = [], 0
-    for entry in manifest["answers"]:
+    if len(manifest["answers"]) <= HELD_OUT_SHARDS:
+        raise CommandError(f"not enough training data in {folder} ({len(manifest['answers'])} answer shards; the first "
+                           f"{HELD_OUT_SHARDS} are held out): build it with `specatlas train-data`", status=1)
+    chosen, total = list(manifest["answers"][:HELD_OUT_SHARDS]), 0
+    for entry in manifest["answers"][HELD_OUT_SHARDS:]:
         if tokens is not None and total >= tokens:
             break
         chosen.append(entry)
@@ -329,14 +339,14 @@ def load(folder: Path, tokenizer, tokens: int | None = None) -> list[tuple[str, 
                                        "when answered (another version of the package?)", status=1)
                 c.prompt = encode_chat(tokenizer, text)
         shards.append((entry["sha256"], conversations))
-    return shards
+    return shards, HELD_OUT_SHARDS
 
 
-def describe(folder: Path, shards: list[tuple[str, list]]) -> str:
+def describe(folder: Path, shards: list[tuple[str, list]], held_out: int) -> str:
     """The data's line in a model card: which shards of which folder."""
     import hashlib
 
     where = folder.relative_to(DATA_ROOT.parent.parent) if folder.is_relative_to(DATA_ROOT.parent.parent) else folder
     combined = hashlib.sha256("".join(key for key, _ in shards).encode()).hexdigest()[:12]
-    return (f"the target's greedy answers in the first {len(shards)} answer shards of `{where}` "
-            f"(`specatlas train-data`; shard hashes combined: {combined})")
+    return (f"the target's greedy answers in answer shards {held_out}-{len(shards) - 1} of `{where}`, shards "
+            f"0-{held_out - 1} held out (`specatlas train-data`; shard hashes combined: {combined})")

@@ -98,7 +98,7 @@ class DistillFamily(Family):
     def fit(self, loaded, features, run, output, budget_minutes, command, progress) -> str:
         model = loaded.model
         final, lm_weight = model.config.num_hidden_layers, model.lm_head.weight.detach()
-        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
+        train_ids, test_ids = split(features, run.seed)
         start = shared_prompt_prefix(features)
         vocabulary = loss_vocabulary(features, train_ids, lm_weight).frequent
         student = DraftLayers.from_target(model, self.num_layers, vocabulary).train().requires_grad_(True)

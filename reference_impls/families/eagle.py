@@ -115,7 +115,7 @@ class EagleFamily(Family):
         final = model.config.num_hidden_layers
         head = EagleHead(LayerConfig.from_dict(model.config.to_dict()))
         embed, lm_weight = model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
-        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
+        train_ids, test_ids = split(features, run.seed)
         start = shared_prompt_prefix(features)
         optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr, weight_decay=0.0, betas=(0.9, 0.95))
         vocabulary = loss_vocabulary(features, train_ids, lm_weight)

@@ -144,7 +144,7 @@ class Eagle3Family(EagleFamily):
         layers = self.layers(model)
         vocab, hidden = model.config.vocab_size, model.config.hidden_size
         embed = model.model.embed_tokens.weight.detach()
-        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
+        train_ids, test_ids = split(features, run.seed)
         used = frequency_ranked(features, train_ids, vocab)[:DRAFT_VOCAB].sort().values
         head = Eagle3Head(LayerConfig.from_dict(model.config.to_dict()), hidden, vocab, len(used))
         head.d2t.copy_(used - torch.arange(len(used)))

@@ -34,7 +34,7 @@ class FrSpecFamily(Family):
     def fit(self, loaded, features, run, output, budget_minutes, command, progress) -> str:
         vocab = loaded.model.config.vocab_size
         size = vocab // FR_SPEC_FRACTION
-        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
+        train_ids, test_ids = split(features, run.seed)
         ranked = frequency_ranked(features, train_ids, vocab)[:size].tolist()
         seen = set(ranked)
         ranked += [token for token in range(vocab) if token not in seen][: size - len(ranked)]

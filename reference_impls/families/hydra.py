@@ -110,7 +110,7 @@ class HydraFamily(Family):
         final = model.config.num_hidden_layers
         embed, lm_weight = model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
         heads = HydraHeads(model.config.hidden_size, self.num_heads)
-        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
+        train_ids, test_ids = split(features, run.seed)
         start = shared_prompt_prefix(features)
         rows, inputs, labels = self._table(features, train_ids, start, final)
         optimizer = torch.optim.AdamW(heads.parameters(), lr=self.lr, weight_decay=0.0)

@@ -119,7 +119,7 @@ class MedusaFamily(Family):
         final = model.config.num_hidden_layers
         hidden, lm_weight = model.config.hidden_size, model.lm_head.weight.detach()
         heads = MedusaHeads(hidden, self.num_heads)
-        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
+        train_ids, test_ids = split(features, run.seed)
         start = shared_prompt_prefix(features)
         rows, labels = self._table(features, train_ids, start, final)
         optimizer = torch.optim.AdamW(heads.parameters(), lr=self.lr, weight_decay=0.0)

@@ -50,6 +50,7 @@ class Features:
     hidden: dict[int, list[torch.Tensor]]  # layer -> [T, H] float16 per conversation
     greedy: list[torch.Tensor]  # [T]: the target's argmax after each position
     source: str = ""  # what the conversations are, for the model card
+    held_out: list[int] | None = None  # conversations never trained on, evaluated on (else `split` draws them)
 
 
 class DataError(Exception):
@@ -165,7 +166,14 @@ def loss_vocabulary(features: Features, conversations: list[int], lm_weight: tor
     return LossVocabulary(frequency_ranked(features, conversations, lm_weight.shape[0])[:LOSS_VOCAB], lm_weight)
 
 
-def split(count: int, held_out: float = 0.1, seed: int = 0) -> tuple[list[int], list[int]]:
+def split(features: Features, seed: int = 0, held_out: float = 0.1) -> tuple[list[int], list[int]]:
+    """(train, held-out) conversation indices: the conversations the data holds out when it names
+    them (`features.held_out`: the same ones whatever the training data's size, so runs on more
+    data are compared on the same text), else a seeded `held_out` fraction."""
+    count = len(features.tokens)
+    if features.held_out is not None:
+        test = set(features.held_out)
+        return [i for i in range(count) if i not in test], sorted(test)
     order = list(range(count))
     random.Random(seed).shuffle(order)
     cut = max(1, int(count * held_out))

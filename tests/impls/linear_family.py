@@ -47,7 +47,7 @@ class LinearFamily(Family):
         model = loaded.model
         final, lm_weight = model.config.num_hidden_layers, model.lm_head.weight.detach()
         head = LinearHead(model.config.hidden_size)
-        train_ids, test_ids = split(len(features.tokens), seed=run.seed)
+        train_ids, test_ids = split(features, run.seed)
         rows, labels = table(features, train_ids, final)
         optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr)
 

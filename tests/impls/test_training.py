@@ -192,7 +192,7 @@ def test_fr_spec_ranking_is_the_training_answers_most_frequent_tokens_with_eos(t
     size = loaded.model.config.vocab_size // 4  # FR-Spec's quarter of the vocabulary
     assert f"freq_{size}.pt" in summary and default_output(FAMILIES["fr-spec"], "tiny").name == "eagle-head"
     ranked = frequent_tokens(tmp_path / "eagle", size, False).tolist()
-    train_ids, _ = training.split(len(PROMPTS))
+    train_ids, _ = training.split(features)
     expected = training.frequency_ranked(features, train_ids, 16).tolist()[:size]
     assert 15 in ranked and len(ranked) == len(set(ranked)) <= size  # the end-of-sequence token always
     assert ranked[: size - 1] == expected[: size - 1]

@@ -27,7 +27,7 @@ def test_the_manifest_lists_exactly_the_shards_in_the_folder_with_their_hashes_a
 
 @pytest.mark.model
 def test_every_prompt_is_recoverable_clean_and_unique(embedded):
-    shards = train_data.load(FOLDER, embedded.tokenizer)  # third-party prompts re-read and hash-checked
+    shards, _ = train_data.load(FOLDER, embedded.tokenizer)  # third-party prompts re-read and hash-checked
     texts, refs = [], set()
     for _, conversations in shards:
         for c in conversations:

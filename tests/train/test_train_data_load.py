@@ -1,0 +1,60 @@
+"""Reading a `specatlas train-data` folder for training: held-out shards, prefixes by tokens, damage."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specatlas import train_data
+from specatlas.cli import CommandError
+from specatlas.impls.families.answers import Conversation, text_sha, write_shard
+
+
+def make_folder(folder, shards: int = 4, per_shard: int = 3, answer: int = 10):
+    folder.mkdir()
+    entries = []
+    for k in range(shards):
+        conversations = [Conversation(f"project:train:{k}-{i}", text_sha(f"p{k}-{i}"), [1, 2, 3], [5] * answer, True)
+                         for i in range(per_shard)]
+        name = f"answers-{k:05d}.npz"
+        entries.append(train_data.shard_entry(name, conversations, write_shard(folder / name, conversations, 100)))
+    (folder / "manifest.json").write_text(json.dumps({"magpie": [], "answers": entries}))
+    return entries
+
+
+def test_the_first_shard_is_held_out_and_tokens_choose_a_prefix_of_the_rest(tmp_path):
+    entries = make_folder(tmp_path / "data")
+    shards, held_out = train_data.load(tmp_path / "data", tokenizer=None)
+    assert held_out == 1 and [key for key, _ in shards] == [e["sha256"] for e in entries]
+    shards, _ = train_data.load(tmp_path / "data", tokenizer=None, tokens=31)  # 30 tokens per shard: two shards
+    assert [key for key, _ in shards] == [e["sha256"] for e in entries[:3]]
+    shards, _ = train_data.load(tmp_path / "data", tokenizer=None, tokens=1)
+    assert len(shards) == 2  # the held-out shard and one to train on
+
+
+def test_a_changed_shard_or_too_little_data_is_refused_in_one_line(tmp_path):
+    make_folder(tmp_path / "data")
+    shard = tmp_path / "data" / "answers-00002.npz"
+    shard.write_bytes(shard.read_bytes() + b"x")
+    with pytest.raises(CommandError, match="answers-00002.npz does not match the hash in its manifest") as error:
+        train_data.load(tmp_path / "data", tokenizer=None)
+    assert "\n" not in str(error.value)
+    make_folder(tmp_path / "small", shards=1)
+    with pytest.raises(CommandError, match="not enough training data"):
+        train_data.load(tmp_path / "small", tokenizer=None)
+
+
+def test_a_third_party_prompt_missing_from_its_source_is_refused_in_one_line(tmp_path, monkeypatch):
+    from specatlas import prompt_pool
+
+    folder = tmp_path / "data"
+    make_folder(folder, shards=2)
+    conversations = [Conversation("sharegpt:gone_0", text_sha("a prompt"), [], [5, 6], True)]
+    entry = train_data.shard_entry("answers-00002.npz", conversations,
+                                   write_shard(folder / "answers-00002.npz", conversations, 100))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps(manifest | {"answers": manifest["answers"] + [entry]}))
+    monkeypatch.setattr(prompt_pool, "sharegpt", lambda: [prompt_pool.PoolPrompt("sharegpt:gone_0", "another text")])
+    with pytest.raises(CommandError, match="the prompt sharegpt:gone_0 is not in the installed sharegpt data"):
+        train_data.load(folder, tokenizer=None)
