@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "datastore": ("specatlas.datastore", "build a REST/SAM datastore from a text or JSONL corpus"),
     "train": ("specatlas.train", "train a draft head (Medusa, EAGLE) on the target's own answers"),
     "train-data": ("specatlas.train_data", "build the self-distilled data heads train on (the target's answers)"),
+    "train-curve": ("specatlas.train_curve", "held-out acceptance of a head family against training data size"),
 }
 
 

@@ -98,23 +98,28 @@ def execute(args: argparse.Namespace) -> int:
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     output = output or checked(default_output(trainer, loaded.name))
-    data = args.data or train_data.default_folder(loaded.name)
-    print(f"specatlas train: {trainer.paper} ({family}) for {loaded.name}; data in {data}", file=sys.stderr)
-    shards, held_out = train_data.load(data, loaded.tokenizer, args.tokens)
+    command = " ".join(["specatlas", "train", args.method] + _without_output(sys.argv[sys.argv.index(args.method) + 1 :])
+                       if args.method in sys.argv else ["specatlas", "train", args.method])
+    result = train_one(trainer, loaded, args.data or train_data.default_folder(loaded.name), args.tokens, output,
+                       args.budget_minutes, args.steps, args.seed, command)
+    (output / TRAIN_MARKER).write_text("written by specatlas train, which may write here again\n", encoding="utf-8")
+    print(f"specatlas train: wrote {output} ({result})", file=sys.stderr)
+    return 0
+
+
+def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: Path, budget_minutes: float,
+              steps: int | None, seed: int, command: str) -> str:
+    """Train `trainer`'s module on the data in `data` (its first `tokens` answer tokens) and save it to `output`."""
+    print(f"specatlas train: {trainer.paper} ({trainer.name}) for {loaded.name}; data in {data}", file=sys.stderr)
+    shards, held_out = train_data.load(data, loaded.tokenizer, tokens)
     folder = training.features_folder(loaded.name)
     features = training.features(loaded, shards, trainer.layers(loaded.model), folder, tqdm)
     features.source = train_data.describe(data, shards, held_out)
     features.held_out = list(range(sum(len(conversations) for _, conversations in shards[:held_out])))
     answer_tokens = sum(len(t) - p for t, p in zip(features.tokens, features.prompt_lengths))
-    print(f"specatlas train: data: {len(features.tokens)} conversations, {answer_tokens} answer tokens, "
-          f"{sum(map(len, features.tokens))} tokens", file=sys.stderr)
-    command = " ".join(["specatlas", "train", args.method] + _without_output(sys.argv[sys.argv.index(args.method) + 1 :])
-                       if args.method in sys.argv else ["specatlas", "train", args.method])
-    result = trainer.train(loaded, features, folder, output, args.budget_minutes, args.steps,
-                           args.seed, command, tqdm)
-    (output / TRAIN_MARKER).write_text("written by specatlas train, which may write here again\n", encoding="utf-8")
-    print(f"specatlas train: wrote {output} ({result})", file=sys.stderr)
-    return 0
+    print(f"specatlas train: data: {len(features.tokens)} conversations ({len(features.held_out)} held out), "
+          f"{answer_tokens} answer tokens, {sum(map(len, features.tokens))} tokens", file=sys.stderr)
+    return trainer.train(loaded, features, folder, output, budget_minutes, steps, seed, command, tqdm)
 
 
 def _without_output(argv: list[str]) -> list[str]:

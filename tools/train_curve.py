@@ -1,0 +1,122 @@
+"""`specatlas train-curve FAMILY`: held-out acceptance against training data size.
+
+    specatlas train-curve eagle3                                  # 32k, 128k, 512k and 2M answer tokens
+    specatlas train-curve medusa --tokens 32000,128000 --steps 2000
+
+For each size the family is trained with one config (the same steps, seed and settings; only the
+data grows, a prefix of the `specatlas train-data` shards) into the user cache, never over the
+shipped head, and measured on the data's held-out shard, the same text for every size: the top-1
+chain's acceptance from the model card, and the family's paper method (its paper tree or draft
+length) run greedily on held-out prompts with that head: mean accepted tokens per step, the
+output checked identical to plain decoding. Results go to
+results/training/<model>-<family>-acceptance-vs-data.json, one entry per size, written as each
+finishes (a rerun skips the sizes done); the site charts it on the training page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specatlas.cli import CommandError
+from specatlas.fsutil import atomic_write
+
+CURVES = Path(__file__).resolve().parent.parent / "results" / "training"
+SIZES = (32_000, 128_000, 512_000, 2_000_000)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("method", metavar="PAPER_ID", help="a trainable family, by paper id or alias")
+    parser.add_argument("--tokens", default=",".join(map(str, SIZES)), help="answer-token sizes, comma-separated")
+    parser.add_argument("--steps", type=int, help="training steps at every size (default: the family's)")
+    parser.add_argument("--budget-minutes", type=float, default=600.0, help="time budget of each run")
+    parser.add_argument("--prompts", type=int, default=16, help="held-out prompts the paper method decodes")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def execute(args: argparse.Namespace) -> int:
+    import torch
+
+    from specatlas import train_data
+    from specatlas.impls.engine.models import ModelLoadError, cache_root, load_model
+    from specatlas.train import resolve, train_one
+
+    from specatlas.impls.registry import resolve as method
+
+    family = resolve(args.method)
+    if family is None or getattr(method(family.paper), "trained_head", None) != family.name:
+        raise CommandError(f"{args.method!r} is not a head family whose paper method runs here with its head "
+                           "(eagle, eagle3, medusa, hydra, kangaroo)")
+    try:
+        sizes = sorted({int(part) for part in args.tokens.split(",")})
+    except ValueError:
+        raise CommandError(f"--tokens must be comma-separated whole numbers, got {args.tokens!r}") from None
+    if not sizes or min(sizes) < 1 or args.prompts < 1 or args.max_new_tokens < 1 or (args.steps or 1) < 1:
+        raise CommandError("--tokens, --steps, --prompts and --max-new-tokens must be positive")
+    try:
+        loaded = load_model(None, torch.device("cpu"), torch.float32)
+    except ModelLoadError as exc:
+        raise CommandError(str(exc), status=1)
+    data = train_data.default_folder(loaded.name)
+    path = CURVES / f"{loaded.name}-{family.name}-acceptance-vs-data.json"
+    curve = read_curve(path, family.name, loaded.name)
+    done = {entry["requested_tokens"] for entry in curve["points"]}
+    for size in sizes:
+        if size in done:
+            print(f"specatlas train-curve: {size} tokens already measured", file=sys.stderr)
+            continue
+        output = cache_root() / "train-curve" / loaded.name / f"{family.name}-{size}"
+        command = f"specatlas train {family.paper} --tokens {size} --seed {args.seed}" + \
+                  (f" --steps {args.steps}" if args.steps else "")
+        train_one(family, loaded, data, size, output, args.budget_minutes, args.steps, args.seed, command)
+        card = json.loads((output / "training.json").read_text(encoding="utf-8"))
+        shards, held_out = train_data.load(data, loaded.tokenizer, tokens=1)
+        prompts = [c.prompt for _, conversations in shards[:held_out] for c in conversations][: args.prompts]
+        curve["points"].append({
+            "requested_tokens": size, "train_answer_tokens": card["train_answer_tokens"],
+            "train_conversations": card["train_conversations"], "steps": card["steps"],
+            "stopped_by": card["stopped_by"], "final_loss": card["final_loss"], "config": card["config"],
+            "chain": card["held_out"], "paper_method": paper_method_acceptance(family, loaded, output, prompts,
+                                                                              args.max_new_tokens)})
+        curve["points"].sort(key=lambda entry: entry["requested_tokens"])
+        atomic_write(path, (json.dumps(curve, indent=1) + "\n").encode())
+        print(f"specatlas train-curve: {size} tokens -> {json.dumps(curve['points'][-1]['paper_method'])}",
+              file=sys.stderr)
+    return 0
+
+
+def read_curve(path: Path, family: str, model: str) -> dict:
+    if not path.exists():
+        return {"family": family, "model": model, "what": "held-out acceptance by training data size "
+                "(`specatlas train-curve`)", "points": []}
+    from specatlas.fsutil import ReadError, read_json
+
+    try:
+        curve = read_json(path, 4 << 20)
+    except ReadError as exc:
+        raise CommandError(f"{path}: {exc}") from None
+    if not isinstance(curve, dict) or curve.get("family") != family or not isinstance(curve.get("points"), list):
+        raise CommandError(f"{path}: not this family's acceptance-vs-data curve")
+    return curve
+
+
+def paper_method_acceptance(family, loaded, checkpoint: Path, prompts: list[list[int]], max_new_tokens: int) -> dict:
+    """The family's paper method with this head, greedy on `prompts`: mean accepted tokens per
+    step over all steps, and whether every output equals plain decoding's."""
+    from specatlas.impls.engine.decoding import SpeculativeDecoder
+    from specatlas.impls.engine.draft_length import DraftLengthPolicy
+    from specatlas.impls.registry import resolve
+
+    spec = resolve(family.paper)
+    decoder = spec.build(loaded.model, None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=str(checkpoint))
+    plain = SpeculativeDecoder(loaded.model)
+    accepted, identical = [], True
+    for prompt in prompts:
+        out = decoder.generate(prompt, max_new_tokens)
+        accepted += out.stats.accepted_lengths
+        identical &= out.tokens == plain.generate(prompt, max_new_tokens).tokens
+    return {"method": spec.id, "prompts": len(prompts), "max_new_tokens": max_new_tokens, "steps": len(accepted),
+            "mean_accepted_tokens": round(sum(accepted) / max(1, len(accepted)), 3), "identical_to_plain": identical}
