@@ -113,12 +113,15 @@ def cache_problem(target: Path) -> str | None:
         return "has no model.safetensors"
     if not (target / "tokenizer.json").is_file():
         return "has no tokenizer.json"
+    configs = {}
     for name in _CACHE_FILES:
         try:
-            config = json.loads((target / name).read_text(encoding="utf-8"))
+            configs[name] = config = json.loads((target / name).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             return f"has an unreadable {name} ({type(exc).__name__})"
-        if isinstance(config, dict) and "auto_map" in config:  # the conversion never writes one
+        if not isinstance(config, dict):
+            return f"has a {name} that is not a JSON object"
+        if "auto_map" in config:  # the conversion never writes one
             return f"has a {name} that names code to run (auto_map)"
     try:
         size = weights.stat().st_size
@@ -132,6 +135,16 @@ def cache_problem(target: Path) -> str | None:
         return "has a damaged model.safetensors (unreadable header)"
     if 8 + header_len + end != size:
         return f"has a truncated model.safetensors ({size:,} bytes of {8 + header_len + end:,})"
+    # The sizes the model is built with must be the weights' (a config asking for 300 layers would
+    # allocate them before any weight is read).
+    config = configs["config.json"]
+    layers = len({key.split(".")[2] for key in header if key.startswith("model.layers.")})
+    # Tied embeddings are saved once, as the LM head: either is [vocabulary, hidden].
+    embedding = (header.get("model.embed_tokens.weight") or header.get("lm_head.weight") or {}).get("shape")
+    expected = (config.get("num_hidden_layers"), [config.get("vocab_size"), config.get("hidden_size")])
+    if expected != (layers, embedding):
+        return (f"has a config.json that does not match its weights ({expected[0]} layers, vocabulary x hidden "
+                f"{expected[1]}; the weights hold {layers} layers, embeddings {embedding})")
     return None
 
 

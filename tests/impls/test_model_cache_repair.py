@@ -11,11 +11,17 @@ from specatlas.impls.engine import models
 from specatlas.impls.engine.models import ModelLoadError, cache_problem, install_cache
 
 
+CONFIG = {"num_hidden_layers": 2, "vocab_size": 8, "hidden_size": 4}
+
+
 def complete(folder):
+    """A cache folder as the conversion writes it, in miniature: 2 layers, vocabulary 8, hidden 4."""
     folder.mkdir(parents=True)
-    save_file({"w": torch.arange(64, dtype=torch.float32)}, str(folder / "model.safetensors"))
+    save_file({"model.embed_tokens.weight": torch.zeros(8, 4), "model.layers.0.mlp.weight": torch.zeros(4, 4),
+               "model.layers.1.mlp.weight": torch.arange(64, dtype=torch.float32).reshape(16, 4)},
+              str(folder / "model.safetensors"))
     for name in ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json"):
-        (folder / name).write_text(json.dumps({"name": name}))
+        (folder / name).write_text(json.dumps(CONFIG if name == "config.json" else {"name": name}))
     return folder
 
 
@@ -30,6 +36,11 @@ def truncate(path, keep):
     (lambda f: (f / "model.safetensors").write_bytes(b"\xff" * 64), "model.safetensors"),
     (lambda f: (f / "config.json").write_text("{not json"), "has an unreadable config.json"),
     (lambda f: (f / "tokenizer.json").unlink(), "has no tokenizer.json"),
+    (lambda f: (f / "config.json").write_text(json.dumps(CONFIG | {"num_hidden_layers": 300})),
+     "has a config.json that does not match its weights (300 layers"),
+    (lambda f: (f / "config.json").write_text(json.dumps(CONFIG | {"hidden_size": 4096})),
+     "does not match its weights (2 layers, vocabulary x hidden [8, 4096]"),
+    (lambda f: (f / "config.json").write_text("[1, 2]"), "has a config.json that is not a JSON object"),
 ])
 def test_a_damaged_cache_is_named_precisely(tmp_path, damage, reason):
     folder = complete(tmp_path / "smollm2-135m-instruct")
@@ -54,7 +65,7 @@ def test_a_good_cache_installed_by_another_process_is_kept(tmp_path):
     (staging / "config.json").write_text(json.dumps({"other": True}))
     install_cache(staging, target)
     assert (target / "model.safetensors").read_bytes() == before
-    assert json.loads((target / "config.json").read_text()) == {"name": "config.json"}
+    assert json.loads((target / "config.json").read_text()) == CONFIG
 
 
 def test_embedded_model_dir_converts_again_and_says_where(tmp_path, monkeypatch, capsys):
@@ -102,3 +113,10 @@ def test_a_corrupted_local_config_is_reported_as_such_with_its_path(tmp_path):
         models.load_model(str(folder), device=torch.device("cpu"), dtype=torch.float32)
     message = str(caught.value)
     assert str(folder) in message and "hub" not in message and "\n" not in message
+
+
+def test_tied_embeddings_saved_as_the_lm_head_only_are_a_complete_cache(tmp_path):
+    folder = complete(tmp_path / "smollm2-135m-instruct")
+    save_file({"lm_head.weight": torch.zeros(8, 4), "model.layers.0.w": torch.zeros(1), "model.layers.1.w": torch.zeros(1)},
+              str(folder / "model.safetensors"))
+    assert cache_problem(folder) is None
