@@ -59,13 +59,14 @@ def execute(args: argparse.Namespace) -> int:
     try:  # before the model and the corpus pass
         output = output_file(output, "the datastore", _earlier_output, allowed=DEFAULT_DATASTORE)
         writable_dir(output.parent, "output folder")
+        texts = [text for path in args.inputs for text in read_corpus(path)]
         loaded = load_model(args.model, trust_remote_code=args.trust_remote_code)
-    except WriteError as exc:
+    except (WriteError, CorpusError) as exc:
         raise CommandError(str(exc), status=1)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     tokenizer, started = loaded.tokenizer, time.perf_counter()
-    documents = [tokenizer(text, add_special_tokens=False).input_ids for path in args.inputs for text in read_corpus(path)]
+    documents = [tokenizer(text, add_special_tokens=False).input_ids for text in texts]
     meta = {"model": loaded.name, "vocab_size": loaded.model.config.vocab_size,
             "sources": [path.name for path in args.inputs]}
     if args.self_generate:
@@ -96,23 +97,44 @@ def _earlier_output(path: Path) -> bool:
         return set(data.files) == {"tokens", "suffixes", "meta"}
 
 
+class CorpusError(Exception):
+    """A corpus file cannot be read; one line naming the file (and line)."""
+
+
 def read_corpus(path: Path) -> list[str]:
-    text = path.read_text(encoding="utf-8")
+    """Documents of a corpus file: blank-line-separated blocks, or for .jsonl one per line (its
+    "text", else every string in it)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"corpus {path} is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise CorpusError(f"cannot read corpus {path}: {exc.strerror or exc}") from None
     if path.suffix != ".jsonl":
         return [block.strip() for block in text.split("\n\n") if block.strip()]
     documents = []
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
-            record = json.loads(line)
-            documents.append(record["text"] if isinstance(record, dict) and "text" in record else "\n".join(_strings(record)))
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                raise CorpusError(f"corpus {path}, line {number}: not a JSON value "
+                                  f"({exc.msg if isinstance(exc, json.JSONDecodeError) else 'nested too deeply'})") from None
+            documents.append(record["text"] if isinstance(record, dict) and isinstance(record.get("text"), str)
+                             else "\n".join(_strings(record)))
     return documents
 
 
 def _strings(value) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
-    return [text for item in items for text in _strings(item)]
+    """Every string in a JSON value, in document order (iteratively: the depth comes from the file)."""
+    found, stack = [], [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, (dict, list)):
+            stack.extend(reversed(list(item.values()) if isinstance(item, dict) else item))
+    return found
 
 
 def self_generate(loaded, max_new_tokens: int, batch_size: int) -> list[list[int]]:

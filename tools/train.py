@@ -79,7 +79,7 @@ def execute(args: argparse.Namespace) -> int:
         hint = f"; closest: {', '.join(close)}" if close else ""
         raise CommandError(f"no trainable head for {args.method!r}{hint}; trainable: "
                            f"{', '.join(family.paper for family in FAMILIES.values())}")
-    if not 0 < args.budget_minutes < float("inf") or (args.tokens or 1) < 1 or (args.steps is not None and args.steps < 1):
+    if not 0 < args.budget_minutes < float("inf") or (args.tokens is not None and args.tokens < 1) or (args.steps is not None and args.steps < 1):
         raise CommandError("--budget-minutes (finite), --steps and --tokens must be positive")
 
     torch.manual_seed(args.seed)

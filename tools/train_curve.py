@@ -54,7 +54,7 @@ def execute(args: argparse.Namespace) -> int:
         sizes = sorted({int(part) for part in args.tokens.split(",")})
     except ValueError:
         raise CommandError(f"--tokens must be comma-separated whole numbers, got {args.tokens!r}") from None
-    if not sizes or min(sizes) < 1 or args.prompts < 1 or args.max_new_tokens < 1 or (args.steps or 1) < 1:
+    if not sizes or min(sizes) < 1 or args.prompts < 1 or args.max_new_tokens < 1 or (args.steps is not None and args.steps < 1):
         raise CommandError("--tokens, --steps, --prompts and --max-new-tokens must be positive")
     try:
         loaded = load_model(None, torch.device("cpu"), torch.float32)

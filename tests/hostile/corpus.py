@@ -556,6 +556,23 @@ def cases() -> list[Case]:
                message="--trust-remote-code", check=_no_code_ran, timeout=60)
           for argv in (["run", "pld", "--prompt", "hi"], ["bench", "baseline"], ["train", "medusa"],
                        ["datastore", "build", "{root}/papers/alpha2023drafting.yaml", "--output", "{tmp}/ds.npz"])],
+        # -- corpora and training data: one line naming the file, before any model loads
+        Case("datastore-corpus-not-utf8", ["datastore", "build", "{root}/corpus.txt", "--output", "{tmp}/ds.npz"],
+             {"corpus.txt": b"fine text\n\n\xff\xfe not text"}, message="is not UTF-8 text"),
+        Case("datastore-corpus-broken-jsonl-line", ["datastore", "build", "{root}/c.jsonl", "--output", "{tmp}/ds.npz"],
+             {"c.jsonl": '{"text": "one"}\n{"text": "two"\n'}, message="line 2: not a JSON value"),
+        Case("datastore-corpus-deep-jsonl", ["datastore", "build", "{root}/c.jsonl", "--output", "{tmp}/ds.npz"],
+             {"c.jsonl": "[" * 200_000 + "\n"}, message="c.jsonl, line 1"),
+        Case("train-data-zero-tokens", ["train-data", "--tokens", "0"], message="must be positive"),
+        Case("train-data-status-damaged-manifest", ["train-data", "--status", "--output", "{root}/td"],
+             {"td/manifest.json": "{not json"}, message="manifest.json: not valid JSON"),
+        Case("train-data-status-foreign-manifest", ["train-data", "--status", "--output", "{root}/td"],
+             {"td/manifest.json": '{"answers": 3}'}, message="not a train-data manifest"),
+        Case("train-zero-tokens", ["train", "eagle3", "--tokens", "0"], message="must be positive"),
+        Case("train-curve-not-a-head", ["train-curve", "pld"], message="not a head family"),
+        Case("train-curve-bad-sizes", ["train-curve", "eagle3", "--tokens", "32000,lots"], message="comma-separated"),
+        Case("train-curve-negative-size", ["train-curve", "eagle3", "--tokens", "-5"], message="must be positive"),
+        Case("train-curve-zero-steps", ["train-curve", "eagle3", "--steps", "0"], message="must be positive"),
         # -- specatlas new
         Case("new-id-traversal", ["new", "--title", "A Title Here", "--authors", "Ada Alpha", "--year", "2024",
                                   "--venue", "arXiv", "--id", "../../x"], message="--id", check=_nothing_outside),

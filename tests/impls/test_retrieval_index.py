@@ -4,6 +4,7 @@ import json
 import random
 
 import numpy as np
+import pytest
 import torch
 
 from specatlas.datastore import INSTRUCTIONS, read_corpus
@@ -145,3 +146,17 @@ def test_corpus_reader(tmp_path):
 def test_self_generation_instructions_are_our_own():
     assert len(set(INSTRUCTIONS)) == len(INSTRUCTIONS) >= 60
     assert not shared_text(INSTRUCTIONS)
+
+
+@pytest.mark.parametrize("arrays, message", [
+    (dict(tokens=np.array([1, 2, 3]), suffixes=np.array([0, 1, 7])), "points outside its tokens"),
+    (dict(tokens=np.array([1, -2, 3]), suffixes=np.array([0, 1, 2])), "a token id is negative"),
+    (dict(tokens=np.array([[1, 2], [3, 4]]), suffixes=np.array([0, 1, 2, 3])), "are not tokens and their suffix array"),
+    (dict(tokens=np.array([1.5, 2.0]), suffixes=np.array([0, 1])), "are not tokens and their suffix array"),
+    (dict(tokens=np.array([1, 2]), suffixes=np.array([0, 1]), meta=np.array("[1]")), "meta is not a JSON object"),
+])
+def test_a_damaged_datastore_is_refused_before_use(tmp_path, arrays, message):
+    path = tmp_path / "ds.npz"
+    np.savez(path, **({"meta": np.array("{}")} | arrays))
+    with pytest.raises(ValueError, match=message):
+        Datastore.load(path)

@@ -72,8 +72,18 @@ class Datastore:
 
     @classmethod
     def load(cls, path: Path) -> Datastore:
+        """The datastore saved at `path`; a ValueError saying what is wrong when its arrays are not
+        a token array and its suffix array (checked before use: a bad index would fail mid-decoding)."""
         with np.load(path, allow_pickle=False) as data:  # arrays only: a pickled object never loads
-            return cls(data["tokens"], json.loads(str(data["meta"])), data["suffixes"])
+            tokens, suffixes, meta = data["tokens"], data["suffixes"], json.loads(str(data["meta"]))
+        if tokens.ndim != 1 or suffixes.shape != tokens.shape or tokens.dtype.kind not in "iu" \
+                or suffixes.dtype.kind not in "iu":
+            raise ValueError(f"its arrays are not tokens and their suffix array (shapes {tokens.shape}, {suffixes.shape})")
+        if len(tokens) and not (0 <= suffixes.min() and suffixes.max() < len(tokens) and tokens.min() >= 0):
+            raise ValueError("its suffix array points outside its tokens, or a token id is negative")
+        if not isinstance(meta, dict):
+            raise ValueError("its meta is not a JSON object")
+        return cls(tokens, meta, suffixes)
 
     def __len__(self) -> int:
         return len(self.tokens)
