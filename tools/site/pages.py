@@ -61,9 +61,10 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
     }
     entries = bib_entries(pages["papers.bib"])
     measured = measured_by_method(loaded) if loaded else {}
+    third_party = spec_bench_by_paper(catalog)
     for paper in catalog.papers:
         pages[f"papers/{paper.id}.md"] = paper_page(catalog, paper, entries[paper.id], measured.get(paper.id, []),
-                                                    directory_urls)
+                                                    directory_urls, third_party.get(paper.id, []))
         pages[f"papers/{paper.id}.bib"] = entries[paper.id] + "\n"
     for node in catalog.taxonomy.all_nodes():
         pages[f"taxonomy/{node.id}.md"] = node_page(catalog, node)
@@ -126,9 +127,20 @@ def home(catalog: Catalog) -> str:
 
 # One page per paper --------------------------------------------------------------------------
 
+def spec_bench_by_paper(catalog: Catalog) -> dict[str, list[reported.ResultRow]]:
+    """Spec-Bench's published rows per record they measure (a combined method, 'SAMD[EAGLE2]', under
+    each record it combines), by hardware, then best speedup first (hardware is never ranked across)."""
+    by_alias, rows = reported.aliases(catalog), {}
+    for row in reported.spec_bench_rows(catalog, load_spec_bench(catalog.root)):
+        for paper_id in reported.components(row.method, by_alias):
+            rows.setdefault(paper_id, []).append(row)
+    return {key: sorted(value, key=lambda r: (r.hardware, -(r.speedup or 0))) for key, value in rows.items()}
+
+
 def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | None = None,
-               directory_urls: bool = True) -> str:
-    """`measured`: the method's rows in the leaderboard's tables (see `leaderboard.measured_by_method`)."""
+               directory_urls: bool = True, third_party: list | None = None) -> str:
+    """`measured`: the method's rows in the leaderboard's tables (see `leaderboard.measured_by_method`);
+    `third_party`: Spec-Bench's published rows for it (`spec_bench_by_paper`)."""
     neighbours = lineage.neighbourhood(catalog, paper)
     hood = lineage.neighbourhood_svg(catalog, paper, "../{}/" if directory_urls else "{}.html", neighbours)
     facets = []
@@ -146,7 +158,7 @@ def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | Non
         siblings=neighbours["siblings"],
         hood=Markup(hood) if hood else None,  # lineage.py escapes every text it draws
         results=_result_cells(paper), implemented=paper.id in catalog.implemented, run_prompt=RUN_PROMPT, bibtex=bibtex,
-        measured=measured or [], raw_results=RAW_RESULTS)
+        measured=measured or [], raw_results=RAW_RESULTS, third_party=third_party or [])
 
 
 def _links(paper: Paper) -> list[tuple[str, str]]:
