@@ -23,7 +23,6 @@ from pathlib import Path
 from specatlas.cli import CommandError
 from specatlas.fsutil import atomic_write
 
-CURVES = Path(__file__).resolve().parent.parent / "results" / "training"
 SIZES = (32_000, 128_000, 512_000, 2_000_000)
 
 
@@ -41,7 +40,7 @@ def execute(args: argparse.Namespace) -> int:
     import torch
 
     from specatlas import train_data
-    from specatlas.impls.engine.models import ModelLoadError, cache_root, load_model
+    from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, cache_root, load_model
     from specatlas.train import resolve, train_one
 
     from specatlas.impls.registry import resolve as method
@@ -56,13 +55,13 @@ def execute(args: argparse.Namespace) -> int:
         raise CommandError(f"--tokens must be comma-separated whole numbers, got {args.tokens!r}") from None
     if not sizes or min(sizes) < 1 or args.prompts < 1 or args.max_new_tokens < 1 or (args.steps is not None and args.steps < 1):
         raise CommandError("--tokens, --steps, --prompts and --max-new-tokens must be positive")
+    path = curves_dir() / f"{EMBEDDED}-{family.name}-acceptance-vs-data.json"
+    curve = read_curve(path, family.name, EMBEDDED)  # before the model loads: a damaged file stops nothing long
     try:
         loaded = load_model(None, torch.device("cpu"), torch.float32)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     data = train_data.default_folder(loaded.name)
-    path = CURVES / f"{loaded.name}-{family.name}-acceptance-vs-data.json"
-    curve = read_curve(path, family.name, loaded.name)
     done = {entry["requested_tokens"] for entry in curve["points"]}
     for size in sizes:
         if size in done:
@@ -82,10 +81,18 @@ def execute(args: argparse.Namespace) -> int:
             "chain": card["held_out"], "paper_method": paper_method_acceptance(family, loaded, output, prompts,
                                                                               args.max_new_tokens)})
         curve["points"].sort(key=lambda entry: entry["requested_tokens"])
+        path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, (json.dumps(curve, indent=1) + "\n").encode())
         print(f"specatlas train-curve: {size} tokens -> {json.dumps(curve['points'][-1]['paper_method'])}",
               file=sys.stderr)
     return 0
+
+
+def curves_dir() -> Path:
+    """results/training/ in the catalog (beside the bench's results, which the leaderboard reads)."""
+    from specatlas.paths import repo_root
+
+    return repo_root() / "results" / "training"
 
 
 def read_curve(path: Path, family: str, model: str) -> dict:
@@ -98,8 +105,9 @@ def read_curve(path: Path, family: str, model: str) -> dict:
         curve = read_json(path, 4 << 20)
     except ReadError as exc:
         raise CommandError(f"{path}: {exc}") from None
-    if not isinstance(curve, dict) or curve.get("family") != family or not isinstance(curve.get("points"), list):
-        raise CommandError(f"{path}: not this family's acceptance-vs-data curve")
+    if not isinstance(curve, dict) or curve.get("family") != family or not isinstance(curve.get("points"), list) \
+            or not all(isinstance(p, dict) and type(p.get("requested_tokens")) is int for p in curve["points"]):
+        raise CommandError(f"{path}: not this family's acceptance-vs-data curve (family, points with requested_tokens)")
     return curve
 
 

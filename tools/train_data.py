@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -72,7 +73,26 @@ def read_manifest(folder: Path) -> dict:
         raise CommandError(f"{path}: {exc}") from None
     if not isinstance(manifest, dict) or not all(isinstance(manifest.get(k), list) for k in ("magpie", "answers")):
         raise CommandError(f"{path}: not a train-data manifest (no 'magpie' and 'answers' lists)")
+    for kind in ("magpie", "answers"):
+        for number, entry in enumerate(manifest[kind]):
+            problem = entry_problem(entry, kind)
+            if problem:
+                raise CommandError(f"{path}: {kind}[{number}]: {problem}")
     return manifest
+
+
+def entry_problem(entry, kind: str) -> str | None:
+    """What is wrong with a manifest's shard entry, or None."""
+    if not isinstance(entry, dict):
+        return "not an object"
+    if not (isinstance(entry.get("file"), str) and re.fullmatch(rf"{kind}-\d{{5}}\.npz", entry["file"])):
+        return f"'file' must name a {kind}-NNNNN.npz shard in the folder"
+    if not (isinstance(entry.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"])):
+        return "'sha256' must be 64 hex digits"
+    for key in ("conversations", "answer_tokens", "finished"):
+        if type(entry.get(key)) is not int or entry[key] < 0:
+            return f"'{key}' must be a whole number >= 0"
+    return None
 
 
 def totals(manifest: dict) -> dict:
