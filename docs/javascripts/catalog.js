@@ -182,7 +182,7 @@
     }
 
     function render() {
-      const shown = papers.filter(matches).sort((a, b) => {
+      const shown = papers.filter((paper) => matches(paper, false)).sort((a, b) => {
         const x = sortValue(a, sortKey), y = sortValue(b, sortKey);
         const order = x < y ? -1 : x > y ? 1 : a.id < b.id ? -1 : 1;
         return descending ? -order : order;
