@@ -83,12 +83,17 @@
       paper.haystack = [paper.title, paper.id, ...paper.authors, ...paper.aliases].join(" ").toLowerCase();
     }
 
+    // Each node's count is of the papers that the other filters let through, so it says what
+    // choosing the node would show; render() keeps it current.
     const nodeSelect = select("sa-filter-node", "Taxonomy", [["", "any node"]]);
+    const nodeOptions = [];
+    const nodeLabel = (node, n) => "\u00a0\u00a0".repeat(node.depth) + node.name + " (" + n + ")";
     for (const facet of data.facets) {
       const group = el("optgroup", { label: facet.name });
       for (const node of facet.nodes) {
-        const text = "\u00a0\u00a0".repeat(node.depth) + node.name + " (" + node.count + ")";
-        group.append(el("option", { value: node.id, textContent: text }));
+        const option = el("option", { value: node.id, textContent: nodeLabel(node, node.count) });
+        nodeOptions.push([node, option]);
+        group.append(option);
       }
       nodeSelect.querySelector("select").append(group);
     }
@@ -128,8 +133,8 @@
 
     const byId = (id) => document.getElementById(id);
 
-    function matches(paper) {
-      const node = byId("sa-filter-node").value;
+    function matches(paper, anyNode) {
+      const node = anyNode ? "" : byId("sa-filter-node").value;
       const year = byId("sa-filter-year").value;
       const venue = byId("sa-filter-venue").value;
       const lossless = byId("sa-filter-lossless").value;
@@ -177,7 +182,7 @@
     }
 
     function render() {
-      const shown = papers.filter(matches).sort((a, b) => {
+      const shown = papers.filter((paper) => matches(paper, false)).sort((a, b) => {
         const x = sortValue(a, sortKey), y = sortValue(b, sortKey);
         const order = x < y ? -1 : x > y ? 1 : a.id < b.id ? -1 : 1;
         return descending ? -order : order;
@@ -192,6 +197,15 @@
         button.parentElement.setAttribute("aria-sort", active ? (descending ? "descending" : "ascending") : "none");
       }
       count.textContent = "Showing " + shown.length + " of " + papers.length + " records";
+      const perNode = new Map();
+      for (const paper of papers) {
+        if (!matches(paper, true)) continue;
+        for (const id of paper.nodes) perNode.set(id, (perNode.get(id) || 0) + 1);
+      }
+      for (const [node, option] of nodeOptions) {
+        const text = nodeLabel(node, perNode.get(node.id) || 0);
+        if (option.textContent !== text) option.textContent = text;
+      }
     }
 
     function update() {

@@ -1,6 +1,7 @@
 // Reported results: the tables are rendered at build time (readable without JavaScript); this
 // adds sorting by any column (each cell's data-sort value, numeric when every value is) and
 // filters by model family, model size, hardware and who measured, over every table of the page.
+// The "Jump to" counts follow the filters: "12" unfiltered, "3 of 12" when rows are hidden.
 // Filters and sort are kept in the address's query, like the catalog's.
 (function () {
   "use strict";
@@ -95,6 +96,13 @@
       }
       tables.forEach(sortTable);
       count.textContent = "Showing " + shown + " of " + rows.length + " results";
+      for (const table of tables) {
+        const jump = document.querySelector('.sa-jump-count[data-table="' + CSS.escape(table.dataset.table || "") + '"]');
+        if (!jump) continue;
+        const all = table.tBodies[0].rows.length;
+        const visible = [...table.tBodies[0].rows].filter((r) => !r.hidden).length;
+        jump.textContent = visible === all ? String(all) : visible + " of " + all;
+      }
     }
 
     function readState() {

@@ -262,3 +262,19 @@ def test_a_copied_or_linked_result_is_not_a_second_run(tmp_path):
     assert [name for _, name in runs] == [committed.name]
     assert dict(failed)["z-reformatted-copy.json"].startswith(f"the same run as {committed.name}")
     assert dict(failed)["z-link.json"].startswith("a link, not a result file")
+
+
+def test_chart_labels_stay_inside_the_drawing_area():
+    # long method names (a record id and its policy) used to run past the scatter's right edge and
+    # the bars' left edge, where the SVG cuts them off
+    from specatlas.bench import charts
+
+    long = ["santilli2023accelerating (cost-aware)", "a", "spector2023accelerating (paper) with a longer tail"]
+    scatter = charts.accepted_vs_speedup([(name, 1.5 + i, 1.2 + i) for i, name in enumerate(long)], "caption")
+    bars = charts.speedup_bars([(name, 1.5 + i, 1.5, 1.5 + i) for i, name in enumerate(long)], "caption")
+    for svg in (scatter, bars):
+        width = float(re.search(r'viewBox="0 0 ([\d.]+) ', svg).group(1))
+        for x, anchor, text in re.findall(r'<text x="([\d.]+)" y="[\d.]+"( text-anchor="\w+")?(?: class="[\w-]+")?>([^<]*)<', svg):
+            start = {"": 0.0, ' text-anchor="end"': 1.0, ' text-anchor="middle"': 0.5}[anchor]
+            left = float(x) - start * charts.text_width(text)
+            assert 0 <= left and left + charts.text_width(text) <= width, (text, x, width)

@@ -236,3 +236,95 @@ def test_siblings_share_a_parent_and_exclude_children(fixture_catalog):
     hood = lineage.neighbourhood(catalog, catalog.by_id["cai2024medusa"])
     assert [p.id for p in hood["siblings"]] == ["li2024eagle"] and hood["children"] == []
     assert "Siblings: also building on Blockwise" in lineage.neighbourhood_svg(catalog, catalog.by_id["cai2024medusa"], "{}")
+
+
+# Issue 28's smaller fixes ---------------------------------------------------------------------
+
+def test_home_first_screen_offers_the_runnable_methods_before_the_catalog(generated):
+    first = generated["index.md"].split("\n## ")[0]  # everything above the first section
+    for link in ("(choose.md)", "(leaderboard.md)", "(run.md)", "(coverage.md)"):
+        assert link in first, link
+    assert first.index("(run.md)") < first.index("(catalog.md)")
+    # the fixture has runnable methods and no results: each is listed as not yet measured
+    assert "**Runnable, not yet measured**:" in first and "(papers/cai2024medusa.md)" in first
+    assert "**Benchmarked here**" not in first
+
+
+def test_home_lists_the_methods_benchmarked_here():
+    from specatlas.paths import repo_root
+    from specatlas.site.catalog import load_catalog
+
+    catalog = load_catalog(repo_root())
+    first = pages.home(catalog, pages.measured_results(catalog)).split("\n## ")[0]
+    assert "**Benchmarked here**:" in first and "(papers/li2025eagle.md)" in first
+    assert first.index("**Benchmarked here**") < first.index("(catalog.md)")
+
+
+def test_timeline_without_a_sweep_record_says_so(generated):
+    assert "No sweep record" in generated["timeline.md"]
+
+
+def _sweep_root(tmp_path, coverage: str):
+    from sitecatalog import make_root
+
+    root = make_root(tmp_path / "catalog")
+    sweep = root / "tools" / "catalog" / "sweep"
+    sweep.mkdir(parents=True)
+    (sweep / "coverage.yaml").write_text(coverage, encoding="utf-8")
+    (sweep / "candidates.yaml").write_text(
+        "candidates:\n  - {title: seen, arxiv: '2402.00001'}\n  - {title: no id, arxiv: null}\n", encoding="utf-8")
+    return root
+
+
+def test_timeline_says_how_complete_each_period_is(tmp_path):
+    from specatlas.site.catalog import load_catalog
+
+    root = _sweep_root(tmp_path, "swept: 2024-03-05\nperiods:\n"
+                       "  - {from: 2018-01, to: 2023-12, status: complete, how: every list row}\n"
+                       "  - {from: 2024-01, to: 2024-02, status: thin, how: 'few <b>pages</b>'}\n")
+    page = pages.timeline_page(load_catalog(root))
+    assert "the last on 2024\\-03\\-05" in page
+    assert "| 2018-01 to 2023-12 | 1 | complete | every list row |  |" in page
+    assert "| 2024-01 to 2024-02 | 3 | thin | few &lt;b&gt;pages&lt;/b&gt; | 1 |" in page  # escaped
+    assert "| 2024-03 onward | 0 | not swept yet | after the last sweep |  |" in page
+    assert "| 2024 Q1 | 0 | 2 | 0 | 0 | 1 | 3 | not swept yet |" in page  # its March is after the sweep
+    assert "| 2018 Q4 | 0 | 1 | 0 | 0 | 0 | 1 | complete |" in page
+    assert page.count('class="sa-thin"') == 1  # the thin quarter is marked in the figure
+
+
+@pytest.mark.parametrize("periods", [
+    "  - {from: 2018-01, to: 2018-13, status: complete, how: x}\n",  # not a month
+    "  - {from: 2018-01, to: 2018-06, status: great, how: x}\n",  # unknown status
+    "  - {from: 2018-01, to: 2018-06, status: thin, how: x}\n  - {from: 2018-05, to: 2018-09, status: thin, how: y}\n",
+])
+def test_a_malformed_sweep_record_fails_the_build(tmp_path, periods):
+    from specatlas.site.catalog import load_catalog
+
+    root = _sweep_root(tmp_path, "swept: 2024-03-05\nperiods:\n" + periods)
+    with pytest.raises(ValueError, match="coverage.yaml"):
+        pages.timeline_page(load_catalog(root))
+
+
+def test_the_committed_sweep_record_reads(tmp_path):
+    from specatlas.paths import repo_root
+    from specatlas.site import timeline
+    from specatlas.site.catalog import load_catalog
+
+    catalog = load_catalog(repo_root())
+    record = timeline.coverage(catalog)
+    assert record is not None and record.periods[-1].status is None
+    assert sum(p.papers for p in record.periods) == len(catalog.papers)  # every record in one period
+
+
+def test_results_jump_counts_name_their_tables(fixture_catalog):
+    page = pages.results_page(fixture_catalog, True)
+    slugs = re.findall(r'\(<span class="sa-jump-count" data-table="([^"]+)">\d+</span>\)', page)
+    assert slugs and all(f'<table class="sa-results sa-sortable" data-table="{slug}">' in page for slug in slugs)
+
+
+def test_taxonomy_node_pages_are_boosted_in_search(generated):
+    front = generated["taxonomy/extra-heads.md"].split("---\n")[1]
+    # the node's name as its tag (hidden: the heading names it) and a search boost
+    assert 'tags:\n  - "Extra decoding heads"' in front and "  - tags\n" in front
+    assert f"search:\n  boost: {float(pages.NODE_SEARCH_BOOST)}\n" in front
+    assert "search:" not in generated["papers/cai2024medusa.md"].split("---\n")[1]

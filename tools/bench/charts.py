@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from html import escape
 
-WIDTH = 640
+WIDTH = 640  # the narrowest a chart is drawn; a chart widens to hold its longest label
 LINE = 14  # px between label baselines: labels closer than this would overlap
+CHAR = 7.2  # px: a generous width of one character at font-size 12 (wide glyphs, bold fallbacks)
 FONT = 'font-family="sans-serif" font-size="12" fill="currentColor"'
 FASTER, SLOWER, POINT = "#43a047", "#e53935", "#5c6bc0"
 
@@ -20,8 +21,14 @@ def _figure(svg: str, caption: str) -> str:
     return f'<figure class="specatlas-chart">{svg}<figcaption>{escape(caption)}</figcaption></figure>'
 
 
-def _svg_open(height: float, caption: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height:.0f}" width="{WIDTH}" '
+def text_width(text: str) -> float:
+    """An upper estimate of the drawn width of `text` in the charts' font, so that every label
+    can be placed inside the drawing area (the SVG clips whatever falls outside its viewBox)."""
+    return len(text) * CHAR
+
+
+def _svg_open(width: float, height: float, caption: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
             f'height="{height:.0f}" role="img" aria-label="{escape(caption)}" {FONT}>')
 
 
@@ -35,19 +42,22 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
 
 def speedup_bars(rows: list[tuple[str, float, float, float]], caption: str) -> str:
     """Horizontal bars, one per (label, mean speedup, lowest, highest), with the range over runs as
-    a whisker and the baseline's 1x marked."""
-    label_width, bar_left, row_height = 230, 240, 22
+    a whisker and the baseline's 1x marked. The label column is as wide as the longest label."""
+    row_height, value_room = 22, 60
+    label_width = max([230.0, *(text_width(label) + 6 for label, *_ in rows)])
+    bar_left = label_width + 10
     top = max([1.0, *(high for *_, high in rows)]) * 1.1
-    plot = WIDTH - bar_left - 60
+    plot = WIDTH - 240 - value_room
+    width = bar_left + plot + value_room
     height = row_height * len(rows) + 30
 
     def x(value: float) -> float:
         return bar_left + plot * value / top
 
-    parts = [_svg_open(height, caption)]
+    parts = [_svg_open(width, height, caption)]
     for i, (label, value, low, high) in enumerate(rows):
         y = 8 + i * row_height
-        parts.append(f'<text x="{label_width}" y="{y + 14}" text-anchor="end">{escape(label)}</text>'
+        parts.append(f'<text x="{label_width:.0f}" y="{y + 14}" text-anchor="end">{escape(label)}</text>'
                      f'<rect x="{bar_left}" y="{y + 2}" width="{x(value) - bar_left:.1f}" height="{row_height - 6}" '
                      f'fill="{FASTER if value >= 1 else SLOWER}"><title>{escape(label)}: {value:.2f}×'
                      f'{f" (runs: {low:.2f}–{high:.2f}×)" if high > low else ""}</title></rect>')
@@ -82,15 +92,18 @@ def spread_labels(wanted: list[float], low: float, high: float, gap: float = LIN
 def accepted_vs_speedup(points: list[tuple[str, float, float]], caption: str) -> str:
     """Scatter of (label, mean accepted tokens, speedup): how much of the acceptance survives as
     speed. Labels sit in a column right of the plot, each joined to its point by a leader line,
-    so they never overlap however close the points are."""
-    left, label_column, top_pad, bottom_pad = 60, 200, 20, 45
+    so they never overlap however close the points are; the column is as wide as the longest
+    label, so none is cut at the chart's right edge."""
+    left, top_pad, bottom_pad = 60, 20, 45
+    label_column = max([200.0, *(16 + text_width(label) + 8 for label, *_ in points)])
     plot_h = max(255, LINE * len(points))
     height = top_pad + plot_h + bottom_pad
     xs = [p[1] for p in points] + [1.0]
     ys = [p[2] for p in points] + [1.0]
     x_low, x_high = min(xs) * 0.95, max(xs) * 1.05 + 0.05
     y_low, y_high = min(ys) * 0.9, max(ys) * 1.1 + 0.05
-    plot_w = WIDTH - left - label_column
+    plot_w = WIDTH - left - 200
+    width = left + plot_w + label_column
 
     def px(value: float) -> float:
         return left + plot_w * (value - x_low) / (x_high - x_low)
@@ -98,7 +111,7 @@ def accepted_vs_speedup(points: list[tuple[str, float, float]], caption: str) ->
     def py(value: float) -> float:
         return top_pad + plot_h * (1 - (value - y_low) / (y_high - y_low))
 
-    parts = [_svg_open(height, caption),
+    parts = [_svg_open(width, height, caption),
              f'<rect x="{left}" y="{top_pad}" width="{plot_w}" height="{plot_h}" fill="none" stroke="currentColor" stroke-opacity="0.5"/>']
     for tick in _ticks(x_low, x_high):
         parts.append(f'<text x="{px(tick):.1f}" y="{top_pad + plot_h + 16}" text-anchor="middle">{tick:g}</text>')

@@ -32,6 +32,7 @@ _NODE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 METRIC_UNITS = {"speedup": "×", "throughput-gain": "×"}
 RAW_RESULTS = "runs"  # the site folder of the result files under results/
 RUN_PROMPT = "Explain speculative decoding in two sentences."
+NODE_SEARCH_BOOST = 4  # Material search: a taxonomy node's page scores this many times a paper's
 
 
 def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | None = None,
@@ -45,7 +46,7 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
             raise ValueError(f"taxonomy node id {node.id!r} cannot name a page")
     loaded = measured_results(catalog)
     pages = {
-        "index.md": home(catalog),
+        "index.md": home(catalog, loaded),
         "catalog.md": catalog_page(catalog, directory_urls),
         "taxonomy/index.md": taxonomy_index(catalog),
         "timeline.md": timeline_page(catalog),
@@ -106,8 +107,14 @@ def _page(template: str, **context: object) -> str:
 
 # Home ----------------------------------------------------------------------------------------
 
-def home(catalog: Catalog) -> str:
+def home(catalog: Catalog, loaded=None) -> str:
+    """The first screen says what the site offers: the methods that run and were measured here,
+    with the pages that rank, run and map them; the catalog follows."""
     papers = catalog.papers
+    # by name: speedups from different hardware tables are never ranked against each other
+    measured = {row.method_id for row in measured_rows(catalog.root / "results", loaded)} if loaded else set()
+    benchmarked = sorted((catalog.by_id[i] for i in measured & set(catalog.by_id)), key=lambda p: choose.method_name(p).lower())
+    third_party = len(spec_bench_by_paper(catalog))
     drafting = catalog.taxonomy.facets.get("drafting")
     glance = {
         "papers": len(papers),
@@ -122,7 +129,9 @@ def home(catalog: Catalog) -> str:
     return _page(
         "home.md.j2", glance=glance, years=Counter(posted(p)[0] for p in papers),
         families=[(node, len(catalog.node_papers.get(node.id, []))) for node in (drafting.children(None) if drafting else [])],
-        runnable=[catalog.by_id[i] for i in sorted(catalog.implemented)], run_prompt=RUN_PROMPT)
+        runnable=[catalog.by_id[i] for i in sorted(catalog.implemented)], run_prompt=RUN_PROMPT,
+        benchmarked=benchmarked, third_party=third_party, name=choose.method_name,
+        unmeasured=sorted((catalog.by_id[i] for i in catalog.implemented - measured), key=lambda p: choose.method_name(p).lower()))
 
 
 # One page per paper --------------------------------------------------------------------------
@@ -214,7 +223,7 @@ def taxonomy_index(catalog: Catalog) -> str:
 
 def node_page(catalog: Catalog, node: Node) -> str:
     facet = catalog.taxonomy.facets[node.facet]
-    return _page("node.md.j2", node=node, facet=facet, count=_counter(catalog),
+    return _page("node.md.j2", node=node, facet=facet, count=_counter(catalog), search_boost=NODE_SEARCH_BOOST,
                  ancestors=[facet.nodes[a] for a in reversed(facet.ancestors(node.id))], children=facet.children(node.id),
                  papers=_newest_first(catalog.by_id[i] for i in catalog.node_papers.get(node.id, [])))
 
@@ -276,7 +285,8 @@ def catalog_page(catalog: Catalog, directory_urls: bool) -> str:
 def timeline_page(catalog: Catalog) -> str:
     figure = timeline.build(catalog)
     # timeline.py escapes every text it draws into the SVG
-    return _page("timeline.md.j2", svg=Markup(figure.svg), families=figure.families, rows=figure.rows)
+    return _page("timeline.md.j2", svg=Markup(figure.svg), families=figure.families, rows=figure.rows,
+                 coverage=figure.coverage, row_status=figure.row_status, statuses=timeline.STATUSES)
 
 
 # Lineage -------------------------------------------------------------------------------------

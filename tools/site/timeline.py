@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+from datetime import date
+
+import yaml
 
 from specatlas.site.catalog import Catalog, posted
 from specatlas.site.text import attr
+
+# The sweeps' record of how completely each posted month was searched (see the file's header).
+COVERAGE_FILE = "tools/catalog/sweep/coverage.yaml"
+CANDIDATES_FILE = "tools/catalog/sweep/candidates.yaml"
+STATUSES = {"complete": "complete", "searched": "searched", "thin": "thin", None: "not swept yet"}
+_MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
+_ARXIV = re.compile(r"^(\d{2})(\d{2})\.\d{4,5}$")
 
 # Colour-blind-safe (Okabe-Ito); the last colour is for papers without a drafting tag.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999")
@@ -14,10 +25,115 @@ BAR, GAP, LEFT, TOP, PLOT_H, LEGEND_ROW = 18, 6, 40, 14, 220, 18
 
 
 @dataclass
+class Period:
+    """Posted months first..last (inclusive, (year, month)), how completely they were swept."""
+
+    first: tuple[int, int]
+    last: tuple[int, int]
+    status: str | None  # a key of STATUSES; None: after the last swept period
+    how: str
+    papers: int = 0  # records posted in the period
+    candidates: int = 0  # papers seen in it but not yet records (candidates.yaml)
+
+    @property
+    def label(self) -> str:
+        first, last = (f"{y}-{m:02d}" for y, m in (self.first, self.last))
+        if self.status is None:
+            return f"{first} onward"
+        return first if first == last else f"{first} to {last}"
+
+
+@dataclass
+class Coverage:
+    swept: str | None  # the date of the last sweep
+    periods: list[Period] = field(default_factory=list)
+
+    def status(self, year: int, month: int) -> str | None:
+        """The status of a posted month; None when no period holds it (not swept yet)."""
+        for period in self.periods:
+            if period.first <= (year, month) <= period.last:
+                return period.status
+        return None
+
+
+@dataclass
 class Figure:
     families: list[str]  # legend order
     rows: list[tuple[str, list[int]]]  # ("2024 Q1", count per family), every quarter in range
     svg: str
+    coverage: Coverage | None = None  # None: the catalog has no sweep record
+    row_status: list[str] = field(default_factory=list)  # per row: how completely its months were swept
+
+
+def _month(value: object, where: str) -> tuple[int, int]:
+    match = _MONTH.match(str(value))
+    if not match:
+        raise ValueError(f"{COVERAGE_FILE}: {where}: {value!r} is not a month (YYYY-MM)")
+    return int(match.group(1)), int(match.group(2))
+
+
+def coverage(catalog: Catalog) -> Coverage | None:
+    """The sweep record (COVERAGE_FILE) with each period's paper and candidate counts, or None
+    when the catalog has none. A malformed record fails the build: the page would mislead."""
+    path = catalog.root / COVERAGE_FILE
+    if not path.is_file():
+        return None
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict) or not isinstance(data.get("periods"), list):
+        raise ValueError(f"{COVERAGE_FILE}: expected a mapping with a list of periods")
+    swept = data.get("swept")
+    periods = []
+    for i, item in enumerate(data["periods"]):
+        if not isinstance(item, dict) or item.get("status") not in STATUSES or item.get("status") is None:
+            raise ValueError(f"{COVERAGE_FILE}: period {i + 1}: needs from, to, how and a status of "
+                             f"{', '.join(k for k in STATUSES if k)}")
+        first, last = _month(item.get("from"), f"period {i + 1}"), _month(item.get("to"), f"period {i + 1}")
+        if last < first or (periods and first <= periods[-1].last):
+            raise ValueError(f"{COVERAGE_FILE}: period {i + 1}: periods must run forward without overlap")
+        periods.append(Period(first, last, item["status"], str(item.get("how") or "")))
+    result = Coverage(str(swept) if isinstance(swept, (str, date)) else None, periods)
+    if periods:  # the months after the last period, to the newest posted record or candidate
+        after = (periods[-1].last[0] + (periods[-1].last[1] == 12), periods[-1].last[1] % 12 + 1)
+        result.periods.append(Period(after, after, None, "after the last sweep"))
+    seen = [posted(p) for p in catalog.papers] + [(y, m) for y, m in _candidate_months(catalog)]
+    for year, month in seen:
+        for period in result.periods:
+            if period.status is None and (year, month or 1) >= period.first:
+                period.last = max(period.last, (year, month or 1))
+    for paper in catalog.papers:
+        year, month = posted(paper)
+        for period in result.periods:
+            if period.first <= (year, month or 1) <= period.last:
+                period.papers += 1
+    for year, month in _candidate_months(catalog):
+        for period in result.periods:
+            if period.first <= (year, month) <= period.last:
+                period.candidates += 1
+    return result
+
+
+def _candidate_months(catalog: Catalog) -> list[tuple[int, int]]:
+    """Posted months (from the arXiv id) of the papers the sweeps saw but could not yet confirm."""
+    path = catalog.root / CANDIDATES_FILE
+    if not path.is_file():
+        return []
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    items = (data.get("candidates") or []) if isinstance(data, dict) else []
+    out = []
+    for item in items:
+        match = _ARXIV.match(str(item.get("arxiv") or "")) if isinstance(item, dict) else None
+        if match and 1 <= int(match.group(2)) <= 12:
+            out.append((2000 + int(match.group(1)), int(match.group(2))))
+    return out
+
+
+def _quarter_status(record: Coverage | None, year: int, quarter: int) -> str:
+    """How completely a quarter's months were swept: the weakest of its months."""
+    if record is None:
+        return ""
+    order = ["complete", "searched", "thin", None]
+    worst = max((record.status(year, m) for m in range(3 * quarter - 2, 3 * quarter + 1)), key=order.index)
+    return STATUSES[worst]
 
 
 def build(catalog: Catalog) -> Figure:
@@ -33,7 +149,9 @@ def build(catalog: Catalog) -> Figure:
         counts.setdefault(quarter, [0] * len(families))[column.get(family, len(families) - 1)] += 1
     quarters = _quarter_range(min(counts), max(counts)) if counts else []
     rows = [(f"{y} Q{q}", counts.get((y, q), [0] * len(families))) for y, q in quarters]
-    return Figure(families, rows, _svg(families, rows))
+    record = coverage(catalog)
+    row_status = [_quarter_status(record, y, q) for y, q in quarters]
+    return Figure(families, rows, _svg(families, rows, row_status), record, row_status)
 
 
 def _quarter_range(first: tuple[int, int], last: tuple[int, int]) -> list[tuple[int, int]]:
@@ -44,7 +162,9 @@ def _quarter_range(first: tuple[int, int], last: tuple[int, int]) -> list[tuple[
     return out
 
 
-def _svg(families: list[str], rows: list[tuple[str, list[int]]]) -> str:
+def _svg(families: list[str], rows: list[tuple[str, list[int]]], row_status: list[str] | None = None) -> str:
+    """`row_status`: per quarter, how completely it was swept; a quarter that is not complete is
+    marked above its bar (a thin quarter is not a quiet one)."""
     peak = max((sum(c) for _, c in rows), default=0) or 1
     step = 10 ** max(0, len(str(peak)) - 1)
     tick = step if peak / step >= 4 else max(1, step // 2)
@@ -70,6 +190,10 @@ def _svg(families: list[str], rows: list[tuple[str, list[int]]]) -> str:
             y -= h
             parts.append(f'<rect x="{x}" y="{y:.1f}" width="{BAR}" height="{h:.1f}" fill="{colour}">'
                          f'<title>{attr(label)}, {attr(family)}: {count}</title></rect>')
+        status = row_status[i] if row_status else ""
+        if status in (STATUSES["thin"], STATUSES[None]):
+            parts.append(f'<text x="{x + BAR / 2}" y="{y - 3:.1f}" text-anchor="middle" class="sa-thin">?'
+                         f'<title>{attr(label)}: coverage {attr(status)}</title></text>')
         if label.endswith("Q1") or (i == 0 and label[-1] in "12"):  # no clash with the next Q1
             parts.append(f'<text x="{x}" y="{base + 16}">{attr(label[:4])}</text>')
     for k, (family, colour) in enumerate(zip(families, colours)):
