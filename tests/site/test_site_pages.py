@@ -21,7 +21,7 @@ def test_one_page_per_paper_and_per_node(fixture_catalog, generated):
     expected = {f"papers/{p.id}.{ext}" for p in fixture_catalog.papers for ext in ("md", "bib")}
     expected |= {f"taxonomy/{n.id}.md" for n in fixture_catalog.taxonomy.all_nodes()}
     expected |= {"index.md", "catalog.md", "taxonomy/index.md", "timeline.md", "lineage.md",
-                 "leaderboard.md", "results.md", "choose.md", "run.md", "coverage.md", "contributing.md", "papers.bib", "robots.txt"}
+                 "leaderboard.md", "results.md", "choose.md", "run.md", "coverage.md", "training.md", "contributing.md", "papers.bib", "robots.txt"}
     assert set(generated) == expected
 
 

@@ -130,3 +130,36 @@ def accepted_vs_speedup(points: list[tuple[str, float, float]], caption: str) ->
                      f'<text x="{label_x}" y="{label_y:.1f}" class="sa-point-label">{escape(label)}</text>')
     parts.append("</svg>")
     return _figure("".join(parts), caption)
+
+
+def acceptance_by_data(series: dict[str, list[tuple[float, float]]], caption: str) -> str:
+    """Lines of (training answer tokens, mean accepted tokens per step), one per series, the
+    token axis logarithmic (the sizes grow by 4x): how much data a head needs."""
+    left, top_pad, bottom_pad, plot_w, plot_h = 60, 20, 45, WIDTH - 60 - 200, 240
+    width, height = WIDTH, top_pad + plot_h + bottom_pad
+    points = [point for line in series.values() for point in line]
+    x_low, x_high = (math.log10(min(p[0] for p in points)) - 0.1, math.log10(max(p[0] for p in points)) + 0.1)
+    y_low, y_high = 1.0, max(p[1] for p in points) * 1.1 + 0.05
+
+    def px(tokens: float) -> float:
+        return left + plot_w * (math.log10(tokens) - x_low) / (x_high - x_low)
+
+    def py(value: float) -> float:
+        return top_pad + plot_h * (1 - (value - y_low) / (y_high - y_low))
+
+    parts = [_svg_open(width, height, caption),
+             f'<rect x="{left}" y="{top_pad}" width="{plot_w}" height="{plot_h}" fill="none" stroke="currentColor" stroke-opacity="0.5"/>']
+    for exponent in range(math.ceil(x_low), math.floor(x_high) + 1):
+        parts.append(f'<text x="{px(10 ** exponent):.1f}" y="{top_pad + plot_h + 16}" text-anchor="middle">1e{exponent}</text>')
+    for tick in _ticks(y_low, y_high):
+        parts.append(f'<text x="{left - 6}" y="{py(tick) + 4:.1f}" text-anchor="end">{tick:g}</text>')
+    parts.append(f'<text x="{left + plot_w / 2}" y="{height - 8}" text-anchor="middle">training answer tokens (log scale)</text>'
+                 f'<text x="14" y="{top_pad + plot_h / 2}" text-anchor="middle" transform="rotate(-90 14 {top_pad + plot_h / 2})">mean accepted tokens</text>')
+    for (label, line), colour, row in zip(series.items(), (POINT, FASTER, SLOWER), range(len(series))):
+        path = " ".join(f"{px(t):.1f},{py(a):.1f}" for t, a in sorted(line))
+        parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        parts.extend(f'<circle cx="{px(t):.1f}" cy="{py(a):.1f}" r="4" fill="{colour}"><title>{escape(label)}: '
+                     f'{t:,.0f} tokens, {a:.2f} accepted</title></circle>' for t, a in line)
+        parts.append(f'<text x="{left + plot_w + 16}" y="{top_pad + 14 + LINE * row}" fill="{colour}">{escape(label)}</text>')
+    parts.append("</svg>")
+    return _figure("".join(parts), caption)

@@ -9,9 +9,11 @@ one of them.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 
 from markupsafe import Markup
 
@@ -56,6 +58,7 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
         "choose.md": choose_page(catalog, loaded),
         "run.md": run_page(catalog, repo_url),
         "coverage.md": coverage_page(catalog, loaded),
+        "training.md": training_page(catalog),
         "robots.txt": robots(site_url),
         "contributing.md": contributing_page(catalog),
         "papers.bib": bib.render(catalog.papers),
@@ -326,6 +329,39 @@ def leaderboard_page(catalog: Catalog, loaded=None) -> str:
         tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded,
                                         raw=lambda name: f"{RAW_RESULTS}/{name}"))
     return _page("leaderboard.md.j2", tables=tables)
+
+
+def training_page(catalog: Catalog) -> str:
+    """The data the heads learn from (the train-data manifests), the shipped heads' model cards and
+    the acceptance-vs-data curves (results/training/), each read from the repository's files."""
+    from specatlas.bench.charts import acceptance_by_data
+
+    impls = catalog.root / "reference_impls"
+    manifests = [(path.parent.name, _json(path)) for path in sorted((impls / "training_data").glob("*/manifest.json"))]
+    heads = [(path.parent.name, _json(path)) for path in sorted((impls / "trained_heads").glob("*/training.json"))]
+    curves = []
+    for path in sorted((catalog.root / "results" / "training").glob("*-acceptance-vs-data.json")):
+        curve = _json(path)
+        points = curve["points"]
+        series = {"top-1 chain": [(p["train_answer_tokens"], p["chain"]["mean_accepted_tokens_chain"]) for p in points],
+                  f"{points[0]['paper_method']['method']} (paper tree)" if points else "paper method":
+                      [(p["train_answer_tokens"], p["paper_method"]["mean_accepted_tokens"]) for p in points]}
+        chart = acceptance_by_data(series, f"{curve['family']} on {curve['model']}: held-out mean accepted tokens "
+                                           "by training data size") if points else None
+        curves.append((path.name, curve, Markup(chart) if chart else None))
+    sources = {model: [(source, counts.get("read", 0), counts.get("kept", 0),
+                        "; ".join(f"{why.removeprefix('dropped: ')} {n:,}" for why, n in counts.items()
+                                  if why.startswith("dropped")) or "–")
+                       for source, counts in manifest.get("sources", {}).items()] for model, manifest in manifests}
+    return _page("training.md.j2", manifests=manifests, heads=heads, curves=curves, sources=sources)
+
+
+def _json(path: Path) -> dict:
+    """A JSON file the project writes (a manifest, a model card, a curve); a broken one fails the build."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: cannot be read ({exc})") from None
 
 
 def robots(site_url: str | None) -> str:

@@ -1,0 +1,38 @@
+"""The Training page: the committed data's manifest, the shipped heads' cards and the curves."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from types import SimpleNamespace
+
+from specatlas.paths import repo_root
+from specatlas.site.pages import training_page
+
+DATA = "reference_impls/training_data/smollm2-135m-instruct/manifest.json"
+
+
+def test_the_page_shows_the_committed_data_and_every_shipped_head():
+    page = training_page(SimpleNamespace(root=repo_root()))
+    manifest = json.loads((repo_root() / DATA).read_text())
+    assert f"{manifest['totals']['answer_tokens']:,} answer tokens" in page
+    assert f"| sharegpt | {manifest['sources']['sharegpt']['read']:,} |" in page
+    heads = sorted(p.parent.name for p in (repo_root() / "reference_impls/trained_heads").glob("*/training.json"))
+    assert heads and all(f"| {name.replace('-', chr(92) + '-')} |" in page for name in heads)
+    if not list((repo_root() / "results/training").glob("*.json")):
+        assert "No curve is measured yet" in page
+
+
+def test_a_curve_file_becomes_a_chart_and_a_table(tmp_path):
+    shutil.copytree(repo_root() / "reference_impls/training_data", tmp_path / "reference_impls/training_data")
+    (tmp_path / "results/training").mkdir(parents=True)
+    point = lambda tokens, chain, paper: {  # noqa: E731
+        "requested_tokens": tokens, "train_answer_tokens": tokens + 7, "train_conversations": 9, "steps": 100,
+        "stopped_by": "steps", "final_loss": 1.0, "config": {}, "chain": {"mean_accepted_tokens_chain": chain},
+        "paper_method": {"method": "li2025eagle", "mean_accepted_tokens": paper, "identical_to_plain": True}}
+    curve = {"family": "eagle3", "model": "m", "points": [point(32000, 1.4, 1.9), point(128000, 1.6, 2.3)]}
+    (tmp_path / "results/training/m-eagle3-acceptance-vs-data.json").write_text(json.dumps(curve))
+    page = training_page(SimpleNamespace(root=tmp_path))
+    assert page.count("<polyline") == 2 and "li2025eagle (paper tree)" in page
+    assert "| 128,007 | 100 | 1.6 | 2.3 (li2025eagle) | yes |" in page
+    assert "No curve is measured yet" not in page
