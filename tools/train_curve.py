@@ -62,7 +62,10 @@ def execute(args: argparse.Namespace) -> int:
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     data = train_data.default_folder(loaded.name)
-    done = {entry["requested_tokens"] for entry in curve["points"]}
+    steps = args.steps or family.default_steps
+    # A point counts as done only under this run's config; one measured under another is replaced.
+    done = {p["requested_tokens"] for p in curve["points"] if p.get("config", {}).get("steps") == steps
+            and p.get("config", {}).get("seed") == args.seed}
     for size in sizes:
         if size in done:
             print(f"specatlas train-curve: {size} tokens already measured", file=sys.stderr)
@@ -74,6 +77,7 @@ def execute(args: argparse.Namespace) -> int:
         card = json.loads((output / "training.json").read_text(encoding="utf-8"))
         shards, held_out = train_data.load(data, loaded.tokenizer, tokens=1)
         prompts = [c.prompt for _, conversations in shards[:held_out] for c in conversations][: args.prompts]
+        curve["points"] = [p for p in curve["points"] if p["requested_tokens"] != size]
         curve["points"].append({
             "requested_tokens": size, "train_answer_tokens": card["train_answer_tokens"],
             "train_conversations": card["train_conversations"], "steps": card["steps"],
