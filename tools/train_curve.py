@@ -9,8 +9,9 @@ shipped head, and measured on the data's held-out shard, the same text for every
 chain's acceptance from the model card, and the family's paper method (its paper tree or draft
 length) run greedily on held-out prompts with that head: mean accepted tokens per step, the
 output checked identical to plain decoding. Results go to
-results/training/<model>-<family>-acceptance-vs-data.json, one entry per size, written as each
-finishes (a rerun skips the sizes done); the site charts it on the training page.
+results/training/<model>-<family>-steps<S>-seed<N>-acceptance-vs-data.json (one file per config),
+one entry per size, written as each finishes (a rerun skips the sizes done); the site charts it on
+the training page.
 """
 
 from __future__ import annotations
@@ -55,17 +56,16 @@ def execute(args: argparse.Namespace) -> int:
         raise CommandError(f"--tokens must be comma-separated whole numbers, got {args.tokens!r}") from None
     if not sizes or min(sizes) < 1 or args.prompts < 1 or args.max_new_tokens < 1 or (args.steps is not None and args.steps < 1):
         raise CommandError("--tokens, --steps, --prompts and --max-new-tokens must be positive")
-    path = curves_dir() / f"{EMBEDDED}-{family.name}-acceptance-vs-data.json"
+    steps = args.steps or family.default_steps
+    # One file per config (steps, seed): a curve's points differ only in the data.
+    path = curves_dir() / f"{EMBEDDED}-{family.name}-steps{steps}-seed{args.seed}-acceptance-vs-data.json"
     curve = read_curve(path, family.name, EMBEDDED)  # before the model loads: a damaged file stops nothing long
     try:
         loaded = load_model(None, torch.device("cpu"), torch.float32)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     data = train_data.default_folder(loaded.name)
-    steps = args.steps or family.default_steps
-    # A point counts as done only under this run's config; one measured under another is replaced.
-    done = {p["requested_tokens"] for p in curve["points"] if p.get("config", {}).get("steps") == steps
-            and p.get("config", {}).get("seed") == args.seed}
+    done = {p["requested_tokens"] for p in curve["points"]}
     for size in sizes:
         if size in done:
             print(f"specatlas train-curve: {size} tokens already measured", file=sys.stderr)
@@ -77,7 +77,6 @@ def execute(args: argparse.Namespace) -> int:
         card = json.loads((output / "training.json").read_text(encoding="utf-8"))
         shards, held_out = train_data.load(data, loaded.tokenizer, tokens=1)
         prompts = [c.prompt for _, conversations in shards[:held_out] for c in conversations][: args.prompts]
-        curve["points"] = [p for p in curve["points"] if p["requested_tokens"] != size]
         curve["points"].append({
             "requested_tokens": size, "train_answer_tokens": card["train_answer_tokens"],
             "train_conversations": card["train_conversations"], "steps": card["steps"],
