@@ -26,6 +26,7 @@ import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from specatlas.cli import CommandError
@@ -149,6 +150,8 @@ class Builder:
     # ----------------------------------------------------------------------------------------
 
     def save_manifest(self) -> None:
+        import torch
+
         args = self.args
         self.manifest.update({
             "model": self.loaded.name, "tokenizer_vocab": self.vocab,
@@ -158,7 +161,7 @@ class Builder:
             "command": "specatlas train-data" + (f" --model {args.model}" if args.model else ""),
             "totals": totals(self.manifest),
             "last_run": {"commit": _commit(), "machine": platform.processor() or platform.machine(),
-                         "torch": __import__("torch").__version__, "threads": __import__("torch").get_num_threads()},
+                         "torch": torch.__version__, "threads": torch.get_num_threads()},
         })
         atomic_write(self.folder / "manifest.json", (json.dumps(self.manifest, indent=1) + "\n").encode())
 
@@ -285,7 +288,7 @@ def shard_entry(name: str, conversations, data: bytes) -> dict:
     return {"file": name, "sha256": file_sha(data), "conversations": len(conversations),
             "answer_tokens": sum(len(c.answer) for c in conversations),
             "finished": sum(c.finished for c in conversations),
-            "sources": _count(c.ref.split(":", 1)[0] for c in conversations)}
+            "sources": dict(Counter(c.ref.split(":", 1)[0] for c in conversations))}
 
 
 def user_turn_prefix(tokenizer) -> str:
@@ -293,13 +296,6 @@ def user_turn_prefix(tokenizer) -> str:
     marker = "\u0000MAGPIE\u0000"
     text = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False)
     return text[: text.index(marker)]
-
-
-def _count(items) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for item in items:
-        counts[item] = counts.get(item, 0) + 1
-    return counts
 
 
 def _commit() -> str | None:
