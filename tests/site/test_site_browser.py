@@ -1,6 +1,8 @@
 """The built site in headless Chromium: every page type without console errors (light and dark),
 search, the catalog's filters kept in the URL across Back, the results view's sorting, the
-leaderboard at 1280 px, chart text in dark mode, the lineage links, the Which-method page's CPU
+leaderboard at 1280 px and 390 px, its headings stating the sample size (each hardware's largest
+run first, raw files linked, paper and tuned rows side by side), no id or word broken across lines
+and code blocks scrolling at phone width, chart text in dark mode, the lineage links, the Which-method page's CPU
 verdict (a method measured on CPU here), a paper's lineage neighbourhood at phone width, the
 Reported results answering "fastest on Spec-Bench for a 7B model", EAGLE-3's measured numbers,
 counts that follow the filters, and search bringing a taxonomy node first for its phrase.
@@ -9,6 +11,7 @@ Screenshots are kept in test-artifacts/site/ (the phone neighbourhood in the tes
 import functools
 import http.server
 import os
+import re
 import shutil
 import threading
 
@@ -233,6 +236,86 @@ def test_leaderboard_overall_column_fits_at_1280_px_and_has_one_row_per_method(o
     box = first.locator("th", has_text="Policy").bounding_box()
     assert box["x"] >= 0 and box["x"] + box["width"] <= 390
     assert page.errors == [] and phone.errors == []
+
+
+def test_leaderboard_headings_state_the_sample_and_link_the_raw_files(open_page, served):
+    from specatlas.bench.leaderboard import load_all, measured_rows, tables
+
+    base, catalog = served
+    grouped = [table for table, _ in tables(load_all(catalog.root / "results")[0])]
+    assert grouped
+    page = open_page()
+    page.goto(base + "leaderboard/")
+    headings = page.locator("article h2").evaluate_all("hs => hs.map(h => h.textContent.replace('¶', '').trim())")
+    # one heading per table, in the page's order, each stating what its numbers depend on
+    assert headings[:len(grouped)] == [table.title for table in grouped]
+    size = re.compile(r"\d+ questions? × \d+ tokens? × \d+ runs?$")
+    for table, heading in zip(grouped, headings):
+        assert size.search(heading) and table.hardware in heading and table.model in heading and table.kernels in heading
+        assert table.prompt_set in heading and table.prompt_set != table.prompt_id  # Spec-Bench by name, not "question"
+    # each hardware's first table is its largest run, and says so
+    first = {}
+    for table in grouped:
+        first.setdefault(table.hardware, table)
+    assert all(first[t.hardware].size >= t.size for t in grouped)
+    headline = page.locator("article h2").first.locator("xpath=following-sibling::p[1]")
+    assert headline.inner_text().startswith("The largest run on this hardware: its headline table.")
+    raw = headline.locator("a[href*='runs/']").first
+    response = page.request.get(raw.evaluate("a => a.href"))
+    assert response.ok and "provenance" in response.json()
+    # a method's paper-settings and tuned (cost-aware) rows side by side, in the table that measured both
+    policies = {}
+    for row in measured_rows(catalog.root / "results", load_all(catalog.root / "results")):
+        if row.table == grouped[0]:
+            policies.setdefault(row.method_id, set()).add(row.policy)
+    both = sorted(method for method, found in policies.items() if {"paper", "cost-aware"} <= found)
+    assert both, policies  # the committed headline table measured methods under both policies
+    pairs = page.locator("article h2").first.locator(
+        "xpath=following-sibling::*[.//th[normalize-space()='Paper: speedup']][1]//tbody/tr")
+    side_by_side = pairs.evaluate_all("rows => rows.map(r => r.cells[0].innerText.match(/\\((\\S+)\\)$/)[1])")
+    assert set(both) <= set(side_by_side), (both, side_by_side)
+    assert page.errors == []
+
+
+def test_ids_and_code_never_break_inside_a_word_at_phone_width(open_page, served):
+    """Material lets links and table cells break anywhere: an id such as kirchenbauer2026multi
+    came out as "kirchenbauer2" over "026multi". Every word of four or more characters stays on
+    one line (a line may break at spaces, hyphens, slashes); code blocks scroll sideways in their
+    own box instead of wrapping, and the page itself never scrolls sideways."""
+    base, _ = served
+    phone = open_page()
+    phone.set_viewport_size({"width": 390, "height": 844})
+    for path in ("results/", "leaderboard/", "run/", "papers/li2025eagle/"):
+        phone.goto(base + path)
+        broken = phone.evaluate(BROKEN_WORDS)
+        assert broken == [], (path, broken[:10])
+        assert phone.evaluate("document.documentElement.scrollWidth") <= 390, path
+        blocks = phone.locator("pre > code").evaluate_all(
+            "cs => cs.map(c => [getComputedStyle(c).whiteSpace, c.scrollWidth > c.clientWidth])")
+        assert all(space == "pre" for space, _ in blocks), (path, blocks)
+        if path == "run/":
+            assert any(scrolls for _, scrolls in blocks)  # a long command scrolls rather than wraps
+    shot(phone, "phone-run")
+    assert phone.errors == []
+
+
+# [the text of a word broken across lines, its element] for every visible word of 4+ characters
+# in the article; separators are where a line may break without breaking a word.
+BROKEN_WORDS = r"""() => {
+  const out = [];
+  const walker = document.createTreeWalker(document.querySelector("article"), NodeFilter.SHOW_TEXT);
+  for (let node; (node = walker.nextNode());) {
+    if (node.parentElement.closest("svg, pre")) continue;
+    for (const match of node.textContent.matchAll(/[^\s\-\/–—·,]{4,}/g)) {
+      const range = document.createRange();
+      range.setStart(node, match.index);
+      range.setEnd(node, match.index + match[0].length);
+      const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (lines.size > 1) out.push([match[0], node.parentElement.tagName]);
+    }
+  }
+  return out;
+}"""
 
 
 def test_charts_are_readable_in_dark_mode(open_page, served):
