@@ -1,12 +1,13 @@
 """The built site in headless Chromium: every page type without console errors (light and dark),
 search, the catalog's filters kept in the URL across Back, the results view's sorting, the
 leaderboard at 1280 px and 390 px, its headings stating the sample size (each hardware's largest
-run first, raw files linked, paper and tuned rows side by side), no id or word broken across lines
-and code blocks scrolling at phone width, chart text in dark mode, the lineage links, the Which-method page's CPU
-verdict (a method measured on CPU here), a paper's lineage neighbourhood at phone width, the
-Reported results answering "fastest on Spec-Bench for a 7B model", EAGLE-3's measured numbers,
-counts that follow the filters, and search bringing a taxonomy node first for its phrase.
-Screenshots are kept in test-artifacts/site/ (the phone neighbourhood in the test's tmp dir)."""
+run first, raw files linked, paper and tuned rows side by side), no id or word broken across
+lines and code blocks scrolling at phone width, chart labels readable in dark mode and drawn
+inside their chart, the lineage links, the Which-method page's CPU verdict (a method measured on
+CPU here), a paper's lineage neighbourhood at phone width, the Reported results answering
+"fastest on Spec-Bench for a 7B model", EAGLE-3's measured numbers, counts that follow the
+filters, and search bringing a taxonomy node first for its phrase. Screenshots are kept in
+test-artifacts/site/ (the phone neighbourhood in the test's tmp dir)."""
 
 import functools
 import http.server
@@ -332,6 +333,13 @@ def test_charts_are_readable_in_dark_mode(open_page, served):
         return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
 
     assert all(luminance(c) > 0.6 for c in colours), set(colours)  # light text on the dark page
+    # every label (the scatter's point names, the bars' method names) drawn whole inside its chart
+    clipped = page.locator("figure.specatlas-chart svg").evaluate_all("""svgs => svgs.flatMap(svg => {
+        const box = svg.getBoundingClientRect();
+        return [...svg.querySelectorAll("text")].filter(t => { const r = t.getBoundingClientRect();
+          return r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5;
+        }).map(t => t.textContent); })""")
+    assert clipped == []
     page.locator("figure.specatlas-chart").first.scroll_into_view_if_needed()
     shot(page, "dark-leaderboard-chart")
     assert page.errors == []
