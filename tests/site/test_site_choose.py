@@ -11,7 +11,7 @@ from sitecatalog import make_root
 from specatlas.bench.leaderboard import load_all, measured_rows
 from specatlas.bench.published import load_spec_bench
 from specatlas.paths import repo_root
-from specatlas.site import choose, pages
+from specatlas.site import choose, pages, reported
 from specatlas.site.catalog import load_catalog
 
 RUN = "2026-12-03-smollm2-135m-instruct-cpu-9abfbd69.json"
@@ -122,3 +122,14 @@ def test_a_table_where_nothing_beats_plain_decoding_has_no_pick():
     source = choose.Source(choose.CPU, True, "t", "d", "cpu", "leaderboard.md", [row])
     assert source.best(False, True) is None
     assert choose.Setting(choose.CPU, "CPU", "", source, [], [], 0).top is None
+
+
+def test_on_device_work_is_not_listed_as_serving(monkeypatch):
+    real = load_catalog(repo_root())
+    monkeypatch.setattr(choose, "SERVING_SHOWN", len(real.papers))
+    listed = {paper.id for paper, _ in choose.serving(real)[0]}
+    # tagged on-device, not serving, and reporting nothing at batch > 1
+    edge_only = {p.id for p in real.papers if "edge-devices" in real.tags(p, "scope")
+                 and "serving-systems" not in real.tags(p, "scope")
+                 and all((r.batch or 1) == 1 for r in reported.paper_rows(p))}
+    assert edge_only and listed and not edge_only & listed
