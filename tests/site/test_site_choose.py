@@ -133,3 +133,12 @@ def test_on_device_work_is_not_listed_as_serving(monkeypatch):
                  and "serving-systems" not in real.tags(p, "scope")
                  and all((r.batch or 1) == 1 for r in reported.paper_rows(p))}
     assert edge_only and listed and not edge_only & listed
+
+
+def test_of_tables_with_as_many_methods_the_largest_run_ranks_the_setting():
+    row = choose.Row("fast", (), 1.2, None, True, choose.NOTHING, None, ())
+    small, large = (choose.Source(choose.CPU, True, f"Measured here: {name}", "d", "cpu", "leaderboard.md", [row], size)
+                    for name, size in (("A small", 6 * 64), ("B large", 80 * 256)))
+    assert sorted([small, large], key=choose._order) == [large, small]
+    assert sorted([choose.Source(choose.CPU, True, "more methods", "d", "cpu", "x", [row, row], 1), large],
+                  key=choose._order)[0].title == "more methods"
