@@ -2,10 +2,13 @@
 provenance, a lossless check per row and numbers that their own samples give; bad input of any
 kind is one line per problem, never a traceback."""
 
+import glob
 import json
+import shlex
 import shutil
 
 import pytest
+import yaml
 
 from benchruns import build_run, sample, turn
 
@@ -154,3 +157,13 @@ def test_more_accepted_than_drafted_is_refused(capsys, tmp_path):
         data["samples"][1]["turns"][0]["accepted_at"] = [10 ** 6]
     status, _, err = check(capsys, edited(tmp_path, inflate))
     assert status == 1 and len(err) == 1 and "accepted_at must list, per draft position, at most the drafted_at" in err[0]
+
+
+def test_every_pull_request_runs_the_check_on_the_committed_results():
+    workflow = yaml.safe_load((repo_root() / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8"))
+    assert "pull_request" in workflow[True]  # YAML 1.1 reads the key `on` as True
+    commands = [shlex.split(step["run"]) for job in workflow["jobs"].values() for step in job["steps"] if "run" in step]
+    check = next(argv for argv in commands if argv[:3] == ["specatlas", "results", "check"])
+    # the pattern, expanded in the checkout as the runner's shell does, names every committed result file
+    assert sorted(path for pattern in check[3:] for path in glob.glob(pattern, root_dir=repo_root())) == \
+        [path.relative_to(repo_root()).as_posix() for path in COMMITTED]
