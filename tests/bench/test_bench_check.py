@@ -58,6 +58,14 @@ def test_a_synthetic_complete_run_passes(capsys, write_run):
     assert check(capsys, write_run(run))[0] == 0
 
 
+def test_a_method_without_a_lossless_check_is_refused(capsys, write_run):
+    # the baseline could not run: no output to compare with, so no row may claim a speedup here
+    run = build_run([sample("fast", "1", "qa", turn([1, 2], 0.5))], errors={"baseline": "RuntimeError: out of memory"})
+    path = write_run(run)
+    status, _, err = check(capsys, path)
+    assert status == 1 and err == [f"{path}: method fast: no lossless check (no sample shares a question with the baseline)"]
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda d: d["provenance"].pop("hardware"), "does not match the result schema: provenance.hardware: Field required"),
     (lambda d: d["provenance"]["packages"].pop("torch"), "provenance.packages.torch is missing (the torch version)"),
