@@ -164,7 +164,7 @@ class LosslessVariant(_Strict):
 
     variant: Line = Field(min_length=2, description="The variant as the paper names it, e.g. 'exact verification', 'typical acceptance', 'Medusa-2 (backbone fine-tuned)'.")
     lossless: bool = Field(description="true when this variant provably keeps the unmodified target's output distribution.")
-    modifies_target: bool = Field(False, description="true when this variant trains or fine-tunes the target's own weights; it then cannot be lossless.")
+    modifies_target: bool = Field(False, description="true when this variant trains or fine-tunes the target's own weights; it then cannot be lossless, and the record is tagged target-fine-tuning on the alignment axis.")
     note: Note | None = None
 
 

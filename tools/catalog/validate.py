@@ -159,6 +159,12 @@ def _check_lossless_variants(record: Record, report) -> None:
             report(record, f"lossless_variants[{i}].lossless", f"is true, but '{variant.variant}' modifies the target's "
                    "weights; lossless means the unmodified target's distribution, so set it to false",
                    "lossless_variants", i, "lossless")
+        # The alignment axis is what the catalog filters and the site's badges read, so a variant that trains
+        # the target must show there too, not only in this list.
+        if variant.modifies_target and not modifying:
+            report(record, f"lossless_variants[{i}].modifies_target", f"is true for '{variant.variant}', but no taxonomy "
+                   "tag says the target is fine-tuned; add 'target-fine-tuning' to taxonomy.alignment",
+                   "lossless_variants", i, "modifies_target")
     if not variants:
         return
     if paper.lossless is None:
