@@ -11,19 +11,17 @@ import pytest
 from specatlas import advise
 from specatlas.cli import main
 
-from .tiny_world import TinyWorld, model_folder
+from .tiny_world import model_folder
 
 PROMPTS = ["abc abc abc abc abc", "one two one two one two"]
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    world = TinyWorld(tmp_path_factory.mktemp("tiny-world"))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECATLAS_DATASTORE", str(world.datastore))
-        patch.setenv("SPECATLAS_CACHE", str(world.cache))
+        patch.setenv("SPECATLAS_CACHE", str(tmp_path_factory.mktemp("cache")))
         patch.setenv("SPECATLAS_PACKED_LINEARS", "0")  # no kernel timing: these tests check reports, not speed
-        yield model_folder(world, tmp_path_factory.mktemp("model") / "tiny-random-llama")
+        yield model_folder(tmp_path_factory.mktemp("model") / "tiny-random-llama")
 
 
 def test_compare_reports_both_speeds_and_identity_of_a_lossless_method(folder, capsys):

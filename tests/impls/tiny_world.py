@@ -12,7 +12,6 @@ draft-model methods), so a fast test covers every builder without the real model
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -111,15 +110,15 @@ class TinyWorld:
 TOKENIZER_CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789 .,?!'"
 
 
-def model_folder(world: TinyWorld, folder: Path) -> Path:
-    """The world's target as a Hugging Face folder a command loads with `--model`: float32 weights,
-    randomised at scale 0.5 (default inits leave logits so flat that float32 rounding could break
-    greedy ties), and a character-level tokenizer (lower-cased; other characters are <unk>) over
-    the model's vocabulary. No chat template: prompts are encoded as plain text."""
+def model_folder(folder: Path) -> Path:
+    """A tiny random Llama of the world's shape as a Hugging Face folder a command loads with
+    `--model`: float32 weights at scale 0.5 (default inits leave logits so flat that float32 rounding
+    could break greedy ties), and a character-level tokenizer (lower-cased; other characters are
+    <unk>) over the model's vocabulary. No chat template: prompts are encoded as plain text."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    model = randomise(copy.deepcopy(world.target), seed=13).to(torch.float32)
+    model = randomise(tiny_llama(seed=13, layers=LAYERS, vocab=VOCAB), seed=13).to(torch.float32)
     model.save_pretrained(folder)
     tokens = ["<unk>", *TOKENIZER_CHARACTERS]
     tokens += [f"<unused{i}>" for i in range(VOCAB - len(tokens))]
