@@ -18,7 +18,6 @@ import argparse
 import json
 import math
 import shlex
-import sys
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -71,7 +70,8 @@ class Row:
     accepted: float | None = None
     prompts: int = 0
     tokens: int = 0
-    identical: str | None = None  # "identical/compared" outputs against plain decoding
+    identical: int = 0  # outputs token-identical to plain decoding's
+    compared: int = 0
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -92,7 +92,7 @@ def execute(args: argparse.Namespace) -> int:
     deadline = clock + args.minutes * 60
 
     from specatlas.bench import contenders as cs
-    from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Run, predicted_speedup, summarize
+    from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Run
     from specatlas.bench.run import WARMUP, WARMUP_PROMPT, attempt, built
     from specatlas.impls.engine import cpu_kernels
     from specatlas.impls.engine.decoding import room_after
@@ -151,31 +151,10 @@ def execute(args: argparse.Namespace) -> int:
     run = Run(schema_version=SCHEMA_VERSION, config_hash="", config={"temperature": 0.0}, provenance={},
               cost_curve=curve, sessions=[{"started": started.isoformat(timespec="seconds"), "finished": None,
                                            "git_commit": None, "git_dirty": None, "units": len(samples)}],
-              methods=[{"id": c.id, "name": c.name, "kind": c.kind, "lossless": c.lossless, "setup": c.setup,
-                        "error": c.error, "policy": c.policy} for c in contenders],
-              samples=samples, summary={})
-    summary = summarize(run)
-    rows = []
-    for spec in map(METHODS.get, method_ids[1:]):
-        for policy in chosen_policies:
-            row_id = cs.contender_id(spec.id, policy)
-            contender = next((c for c in contenders if c.id == row_id), None)
-            row = Row(row_id, spec.id, policy.name, "not measured", "the time budget ran out; raise --minutes")
-            if contender and contender.error:
-                row.status = "unavailable" if row_id in unavailable else "failed"
-                row.reason = contender.error
-            elif row_id in summary:
-                overall, check = summary[row_id]["overall"], summary[row_id]["lossless"]
-                turns = [t for s in run.samples if s.method == row_id for t in s.turns]
-                predicted = predicted_speedup(turns, curve, drafting=True)
-                row = Row(row_id, spec.id, policy.name, "measured", None, overall["speedup"],
-                          round(predicted, 4) if predicted is not None else None, overall["mean_accepted"],
-                          overall["questions"], overall["tokens"], f"{check['identical']}/{check['compared']}")
-            rows.append(row)
-    measured = sorted((r for r in rows if r.status == "measured"), key=lambda r: (-(r.measured or 0), r.id))
-    rows = measured + [r for r in rows if r.status != "measured"]
+              methods=[c.record for c in contenders], samples=samples, summary={})
+    rows = ranked_rows(method_ids[1:], chosen_policies, contenders, unavailable, run)
     # The best is the fastest whose outputs were all plain decoding's: advise only recommends what it checked.
-    best = next((r for r in measured if r.identical and r.identical.split("/")[0] == r.identical.split("/")[1]), None)
+    best = next((r for r in rows if r.status == "measured" and r.identical == r.compared), None)
     command = run_command(best, args, prompts[0]) if best else None
 
     report = {
@@ -185,7 +164,7 @@ def execute(args: argparse.Namespace) -> int:
                     "max_new_tokens": args.max_new_tokens, "sampling": "greedy"},
         "minutes": args.minutes, "seconds": round(time.monotonic() - clock, 1),
         "cost_curve": {width: round(seconds, 6) for width, seconds in curve.items()},
-        "baseline_tokens": summary.get(BASELINE, {}).get("overall", {}).get("tokens", 0),
+        "baseline_tokens": sum(len(t["tokens"]) for s in samples if s["method"] == BASELINE for t in s["turns"]),
         "methods": [asdict(r) for r in rows],
         "best": {"id": best.id, "method": best.method, "policy": best.policy, "measured": best.measured,
                  "command": command} if best else None,
@@ -195,6 +174,34 @@ def execute(args: argparse.Namespace) -> int:
     else:
         print_report(report)
     return 0
+
+
+def ranked_rows(method_ids: list[str], chosen_policies, contenders, unavailable: set[str], run) -> list[Row]:
+    """A row per method and policy: the measured ones by measured speedup, fastest first, then the
+    others with the reason they were not measured."""
+    from specatlas.bench import contenders as cs
+    from specatlas.bench.results import predicted_speedup, summarize
+    from specatlas.impls.registry import METHODS
+
+    summary, by_id, rows = summarize(run), {c.id: c for c in contenders}, []
+    for spec in map(METHODS.get, method_ids):
+        for policy in chosen_policies:
+            row_id = cs.contender_id(spec.id, policy)
+            contender = by_id.get(row_id)
+            row = Row(row_id, spec.id, policy.name, "not measured", "the time budget ran out; raise --minutes")
+            if contender and contender.error:
+                row.status = "unavailable" if row_id in unavailable else "failed"
+                row.reason = contender.error
+            elif row_id in summary:
+                overall, check = summary[row_id]["overall"], summary[row_id]["lossless"]
+                predicted = predicted_speedup([t for s in run.samples if s.method == row_id for t in s.turns],
+                                              run.cost_curve, drafting=True)
+                row = Row(row_id, spec.id, policy.name, "measured", None, overall["speedup"],
+                          round(predicted, 4) if predicted is not None else None, overall["mean_accepted"],
+                          overall["questions"], overall["tokens"], check["identical"], check["compared"])
+            rows.append(row)
+    measured = sorted((r for r in rows if r.status == "measured"), key=lambda r: (-(r.measured or 0), r.id))
+    return measured + [r for r in rows if r.status != "measured"]
 
 
 def read_prompts(path: Path | None) -> tuple[list[str], str]:
@@ -271,7 +278,7 @@ def print_report(report: dict) -> None:
           f"{'prompts':>7} {'tokens':>6}  outputs = plain decoding's")
     for rank, r in enumerate(measured, 1):
         print(f"{rank:>4}  {r['method']:34} {r['policy']:10} {_times(r['measured']):>8} {_times(r['predicted']):>9} "
-              f"{_number(r['accepted']):>8} {r['prompts']:>7} {r['tokens']:>6}  {r['identical']}")
+              f"{_number(r['accepted']):>8} {r['prompts']:>7} {r['tokens']:>6}  {r['identical']}/{r['compared']}")
     others = [r for r in report["methods"] if r["status"] != "measured"]
     if others:
         print()

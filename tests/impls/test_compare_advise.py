@@ -60,7 +60,7 @@ def test_advise_ranks_the_methods_and_its_command_runs(folder, tmp_path, capsys)
     assert {r["status"] for r in measured} == {"measured"} and report["methods"][2]["method"] == "cai2024medusa"
     assert [r["measured"] for r in measured] == sorted((r["measured"] for r in measured), reverse=True)
     for row in measured:  # every prompt measured, every output plain decoding's, the sample size stated
-        assert row["prompts"] == 2 and row["identical"] == "2/2" and 2 <= row["tokens"] <= 16
+        assert row["prompts"] == row["identical"] == row["compared"] == 2 and 2 <= row["tokens"] <= 16
         assert row["predicted"] > 0 and row["accepted"] >= 1
     medusa = rows["cai2024medusa"]
     assert medusa["status"] == "unavailable" and "hidden size" in medusa["reason"]

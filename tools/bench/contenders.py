@@ -59,6 +59,12 @@ class Contender:
     error: str | None = None  # why it could not run; it then has no samples
     policy: str | None = None  # draft-length policy: "paper", "cost-aware" or "fixed" (None: no drafter)
 
+    @property
+    def record(self) -> dict:
+        """Its entry in a result file's `methods` (results.Method)."""
+        return {"id": self.id, "name": self.name, "kind": self.kind, "lossless": self.lossless, "setup": self.setup,
+                "error": self.error, "policy": self.policy}
+
 
 def policy_of(method_id: str, policy: DraftLengthPolicy) -> str | None:
     """The `policy` a result row records: the policy's name; None for the baseline, which drafts nothing."""

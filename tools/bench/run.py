@@ -314,8 +314,7 @@ def _assemble(checkpoint: Checkpoint, contenders) -> Run:
     run = Run(
         schema_version=SCHEMA_VERSION, config_hash=header["config_hash"], config=header["config"],
         provenance=header["provenance"], cost_curve=header["cost_curve"], sessions=sessions,
-        methods=[{"id": c.id, "name": c.name, "kind": c.kind, "lossless": c.lossless, "setup": c.setup,
-                  "error": c.error, "policy": c.policy} for c in contenders],
+        methods=[c.record for c in contenders],
         samples=[s for s in samples if s["method"] in ids], summary={},
     )
     run.summary = summarize(run)
