@@ -93,7 +93,7 @@ def execute(args: argparse.Namespace) -> int:
 
     from specatlas.bench import contenders as cs
     from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Run
-    from specatlas.bench.run import WARMUP, WARMUP_PROMPT, attempt, built
+    from specatlas.bench.run import attempt, built
     from specatlas.impls.engine import cpu_kernels
     from specatlas.impls.engine.decoding import room_after
     from specatlas.impls.engine.kv import Unsupported
@@ -127,10 +127,10 @@ def execute(args: argparse.Namespace) -> int:
                 unavailable.add(contender.id)
     if contenders[0].error:
         raise CommandError(f"plain decoding cannot run: {contenders[0].error}", status=1)
-    warmup = encode_chat(target.tokenizer, WARMUP_PROMPT)
+    warmup = encode_chat(target.tokenizer, cs.WARMUP_PROMPT)
     for contender in contenders:  # untimed: first-call allocations and lazy initialisation must not count
         if not contender.error and time.monotonic() < deadline:
-            attempt(contender, lambda c=contender: c.generate(warmup, WARMUP, 0.0, 0, stop))
+            attempt(contender, lambda c=contender: c.generate(warmup, cs.WARMUP, 0.0, 0, stop))
 
     samples, others, measured_prompts = [], contenders[1:], 0
     for index, ids in enumerate(encoded):

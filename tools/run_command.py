@@ -146,9 +146,9 @@ def execute(args: argparse.Namespace) -> int:
 
 def compare_baseline(target, decoder, prompt: list[int], args, sampling, stop):
     """Plain decoding's output on the same prompt and settings, on the same target (so the same
-    kernels). Both decoders first make the same untimed warm-up generation that `specatlas bench`
-    makes, so first-call costs (allocations, lazy initialisation) count for neither."""
-    from specatlas.bench.run import WARMUP, WARMUP_PROMPT
+    kernels). Both decoders first make the untimed warm-up generation every measurement here makes
+    (`contenders.WARMUP`), so first-call costs count for neither."""
+    from specatlas.bench.contenders import WARMUP, WARMUP_PROMPT
     from specatlas.impls.engine.models import encode_chat
     from specatlas.impls.engine.sampling import Randomness
     from specatlas.impls.registry import METHODS

@@ -34,6 +34,11 @@ PEERS = {
 }
 
 
+# Every decoder makes this generation untimed before it is measured (bench, advise, run --compare),
+# so first-call allocations and lazy initialisation count for none: the prompt and its new tokens.
+WARMUP_PROMPT, WARMUP = "Name three colours.", 16
+
+
 @dataclass
 class Turn:
     """Raw numbers of one generation."""

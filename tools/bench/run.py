@@ -27,8 +27,6 @@ from specatlas.impls.registry import METHODS, all_names, implemented_ids, resolv
 from specatlas.paths import repo_root
 from specatlas.run_command import number_problem
 
-WARMUP_PROMPT, WARMUP = "Name three colours.", 16  # the untimed first generation of every method, and its new tokens
-
 
 class BenchError(Exception):
     """Bad input or setup; the message is for the user."""
@@ -219,10 +217,10 @@ def bench(args) -> Path:
             if (question.id, repeat, contender.id) not in done:
                 plan.append((question, repeat, contender))
     if plan:  # untimed: first-call allocations and lazy initialisation must not count
-        warmup = encode_conversation(target.tokenizer, [WARMUP_PROMPT], [])
+        warmup = encode_conversation(target.tokenizer, [cs.WARMUP_PROMPT], [])
         for contender in contenders:
             if not contender.error:
-                attempt(contender, lambda c=contender: c.generate(warmup, WARMUP, args.temperature, args.seed, stop))
+                attempt(contender, lambda c=contender: c.generate(warmup, cs.WARMUP, args.temperature, args.seed, stop))
     with tqdm(total=len(done) + len(plan), initial=len(done), desc="bench", unit="gen", file=sys.stderr,
               dynamic_ncols=True) as bar:
         for question, repeat, contender in plan:
