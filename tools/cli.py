@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "leaderboard": ("specatlas.bench.leaderboard", "render results/ as the leaderboard page (or check it)"),
     "results": ("specatlas.bench.check", "check result files from any machine (provenance, lossless checks, numbers)"),
     "run": ("specatlas.run_command", "run a method by paper id or alias"),
+    "advise": ("specatlas.advise", "which method is fastest for your prompts on this machine, measured in a few minutes"),
     "calibrate": ("specatlas.calibrate", "cost of one target forward by new tokens on this machine, and its kernels"),
     "datastore": ("specatlas.datastore", "build a REST/SAM datastore from a text or JSONL corpus"),
     "train": ("specatlas.train", "train a draft head (Medusa, EAGLE) on the target's own answers"),

@@ -51,6 +51,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="'paper' (default: the paper's draft length, tree and window), 'cost-aware' (or 'auto': "
                              "the depth that pays here, structures sized for the device) or a fixed number of draft tokens")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    parser.add_argument("--compare", action="store_true",
+                        help="first run plain decoding on the same prompt and settings, then the method (both after the "
+                             "same warm-up, on the same kernels), and report both speeds, the speedup and whether "
+                             "the outputs are token-identical")
     add_trust_remote_code(parser)
 
 
@@ -104,15 +108,20 @@ def execute(args: argparse.Namespace) -> int:
         room_after(target.model, prompt, args.max_new_tokens)
     except Unsupported as exc:
         raise CommandError(str(exc))
-    stream = None if args.json else TextStream(target.tokenizer)
-    if stream:
-        print(header, file=sys.stderr)
+    # Compared runs are not streamed: printing as tokens arrive would time the two differently.
+    stream = None if args.json or args.compare else TextStream(target.tokenizer)
+    if not args.json:
+        print(header + (" | compared with plain decoding, run first; the text follows both runs" if args.compare else ""),
+              file=sys.stderr)
+    stop = eos_ids(target.model, target.tokenizer)
     try:
+        plain = compare_baseline(target, decoder, prompt, args, sampling, stop) if args.compare else None
         output = decoder.generate(prompt, args.max_new_tokens, sampling, Randomness(args.seed),
-                                  stop=eos_ids(target.model, target.tokenizer), on_tokens=stream and stream.add)
+                                  stop=stop, on_tokens=stream and stream.add)
     except Unsupported as exc:  # e.g. a tree draft on sliding-window layers
         raise CommandError(str(exc))
     stats = output.stats
+    comparison = compared(plain, output, sampling.greedy and not relaxed) if plain else None
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     if args.json:
         text = target.tokenizer.decode(output.tokens, skip_special_tokens=True)
@@ -120,13 +129,60 @@ def execute(args: argparse.Namespace) -> int:
                           "policy": policy.name, "draft_length": decoder.draft_length.describe() if decoder.drafter else None,
                           "paper_settings": settings or None, "sampling": sampling.describe(),
                           "relaxed_acceptance": relaxed, "seed": args.seed, "text": text, "tokens": output.tokens,
-                          "peak_rss_mb": round(peak_mb), **stats.as_dict()}))
+                          "peak_rss_mb": round(peak_mb), **stats.as_dict(),
+                          **({"compare": comparison} if comparison else {})}))
     else:
-        stream.finish()
+        if stream:
+            stream.finish()
+        else:
+            print(target.tokenizer.decode(output.tokens, skip_special_tokens=True))
         print(f"[{stats.new_tokens} tokens, {stats.tokens_per_second:.1f} tokens/s, "
               f"{stats.mean_accepted:.2f} mean accepted tokens per step, {stats.target_forwards} target forward passes, "
               f"draft {stats.draft_seconds:.2f}s / verify {stats.verify_seconds:.2f}s, peak RSS {peak_mb:.0f} MB]")
+        if comparison:
+            print(describe_comparison(spec.id, comparison))
     return 0
+
+
+def compare_baseline(target, decoder, prompt: list[int], args, sampling, stop):
+    """Plain decoding's output on the same prompt and settings, on the same target (so the same
+    kernels). Both decoders first make the untimed warm-up generation every measurement here makes
+    (`contenders.WARMUP`), so first-call costs count for neither."""
+    from specatlas.bench.contenders import WARMUP, WARMUP_PROMPT
+    from specatlas.impls.engine.models import encode_chat
+    from specatlas.impls.engine.sampling import Randomness
+    from specatlas.impls.registry import METHODS
+
+    plain = METHODS["baseline"].build(target.model)
+    warmup = encode_chat(target.tokenizer, WARMUP_PROMPT)
+    for warmed in (plain, decoder):
+        warmed.generate(warmup, WARMUP, sampling, Randomness(args.seed), stop=stop)
+    return plain.generate(prompt, args.max_new_tokens, sampling, Randomness(args.seed), stop=stop)
+
+
+def compared(plain, output, identity_expected: bool) -> dict:
+    """What `--compare` reports: both speeds (wall clock, prefill included, as a user waits for
+    it), the speedup, token identity (expected of a lossless rule under greedy decoding; under
+    sampling a lossless method draws from the same distribution, not the same tokens) and the mean
+    tokens each target forward committed."""
+    base, ours = plain.stats, output.stats
+    return {"baseline_tokens_per_second": round(base.tokens_per_second, 2),
+            "tokens_per_second": round(ours.tokens_per_second, 2),
+            "speedup": round(ours.tokens_per_second / base.tokens_per_second, 3) if base.tokens_per_second else None,
+            "identical": output.tokens == plain.tokens, "identity_expected": identity_expected,
+            "baseline_new_tokens": base.new_tokens, "new_tokens": ours.new_tokens,
+            "mean_accepted_tokens": round(ours.mean_accepted, 3)}
+
+
+def describe_comparison(method: str, comparison: dict) -> str:
+    speedup = comparison["speedup"]
+    identity = "token-identical" if comparison["identical"] else "different"
+    if not comparison["identity_expected"]:
+        identity += " (identity not expected: sampling, or a relaxed acceptance rule)"
+    return (f"[compare: plain decoding {comparison['baseline_tokens_per_second']:.1f} tokens/s, {method} "
+            f"{comparison['tokens_per_second']:.1f} tokens/s, speedup {f'{speedup:.2f}x' if speedup else 'n/a'}; "
+            f"outputs {identity} ({comparison['baseline_new_tokens']} and {comparison['new_tokens']} tokens); "
+            f"{comparison['mean_accepted_tokens']:.2f} mean accepted tokens per step]")
 
 
 class TextStream:

@@ -278,3 +278,24 @@ def test_chart_labels_stay_inside_the_drawing_area():
             start = {"": 0.0, ' text-anchor="end"': 1.0, ' text-anchor="middle"': 0.5}[anchor]
             left = float(x) - start * charts.text_width(text)
             assert 0 <= left and left + charts.text_width(text) <= width, (text, x, width)
+
+
+def test_fastest_here_is_the_fastest_lossless_method_measured_on_this_hardware(write_run, tmp_path, capsys):
+    from specatlas.bench.leaderboard import fastest_here
+    from specatlas.bench.provenance import label
+
+    methods = ("baseline", "saxena2023prompt", "cai2024medusa", "hu2025sam@cost-aware", "fast")
+    seconds = {"baseline": 1.0, "saxena2023prompt": 0.5, "cai2024medusa": 0.25, "hu2025sam@cost-aware": 0.8, "fast": 0.1}
+    run = build_run([sample(m, "1", "qa", turn([1, 2, 3, 4], s)) for m, s in seconds.items()], methods=methods)
+    folder = write_run(run).parent
+    # Medusa (relaxed acceptance) and "fast" (no registered method) are faster but never chosen.
+    row, here = fastest_here(folder, label(HARDWARE), "cpu", "tiny")
+    assert (row.method_id, row.speedup, here) == ("saxena2023prompt", 2.0, True)
+    row, here = fastest_here(folder, "Another CPU (4 cores, 4 torch threads)", "cpu", "tiny")
+    assert row.method_id == "saxena2023prompt" and not here  # measured elsewhere: said so
+    assert fastest_here(folder, label(HARDWARE), "cuda", "tiny") is None
+    assert fastest_here(folder, label(HARDWARE), "cpu", "another-model") is None
+
+    assert main(["leaderboard", "--results", str(folder), "--fastest"]) == 1  # nothing for the embedded model
+    err = capsys.readouterr().err
+    assert "no result in" in err and "ranks a lossless method on smollm2-135m-instruct" in err and err.count("\n") == 1

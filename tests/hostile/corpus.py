@@ -554,7 +554,7 @@ def cases() -> list[Case]:
         # -- a model folder's own code never runs unasked, and nothing asks on standard input
         *[Case(f"{argv[0]}-model-auto-map", [*argv, "--model", "{tmp}/model"], prepare=_auto_map_model,
                message="--trust-remote-code", check=_no_code_ran, timeout=60)
-          for argv in (["run", "pld", "--prompt", "hi"], ["bench", "baseline"], ["train", "medusa"],
+          for argv in (["run", "pld", "--prompt", "hi"], ["bench", "baseline"], ["advise", "pld"], ["train", "medusa"],
                        ["datastore", "build", "{root}/papers/alpha2023drafting.yaml", "--output", "{tmp}/ds.npz"])],
         # -- corpora and training data: one line naming the file, before any model loads
         Case("datastore-corpus-not-utf8", ["datastore", "build", "{root}/corpus.txt", "--output", "{tmp}/ds.npz"],

@@ -7,6 +7,7 @@ ranking beside the EAGLE head, a datastore of the target's own greedy text, and 
 layer search. `build(spec, policy)` builds a registry method on it the way `specatlas run` does
 (the same builder, a `--drafter-checkpoint` folder for head methods, `--draft-model` for
 draft-model methods), so a fast test covers every builder without the real model.
+`model_folder` writes a tiny target as a `--model` folder, for the commands.
 """
 
 from __future__ import annotations
@@ -104,3 +105,26 @@ class TinyWorld:
         """`spec` built on the tiny target as `specatlas run` builds it."""
         head = {"drafter_checkpoint": str(self.heads[spec.trained_head])} if spec.trained_head else {}
         return spec.build(self.target, self.draft_model if spec.uses_draft_model else None, policy=policy, **head)
+
+
+TOKENIZER_CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789 .,?!'"
+
+
+def model_folder(folder: Path) -> Path:
+    """A tiny random Llama of the world's shape as a Hugging Face folder a command loads with
+    `--model`: float32 weights at scale 0.5 (default inits leave logits so flat that float32 rounding
+    could break greedy ties), and a character-level tokenizer (lower-cased; other characters are
+    <unk>) over the model's vocabulary. No chat template: prompts are encoded as plain text."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    model = randomise(tiny_llama(seed=13, layers=LAYERS, vocab=VOCAB), seed=13).to(torch.float32)
+    model.save_pretrained(folder)
+    tokens = ["<unk>", *TOKENIZER_CHARACTERS]
+    tokens += [f"<unused{i}>" for i in range(VOCAB - len(tokens))]
+    tokenizer = Tokenizer(models.WordLevel({token: i for i, token in enumerate(tokens)}, unk_token="<unk>"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex("."), "isolated")
+    tokenizer.decoder = decoders.Fuse()
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>").save_pretrained(folder)
+    return folder

@@ -101,7 +101,8 @@ def test_run_page_and_robots(fixture_catalog):
     page = pages.run_page(fixture_catalog)
     for flag in ("--model", "--device", "--drafter-checkpoint", "--draft-model", "--dtype"):
         assert f"`{flag}`" in page
-    for command in ("make demo", "specatlas train eagle", "specatlas bench", "specatlas results check"):
+    for command in ("make demo", "specatlas train eagle", "specatlas bench", "specatlas results check", "--compare",
+                    "specatlas advise --prompts"):
         assert command in page
     assert "git clone" not in page  # no repository configured: no guessed address
     assert "git clone https://github.com/o/r specatlas" in pages.run_page(fixture_catalog, "https://github.com/o/r")

@@ -34,6 +34,11 @@ PEERS = {
 }
 
 
+# Every decoder makes this generation untimed before it is measured (bench, advise, run --compare),
+# so first-call allocations and lazy initialisation count for none: the prompt and its new tokens.
+WARMUP_PROMPT, WARMUP = "Name three colours.", 16
+
+
 @dataclass
 class Turn:
     """Raw numbers of one generation."""
@@ -58,6 +63,12 @@ class Contender:
     generate: Callable[[list[int], int, float, int, set[int]], Turn] | None
     error: str | None = None  # why it could not run; it then has no samples
     policy: str | None = None  # draft-length policy: "paper", "cost-aware" or "fixed" (None: no drafter)
+
+    @property
+    def record(self) -> dict:
+        """Its entry in a result file's `methods` (results.Method)."""
+        return {"id": self.id, "name": self.name, "kind": self.kind, "lossless": self.lossless, "setup": self.setup,
+                "error": self.error, "policy": self.policy}
 
 
 def policy_of(method_id: str, policy: DraftLengthPolicy) -> str | None:

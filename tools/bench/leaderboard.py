@@ -36,6 +36,7 @@ from specatlas.catalog.validate import validate
 from specatlas.fsutil import WriteError, output_file, output_place, starts_with
 from specatlas.impls.engine.draft_length import COST_AWARE as DEFAULT_POLICY
 from specatlas.impls.engine.draft_length import PAPER as PAPER_POLICY
+from specatlas.impls.registry import resolve
 from specatlas.paths import repo_root
 from specatlas.site.text import md, md_link
 
@@ -568,6 +569,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     action.add_argument("--check", action="store_true",
                         help=f"exit 1 if results/{PAGE_FILE} differs from what the result files say")
     action.add_argument("--print", action="store_true", help="print the full page (with reported numbers) instead")
+    action.add_argument("--fastest", action="store_true",
+                        help="print, as `specatlas run` arguments, the lossless method measured fastest on the embedded "
+                             "model on this hardware (else on any, said so on stderr); exit 1 when none is (make demo)")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -575,6 +579,8 @@ def execute(args: argparse.Namespace) -> int:
     if not results_dir.is_dir():
         print(f"specatlas leaderboard: no results folder at {results_dir}", file=sys.stderr)
         return 2
+    if args.fastest:
+        return _print_fastest(results_dir)
     if args.print:
         try:
             page = render_markdown(results_dir)
@@ -600,6 +606,24 @@ def execute(args: argparse.Namespace) -> int:
     for name, why in failed:
         print(f"{results_dir / name}: {why}", file=sys.stderr)
     print(f"leaderboard written to {page}")
+    return 0
+
+
+def _print_fastest(results_dir: Path) -> int:
+    from specatlas.bench.provenance import hardware
+    from specatlas.impls.engine.models import EMBEDDED, pick_device
+
+    device = pick_device()
+    found = fastest_here(results_dir, label(hardware(device)), device.type, EMBEDDED)
+    if found is None:
+        print(f"specatlas leaderboard: no result in {results_dir} ranks a lossless method on {EMBEDDED} on {device.type}",
+              file=sys.stderr)
+        return 1
+    row, here = found
+    where = "this hardware" if here else f"{row.hardware}, not this machine (no result was measured here)"
+    print(f"specatlas leaderboard: the fastest lossless method measured on {where}: {row.method_id} ({row.policy}), "
+          f"{row.speedup:.2f}× on {row.table.prompt_set}, {row.table.sample_size}", file=sys.stderr)
+    print(row.method_id + (f" --draft-length {row.policy}" if row.policy != PAPER_POLICY else ""))
     return 0
 
 
@@ -631,6 +655,17 @@ def measured_rows(results_dir: Path, loaded: Loaded | None = None) -> list[Measu
                          table.model, line.mean("overall", "mean_accepted"), table, device, line.method.kind)
                 for line in _lines(members) if line.ranked]
     return sorted(out, key=lambda m: -m.speedup)
+
+
+def fastest_here(results_dir: Path, hardware_label: str, device: str, model: str) -> tuple[Measured, bool] | None:
+    """The fastest ranked row of a lossless SpecAtlas method (paper settings or cost-aware) on
+    `model` and `device` (cpu, cuda, mps): from the tables of this hardware (`hardware_label`) when
+    any ranks one, else from any table; the flag says which. None when no table ranks one."""
+    rows = [m for m in measured_rows(results_dir) if m.kind == "specatlas" and m.method_id != BASELINE
+            and m.model == model and m.device == device and m.policy in (PAPER_POLICY, DEFAULT_POLICY)
+            and (spec := resolve(m.method_id)) is not None and spec.lossless]
+    here = [m for m in rows if m.hardware == hardware_label]
+    return ((here or rows)[0], bool(here)) if rows else None
 
 
 @dataclass(frozen=True)

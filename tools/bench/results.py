@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import os
+from collections import Counter
 from pathlib import Path
 from statistics import fmean
 from typing import Annotated, Literal
@@ -195,11 +196,7 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
     base_rate = sum(len(t.tokens) for t in base_turns) / sum(t.wall_seconds for t in base_turns)
     base_mean = fmean(map(_throughput, base))
     steps = sum(t.steps for t in turns)
-    widths = {}
-    for t in turns:
-        for width, count in t.widths.items():
-            widths[width] = widths.get(width, 0) + count
-    forward_seconds = sum(_cost(curve, w) * n for w, n in widths.items())
+    predicted = predicted_speedup(turns, curve)
     drafted, accepted = _positions(turns)
     timed = [t for t in turns if t.draft_seconds is not None]
     return {
@@ -210,12 +207,28 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
         "speedup": round(fmean(map(_throughput, mine)) / base_mean, 4) if base_mean else None,
         "speedup_total": round(tokens / seconds / base_rate, 4) if base_rate else None,
         "mean_accepted": round(tokens / steps, 4) if steps else None,
-        "predicted": round(tokens / steps * _cost(curve, 1) * sum(widths.values()) / forward_seconds, 4)
-        if steps and forward_seconds else None,
+        "predicted": round(predicted, 4) if predicted is not None else None,
         "acceptance_by_position": [round(a / d, 4) if d else None for a, d in zip(accepted, drafted)] if drafted else None,
         "draft_seconds": round(sum(t.draft_seconds for t in timed), 4) if timed else None,
         "verify_seconds": round(sum(t.verify_seconds for t in timed), 4) if timed else None,
     }
+
+
+def predicted_speedup(turns: list[Turn], curve: dict[int, float], drafting: bool = False) -> float | None:
+    """The speedup the cost curve predicts for these turns: the tokens each step committed, against
+    a plain step's cost c(1), over the cost of the forwards at the widths they verified. With
+    `drafting`, the measured drafting time is added to that cost: the rate model the cost-aware
+    policy drafts by (`draft_length.CostAware`); without it, the speedup if drafting were free."""
+    steps = sum(t.steps for t in turns)
+    widths: Counter[int] = Counter()
+    for t in turns:
+        widths.update(t.widths)
+    seconds = sum(_cost(curve, w) * n for w, n in widths.items())
+    if drafting:
+        seconds += sum(t.draft_seconds or 0.0 for t in turns)
+    if not steps or not seconds:
+        return None
+    return sum(len(t.tokens) for t in turns) / steps * _cost(curve, 1) * sum(widths.values()) / seconds
 
 
 def _cost(curve: dict[int, float], width: int) -> float:

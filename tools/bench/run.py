@@ -27,8 +27,6 @@ from specatlas.impls.registry import METHODS, all_names, implemented_ids, resolv
 from specatlas.paths import repo_root
 from specatlas.run_command import number_problem
 
-WARMUP_PROMPT = "Name three colours."
-
 
 class BenchError(Exception):
     """Bad input or setup; the message is for the user."""
@@ -200,12 +198,12 @@ def bench(args) -> Path:
     checkpoint.append({"session": {"started": now(), "git_commit": git["commit"], "git_dirty": git["dirty"]}})
 
     draft_model = drafter.model if drafter else None
-    contenders = [_built(lambda s=METHODS[i], d=d: cs.specatlas_method(s, target.model, draft_model, d),
+    contenders = [built(lambda s=METHODS[i], d=d: cs.specatlas_method(s, target.model, draft_model, d),
                          cs.contender_id(i, d), METHODS[i].name, "specatlas", METHODS[i].lossless, cs.policy_of(i, d))
                   for i in method_ids for d in (chosen_policies if i != BASELINE else [DraftLengthPolicy.paper()])]
     stop = eos_ids(target.model, target.tokenizer)
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else min(stop)
-    contenders += [_built(lambda p=p: cs.peer(p, target.model, draft_model, pad), p, cs.PEERS[p], "peer", True)
+    contenders += [built(lambda p=p: cs.peer(p, target.model, draft_model, pad), p, cs.PEERS[p], "peer", True)
                    for p in peer_ids]
     if contenders[0].error:
         raise BenchError(f"the baseline cannot run: {contenders[0].error}")
@@ -219,16 +217,16 @@ def bench(args) -> Path:
             if (question.id, repeat, contender.id) not in done:
                 plan.append((question, repeat, contender))
     if plan:  # untimed: first-call allocations and lazy initialisation must not count
-        warmup = encode_conversation(target.tokenizer, [WARMUP_PROMPT], [])
+        warmup = encode_conversation(target.tokenizer, [cs.WARMUP_PROMPT], [])
         for contender in contenders:
             if not contender.error:
-                _attempt(contender, lambda c=contender: c.generate(warmup, 16, args.temperature, args.seed, stop))
+                attempt(contender, lambda c=contender: c.generate(warmup, cs.WARMUP, args.temperature, args.seed, stop))
     with tqdm(total=len(done) + len(plan), initial=len(done), desc="bench", unit="gen", file=sys.stderr,
               dynamic_ncols=True) as bar:
         for question, repeat, contender in plan:
             bar.set_postfix_str(f"{question.id} {contender.id}", refresh=False)
             if not contender.error:
-                sample = _attempt(contender, lambda: _unit(contender, question, repeat, target.tokenizer, args, stop))
+                sample = attempt(contender, lambda: _unit(contender, question, repeat, target.tokenizer, args, stop))
                 if sample:
                     checkpoint.append(sample)
             bar.update()
@@ -265,7 +263,7 @@ def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _built(build, method_id: str, name: str, kind: str, lossless: bool, policy: str | None = None):
+def built(build, method_id: str, name: str, kind: str, lossless: bool, policy: str | None = None):
     """The contender, or one that records why it could not be built (a peer transformers refuses,
     a method that needs what this model lacks): a long run must not die for one row."""
     from specatlas.bench.contenders import Contender
@@ -276,7 +274,7 @@ def _built(build, method_id: str, name: str, kind: str, lossless: bool, policy: 
         return Contender(method_id, name, kind, lossless, "", None, _reason(exc), policy)
 
 
-def _attempt(contender, call):
+def attempt(contender, call):
     try:
         return call()
     except Exception as exc:  # noqa: BLE001 - the row records the reason; other rows go on
@@ -314,8 +312,7 @@ def _assemble(checkpoint: Checkpoint, contenders) -> Run:
     run = Run(
         schema_version=SCHEMA_VERSION, config_hash=header["config_hash"], config=header["config"],
         provenance=header["provenance"], cost_curve=header["cost_curve"], sessions=sessions,
-        methods=[{"id": c.id, "name": c.name, "kind": c.kind, "lossless": c.lossless, "setup": c.setup,
-                  "error": c.error, "policy": c.policy} for c in contenders],
+        methods=[c.record for c in contenders],
         samples=[s for s in samples if s["method"] in ids], summary={},
     )
     run.summary = summarize(run)
