@@ -33,6 +33,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -50,10 +51,12 @@ MAX_BRANCH, MAX_NODES, MAX_LEVELS = 16, 128, 10
 MEASURE_PROMPTS, MEASURE_TOKENS, MEASURE_DRAWS = 4, 64, 2
 
 
-def optimal_values(acceptance: list[float], max_nodes: int = MAX_NODES, max_levels: int = MAX_LEVELS):
+@lru_cache(maxsize=8)
+def optimal_values(acceptance: tuple[float, ...], max_nodes: int = MAX_NODES, max_levels: int = MAX_LEVELS):
     """(G, split) of the dynamic programme: G[m, l, b] the best expected tokens of a tree of m nodes,
     at most l levels and b children at the root (-inf where none exists); split[m, l, b] the y that
-    achieves it (the nodes left to the root and its first b - 1 children)."""
+    achieves it (the nodes left to the root and its first b - 1 children). Read-only arrays, computed
+    once per vector."""
     p = [0.0, *acceptance]
     width = len(acceptance)
     value = np.full((max_nodes + 1, max_levels + 1, width + 1), -np.inf)
@@ -72,6 +75,7 @@ def optimal_values(acceptance: list[float], max_nodes: int = MAX_NODES, max_leve
                 y = int(np.argmax(candidates))
                 value[m, l, b], split[m, l, b] = candidates[y], y + 1
             best[m, l] = value[m, l].max()
+    value.flags.writeable = split.flags.writeable = False
     return value, split
 
 
@@ -120,7 +124,7 @@ def hardware_aware(acceptance: list[float], target_curve: dict[int, float], draf
                    max_nodes: int = MAX_NODES, max_levels: int = MAX_LEVELS) -> Tree:
     """The tree of most expected tokens per second among sizes n the target curve measured (n <= max_nodes)
     and depths up to max_levels - 1; `target_curve[n]`, `draft_curve[w]`: seconds of a forward over n (w) tokens."""
-    value, split = optimal_values(acceptance, max_nodes, max_levels)
+    value, split = optimal_values(tuple(acceptance), max_nodes, max_levels)
     best = Tree((), 1.0, target_curve[min(target_curve)])
     for nodes in sorted(n for n in target_curve if 1 < n <= max_nodes):
         for levels in range(2, max_levels + 1):

@@ -22,7 +22,7 @@ from specatlas.impls.engine.verification import RejectionSampling
 from .test_exact_distribution import PROMPT, SAMPLINGS, deviation
 from .toy import ToyLM, enumerate_outputs, sequence_distribution, tiny_llama
 
-ACCEPTANCE = [0.55, 0.2, 0.1]
+ACCEPTANCE = (0.55, 0.2, 0.1)
 
 
 def expected_tokens(paths, acceptance) -> float:
@@ -71,7 +71,7 @@ def test_the_dynamic_programme_finds_the_best_tree(levels):
 
 def test_a_zero_acceptance_never_makes_a_tree_possible():
     """A child the target never keeps (p_b = 0) adds nothing, and impossible subtrees stay impossible."""
-    value, split = optimal_values([0.5, 0.0], 6, 3)
+    value, split = optimal_values((0.5, 0.0), 6, 3)
     assert not torch.from_numpy(value).isnan().any()
     assert value[3, 2].max() == pytest.approx(1.5) and value[4, 2].max() == -float("inf")  # W = 2 children at most
     assert value[4, 3].max() == pytest.approx(1.75) and tree_paths(value, split, 4, 3)[:2] == [(0,), (0, 0)]
