@@ -107,7 +107,7 @@ class Tree:
 
     def describe(self) -> str:
         return (f"{len(self.paths)}-node tree of depth {self.depth}, {self.expected:.2f} tokens per step "
-                f"expected, {self.expected / self.seconds:.0f} tokens/s predicted")
+                f"expected, {self.expected / self.seconds:.3g} tokens/s predicted")
 
 
 def drafting_seconds(paths, draft_curve: dict[int, float]) -> float:
