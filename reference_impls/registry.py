@@ -27,9 +27,17 @@ class MethodSpec:
     # `paper_settings` says in numbers; exact for static structures, a bound for adaptive ones.
     paper_draft: tuple[int, int] | None = None
     paper_draft_exact: bool = True
+    # A labelled variant of another paper's method (that paper's id): its record, which its tags must
+    # equal, is that paper's; its id and aliases are its own.
+    variant_of: str = ""
     # When the record lists lossless_variants and its top-level flag describes all of them, the
     # variant this composition implements (its `variant` text); `lossless` must match that entry.
     variant: str = ""
+
+    @property
+    def record_id(self) -> str:
+        """The paper record this composition implements (papers/<record_id>.yaml)."""
+        return self.variant_of or self.id
 
     def builder_function(self):
         """The composition's builder (importing it imports torch)."""
@@ -202,6 +210,22 @@ METHODS: dict[str, MethodSpec] = {
                                   "by speculative decoding with prompt lookup (for its n-gram model), 16 most probable "
                                   "tree nodes",
                    paper_draft=(8, 16), paper_draft_exact=False),
+        MethodSpec("chen2024sequoia", "Sequoia: hardware-aware optimal token trees", ("sequoia",),
+                   ("independent-tuning-free", "dynamic-tree"), ("multi-draft-sampling", "token-tree-verification"),
+                   True, f"{_M}.core:sequoia", uses_draft_model=True,
+                   paper_settings="acceptance vector over W = 16 children (tests/test_accept.py), measured per target, "
+                                  "drafter and sampling; the tree of most expected tokens per second among at most "
+                                  "128 nodes and 10 levels, root included (tree_search.py, demo-config.json), sized "
+                                  "on this machine's measured cost curves; siblings drawn without replacement",
+                   paper_draft=(9, 127), paper_draft_exact=False),
+        MethodSpec("hu2025sam-eagle2", "SAM-Decoding[EAGLE-2]: suffix automaton drafts, EAGLE-2 trees after short matches",
+                   ("sam-decoding-eagle2",),
+                   ("retrieval-drafting", "context-copy", "token-tree"), ("greedy-verification", "token-tree-verification"),
+                   True, f"{_M}.retrieval:sam_decoding_eagle2", trained_head="eagle", variant_of="hu2025sam",
+                   paper_settings="15 draft tokens, l_threshold = 5, l_bias = 5; below the threshold EAGLE-2's dynamic "
+                                  "tree with total_tokens 63, depth 5, top_k 8 (its code at 061897e, the commit of "
+                                  "its Spec-Bench table: evaluation/inference_samd.py, Eagle2Model's defaults)",
+                   paper_draft=(15, 63), paper_draft_exact=False),
     ]
 }
 

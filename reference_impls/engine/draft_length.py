@@ -116,14 +116,7 @@ class CostAware:
         self.plain = PROBE_EVERY  # steps since any draft was verified
 
     def ratio(self, width: int) -> float:
-        """r(width), interpolated between measured widths, proportional beyond them."""
-        below = max((w for w in self.relative if w <= width), default=min(self.relative))
-        above = min((w for w in self.relative if w >= width), default=None)
-        if above is None:
-            return self.relative[below] * width / below
-        if above == below:
-            return self.relative[below]
-        return self.relative[below] + (width - below) / (above - below) * (self.relative[above] - self.relative[below])
+        return interpolate(self.relative, width)
 
     def acceptances(self, key) -> list[float]:
         """a_1..a_max for `key` (index 0 holds the prior)."""
@@ -227,6 +220,17 @@ def calibrate(model, max_width: int, context: int = 64, rounds: int = 3, widths=
         # As measured, not smoothed: where a kernel makes a wider forward cheaper, the policy must see it.
         _calibrations[key] = {w: min(times) for w, times in runs.items()}
     return _calibrations[key]
+
+
+def interpolate(curve: dict[int, float], width: int) -> float:
+    """A cost curve at `width`: interpolated between measured widths, proportional beyond them."""
+    below = max((w for w in curve if w <= width), default=min(curve))
+    above = min((w for w in curve if w >= width), default=None)
+    if above is None:
+        return curve[below] * width / below
+    if above == below:
+        return curve[below]
+    return curve[below] + (width - below) / (above - below) * (curve[above] - curve[below])
 
 
 def relative(seconds: dict[int, float]) -> dict[int, float]:

@@ -13,6 +13,7 @@ forward travels to the verification inside the `Draft` (`ExitStates`), never on 
 
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -209,8 +210,10 @@ class PromptLookup(Drafter):
 
 
 class ModelDrafter(Drafter):
-    """A small causal LM drafting autoregressively: a chain (widths all 1) or a token tree that
-    expands widths[d] children per node at depth d, one drafter forward per tree level.
+    """A small causal LM drafting autoregressively: a chain (widths all 1), a token tree that
+    expands widths[d] children per node at depth d, or a static `tree` template (paths of sibling
+    ranks, as EAGLE's: node (0, 2) is the third child of the first child), one drafter forward
+    per tree level over the nodes that have children.
 
     Greedy decoding drafts the drafter's top tokens; sampling draws children without replacement
     (independently when `replacement`, as SpecHub's pairs when `hub`: widths of at most 2) from the
@@ -218,10 +221,11 @@ class ModelDrafter(Drafter):
     """
 
     def __init__(self, model, widths: tuple[int, ...] = (), label: str = "draft model", replacement: bool = False,
-                 hub: bool = False):
+                 hub: bool = False, tree: tuple[tuple[int, ...], ...] | None = None):
         if hub and any(width > 2 for width in widths):
             raise ValueError("SpecHub's hub pairs are two siblings: widths of at most 2")
         self.model, self.widths, self.label, self.replacement, self.hub = model, widths, label, replacement, hub
+        self.tree = tree
         self.cache = kv.new_cache(model)
         self.cached: list[int] = []  # the tokens whose keys/values the cache holds, in order
         self.agreed = 0  # how many of them are known to be committed text
@@ -240,23 +244,35 @@ class ModelDrafter(Drafter):
         logits = kv.forward(self.model, self.cache, context[common:], last_only=True).logits
         self.cached, self.agreed = list(context), len(context)
 
-        draft, frontier = Draft(q=None if sampling.greedy else [], replacement=self.replacement, hub=self.hub), [-1]
+        branches = None if self.tree is None else Counter(path[:-1] for path in self.tree)
+
+        def width(level: int, path: tuple[int, ...]) -> int:
+            if branches is not None:
+                return branches[path]
+            return self.widths[level] if level < len(self.widths) else 1
+
+        draft = Draft(q=None if sampling.greedy else [], replacement=self.replacement, hub=self.hub)
+        frontier, rows = [(-1, ())], []  # (node, its path of sibling ranks); the nodes in the cache, in order
         for level in range(depth):
-            width = self.widths[level] if level < len(self.widths) else 1
             new_nodes = []
-            for row, parent in enumerate(frontier):
+            for row, (parent, path) in enumerate(frontier):
                 key = (len(context) + level, "draft", row)  # the position drafted, and which parent
-                for token, q in self._children(logits[row], width, sampling, rng, key, self.replacement, self.hub):
+                drawn = self._children(logits[row], width(level, path), sampling, rng, key, self.replacement, self.hub)
+                for rank, (token, q) in enumerate(drawn):
                     draft.tokens.append(token)
                     draft.parents.append(parent)
                     if q is not None:
                         draft.q.append(q)
-                    new_nodes.append(len(draft.tokens) - 1)
-            if level == depth - 1 or not new_nodes:
+                    new_nodes.append((len(draft.tokens) - 1, path + (rank,)))
+            frontier = [(node, path) for node, path in new_nodes if width(level + 1, path)]
+            if level == depth - 1 or not frontier:
                 break
-            tree = None if kv.is_chain(draft.parents) else draft.parents
-            logits = kv.forward(self.model, self.cache, [draft.tokens[i] for i in new_nodes], tree=tree).logits
-            frontier = new_nodes
+            # Only nodes with children are run; their parents were, so the cache rows form a tree.
+            rows += [node for node, _ in frontier]
+            row_of = {node: i for i, node in enumerate(rows)}
+            parents = [row_of.get(draft.parents[node], -1) for node in rows]
+            tree = None if kv.is_chain(draft.parents) else parents
+            logits = kv.forward(self.model, self.cache, [draft.tokens[node] for node, _ in frontier], tree=tree).logits
         if kv.is_chain(draft.parents):
             self.cached += draft.tokens[:-1]  # a chain's rows are a valid continuation to reuse
         else:

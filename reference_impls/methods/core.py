@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from specatlas.impls.engine.checkpoints import load_head, shipped_head_folder
 from specatlas.impls.engine.decoding import SpeculativeDecoder
-from specatlas.impls.engine.draft_length import DraftLengthPolicy
+from specatlas.impls.engine.draft_length import FIXED, DraftLengthPolicy, FixedLength
 from specatlas.impls.engine.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.engine.models import is_embedded, shallow_slice
+from specatlas.impls.engine.tree_search import MAX_LEVELS, SequoiaDrafter
 from specatlas.impls.engine.verification import (BlockVerification, KSequential, RejectionSampling, SpecHub,
                                                  TraversalVerification, Verifier)
 
@@ -141,6 +142,25 @@ def spechub(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> Specu
     widths = SPECHUB_WIDTHS_AUTO if policy.is_cost_aware else SPECHUB_WIDTHS
     return SpeculativeDecoder(target, ModelDrafter(model, widths, label, hub=True), sampling_verifier=SpecHub(),
                               draft_length=policy.controller(target, len(SPECHUB_WIDTHS), expansion_nodes(widths)))
+
+
+def sequoia(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
+    """Chen et al. 2024 (Sequoia): the draft model fills the token tree that maximises expected
+    tokens per second on this hardware (`tree_search`: dynamic programming over the measured
+    positional acceptance vector, the size and depth from the measured cost curves); siblings
+    are the drafter's top tokens (greedy) or drawn without replacement, verified by recursive
+    rejection with q conditioned on the earlier siblings. Paper defaults (its code): acceptance
+    over 16 children, trees of at most 128 nodes and 10 levels; a fixed draft length bounds the
+    tree's depth instead."""
+    model, label = default_draft_model(target, draft_model)
+    verifier = RejectionSampling()
+    levels = policy.depth + 1 if policy.name == FIXED else MAX_LEVELS
+    drafter = SequoiaDrafter(target, model, verifier, label, levels)
+    if policy.is_cost_aware:
+        length = policy.controller(target, levels - 1, drafter.nodes, levels - 1)
+    else:
+        length = FixedLength(levels - 1, None if policy.name == FIXED else "at most Sequoia's")
+    return SpeculativeDecoder(target, drafter, sampling_verifier=verifier, draft_length=length)
 
 
 # Prompt lookup decoding's reference code: max_ngram_size = 3, num_pred_tokens = 10.

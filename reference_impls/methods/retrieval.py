@@ -1,6 +1,7 @@
 """Retrieval-based methods (LLMA, REST, SAM-Decoding, SuffixDecoding) as compositions on the shared loop.
 
-Same builder signature as `methods/core.py`; none uses a draft model. REST and SAM-Decoding read a
+Same builder signature as `methods/core.py`; none uses a draft model (SAM-Decoding[EAGLE-2] hands
+short matches to a trained EAGLE head). REST and SAM-Decoding read a
 datastore: $SPECATLAS_DATASTORE when set, else the one shipped for the embedded model, built by
 `specatlas datastore build --self-generate` from the model's own answers to our instructions.
 """
@@ -11,6 +12,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from specatlas.impls.engine.checkpoints import load_head
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.errors import first_line
@@ -19,6 +21,7 @@ from specatlas.impls.drafters.model_free.recycling import TokenRecycling
 from specatlas.impls.engine.models import EMBEDDED, ModelLoadError
 from specatlas.impls.drafters.model_free.retrieval import Datastore, ReferenceCopy, RetrievalTree, SuffixAutomatonDraft
 from specatlas.impls.drafters.model_free.suffix_tree import SuffixDecoding
+from specatlas.impls.families.eagle import EagleDrafter
 
 DEFAULT_DATASTORE = Path(__file__).resolve().parent.parent / "datastores" / f"{EMBEDDED}.npz"
 
@@ -60,6 +63,28 @@ def sam_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> 
     auxiliary = TokenRecycling(recycling_template(target, policy))
     return SpeculativeDecoder(target, SuffixAutomatonDraft(datastore_for(target), auxiliary=auxiliary),
                               draft_length=policy.controller(target, SAM_TOKENS))
+
+
+# SAM-Decoding[EAGLE-2] as its Spec-Bench row ran (hyx1999/SAM-Decoding at 061897e, the commit the
+# record's results cite): evaluation/inference_samd.py's defaults, 15 draft tokens, l_threshold = 5,
+# l_bias = 5; the EAGLE-2 tree of its Eagle2Model defaults, total_tokens 63, depth 5, top_k 8.
+SAM_EAGLE2_TOKENS, SAM_EAGLE2_THRESHOLD, SAM_EAGLE2_BIAS = 15, 5, 5
+SAM_EAGLE2_TREE = (63, 5, 8)
+
+
+def sam_decoding_eagle2(target, draft_model=None, policy=DraftLengthPolicy.paper(),
+                        drafter_checkpoint=None) -> SpeculativeDecoder:
+    """Hu et al. 2025 (SAM-Decoding[EAGLE-2]): the suffix automata's draft when the better match
+    (the datastore's counted l_bias shorter) holds at least l_threshold tokens, else EAGLE-2's
+    dynamic tree from the EAGLE head, which reads the target's features of every verified step."""
+    checkpoint = load_head(target, "eagle", drafter_checkpoint)
+    auxiliary = EagleDrafter(checkpoint.head, target.model.embed_tokens.weight, target.lm_head.weight,
+                             checkpoint.hidden_layers[0], tree=None, dynamic=SAM_EAGLE2_TREE, label=checkpoint.describe())
+    drafter = SuffixAutomatonDraft(datastore_for(target), SAM_EAGLE2_BIAS, auxiliary=auxiliary,
+                                   threshold=SAM_EAGLE2_THRESHOLD)
+    total, depth, top_k = SAM_EAGLE2_TREE
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(
+        target, SAM_EAGLE2_TOKENS, lambda d: min(total, top_k * min(d, depth)), SAM_EAGLE2_TOKENS))
 
 
 # SuffixDecoding (its simulator's defaults, also ArcticInference's vLLM defaults): suffix trees of

@@ -4,7 +4,7 @@
 Llama (float64, so greedy ties cannot hide in rounding), a random 1-layer draft model, a
 random-weight checkpoint of every trained-head family in its published layout, FR-Spec's token
 ranking beside the EAGLE head, a datastore of the target's own greedy text, and a Draft & Verify
-layer search. `build(spec, policy)` builds a registry method on it the way `specatlas run` does
+layer search and Sequoia's acceptance vectors. `build(spec, policy)` builds a registry method on it the way `specatlas run` does
 (the same builder, a `--drafter-checkpoint` folder for head methods, `--draft-model` for
 draft-model methods), so a fast test covers every builder without the real model.
 `model_folder` writes a tiny target as a `--model` folder, for the commands.
@@ -28,10 +28,16 @@ from specatlas.impls.families.medusa import MedusaHeads
 from specatlas.impls.families.blocks import LayerConfig
 from specatlas.impls.drafters.model_free.retrieval import Datastore
 from specatlas.impls.drafters.self_drafting.layer_skip import search_identity
+from specatlas.impls.engine.sampling import Sampling
+from specatlas.impls.engine.tree_search import MAX_BRANCH, acceptance_file
 
 from .toy import tiny_llama
 
 VOCAB, LAYERS = 64, 6
+# Sequoia's acceptance vector for the samplings the method tests decode with: a drafter that agrees
+# with the target often (the random draft model does not, and no tree would pay on it); the
+# measurement itself is tested in test_sequoia.py.
+ACCEPTANCE = {Sampling(): [0.9, 0.05, 0.02], Sampling(0.9, top_k=20): [0.8, 0.1, 0.05]}
 NAME = "tiny-random-llama"  # the target's _name_or_path: checkpoints name the base model they were made for
 
 
@@ -62,6 +68,11 @@ class TinyWorld:
         (self.cache / "draft-and-verify").mkdir(parents=True)
         (self.cache / "draft-and-verify" / file).write_text(json.dumps({"identity": json.loads(identity),
                                                                          "skipped": self.skipped}))
+        (self.cache / "sequoia").mkdir()
+        for sampling, vector in ACCEPTANCE.items():
+            identity, file = acceptance_file(self.target, self.draft_model, sampling)
+            vector = vector + [0.0] * (MAX_BRANCH - len(vector))
+            (self.cache / "sequoia" / file).write_text(json.dumps({"identity": identity, "acceptance": vector}))
 
     def greedy(self, prompt: list[int], tokens: int) -> list[int]:
         ids = torch.tensor([prompt])

@@ -305,15 +305,16 @@ def search_skipped(model, prompts: list[list[int]], iterations: int, seed: int =
     return [layer for layer in range(total) if best[layer]], score
 
 
-def calibration_prompts(model, count: int) -> list[list[int]]:
-    """`count` of this project's training prompts, spread over its tasks, in the model's chat template."""
+def calibration_prompts(model, count: int, purpose: str = "Draft & Verify's layer search") -> list[list[int]]:
+    """`count` of this project's training prompts, spread over its tasks, in the model's chat template
+    (for `purpose`, named when the model has no tokenizer)."""
     from transformers import AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(model.config._name_or_path, local_files_only=True,
                                                   trust_remote_code=False)
     except (OSError, ValueError) as exc:
-        raise ValueError("Draft & Verify's layer search needs the model's tokenizer (or pass the skipped layers)") from exc
+        raise ValueError(f"{purpose} needs the model's tokenizer") from exc
     stride = len(PROMPTS) // count
     return [encode_chat(tokenizer, PROMPTS[i * stride]) for i in range(count)]
 
