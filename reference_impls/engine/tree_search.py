@@ -123,15 +123,17 @@ def drafting_seconds(paths, draft_curve: dict[int, float]) -> float:
 def hardware_aware(acceptance: list[float], target_curve: dict[int, float], draft_curve: dict[int, float],
                    max_nodes: int = MAX_NODES, max_levels: int = MAX_LEVELS) -> Tree:
     """The tree of most expected tokens per second among sizes n the target curve measured (n <= max_nodes)
-    and depths up to max_levels - 1; `target_curve[n]`, `draft_curve[w]`: seconds of a forward over n (w) tokens."""
+    and depths up to max_levels - 1; `target_curve[n]`, `draft_curve[w]`: seconds of a forward over n (w) tokens.
+    As in the paper's optimiser the choice is among trees (at least one drafted node), even where plain
+    decoding would be faster; whether to draft at all is the cost-aware policy's call."""
     value, split = optimal_values(tuple(acceptance), max_nodes, max_levels)
-    best = Tree((), 1.0, target_curve[min(target_curve)])
+    best = Tree((), 1.0, target_curve[min(target_curve)])  # only if the curve measured no width above 1
     for nodes in sorted(n for n in target_curve if 1 < n <= max_nodes):
         for levels in range(2, max_levels + 1):
             expected = float(value[nodes, levels].max())
             paths = tuple(tree_paths(value, split, nodes, levels))
             tree = Tree(paths, expected, target_curve[nodes] + drafting_seconds(paths, draft_curve))
-            if tree.expected / tree.seconds > best.expected / best.seconds:
+            if not best.paths or tree.expected / tree.seconds > best.expected / best.seconds:
                 best = tree
     return best
 
@@ -240,7 +242,7 @@ class SequoiaDrafter(ModelDrafter):
     def propose(self, context, depth, sampling, rng):
         self.chosen = self.choose_tree(sampling)
         self.tree = self.chosen.paths
-        if not self.tree:  # on this machine no tree beats a plain step
+        if not self.tree:  # the target's cost curve has no width above one token
             return Draft()
         return super().propose(context, depth, sampling, rng)
 
