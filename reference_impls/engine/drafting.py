@@ -215,13 +215,21 @@ class ModelDrafter(Drafter):
     Greedy decoding drafts the drafter's top tokens; sampling draws children without replacement
     (independently when `replacement`, as SpecHub's pairs when `hub`: widths of at most 2) from the
     drafter's tempered distribution and records it in `Draft.q` for the verifier.
+
+    `stop` (chains only): a rule that may end the chain after each drafted token from the draft
+    model's states (`stop.layers`) at its last row (SpecDec++'s acceptance head,
+    `families.specdecpp.PredictedRejection`): `stop.start()` per draft, then `stop.stop(drafted,
+    states)` once the second token is drawn, with the states of the forward that drew it.
     """
 
     def __init__(self, model, widths: tuple[int, ...] = (), label: str = "draft model", replacement: bool = False,
-                 hub: bool = False):
+                 hub: bool = False, stop=None):
         if hub and any(width > 2 for width in widths):
             raise ValueError("SpecHub's hub pairs are two siblings: widths of at most 2")
+        if stop is not None and any(width > 1 for width in widths):
+            raise ValueError("a stopping rule ends a chain: widths of 1")
         self.model, self.widths, self.label, self.replacement, self.hub = model, widths, label, replacement, hub
+        self.stop = stop
         self.cache = kv.new_cache(model)
         self.cached: list[int] = []  # the tokens whose keys/values the cache holds, in order
         self.agreed = 0  # how many of them are known to be committed text
@@ -241,6 +249,8 @@ class ModelDrafter(Drafter):
         self.cached, self.agreed = list(context), len(context)
 
         draft, frontier = Draft(q=None if sampling.greedy else [], replacement=self.replacement, hub=self.hub), [-1]
+        if self.stop is not None:
+            self.stop.start()
         for level in range(depth):
             width = self.widths[level] if level < len(self.widths) else 1
             new_nodes = []
@@ -252,11 +262,13 @@ class ModelDrafter(Drafter):
                     if q is not None:
                         draft.q.append(q)
                     new_nodes.append(len(draft.tokens) - 1)
-            if level == depth - 1 or not new_nodes:
+            stopped = self.stop is not None and level > 0 and self.stop.stop(level + 1, out.hidden_states)
+            if level == depth - 1 or not new_nodes or stopped:
                 break
             tree = None if kv.is_chain(draft.parents) else draft.parents
-            logits = kv.forward(self.model, self.cache, [draft.tokens[i] for i in new_nodes], tree=tree).logits
-            frontier = new_nodes
+            out = kv.forward(self.model, self.cache, [draft.tokens[i] for i in new_nodes], tree=tree,
+                             hidden_layers=self.stop.layers if self.stop else ())
+            logits, frontier = out.logits, new_nodes
         if kv.is_chain(draft.parents):
             self.cached += draft.tokens[:-1]  # a chain's rows are a valid continuation to reuse
         else:
