@@ -52,7 +52,7 @@ class SpecDecFamily(Family):
 
     name, num_layers, weight_rejected, mixing, lr, default_steps = "specdecpp", 3, 6.0, 0.15, 1e-3, 1000
     conversations, steps_evaluated = 2, 8
-    title, paper, aliases = "SpecDec++", "huang2024specdec", ("specdec++",)
+    title, paper, aliases = "SpecDec++", "huang2024specdec", ("specdec++", "specdecpp")
 
     def detect(self, weights, config):
         if config.get("specatlas_family") == self.name or (weights and all(HEAD_KEY.match(key) for key in weights)):
