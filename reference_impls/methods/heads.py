@@ -1,7 +1,8 @@
 """Trained-head methods on the shared loop: Medusa, blockwise decoding, Hydra, EAGLE (static tree),
 EAGLE-2 (dynamic tree), EAGLE-3 (its own head on EAGLE-2's tree), FR-Spec (EAGLE-2 drafting from
-frequent tokens) and Kangaroo (an adapter on the target's shallow exit; its drafter is in
-`layer_view`). The drafters are their families' (`families/`); here are the compositions: the
+frequent tokens), Kangaroo (an adapter on the target's shallow exit; its drafter is in
+`layer_view`), PaSS (learned look-ahead tokens in the target's own forward) and SpecDec++ (a draft
+model whose acceptance head ends each draft). The drafters are their families' (`families/`); here are the compositions: the
 paper's tree or draft length, the verifier, the head loaded with `checkpoints.load_head`.
 
 Each drafter reads the target's final normed hidden state (`hidden_layers = (N,)`): from the
@@ -10,7 +11,9 @@ published-layout checkpoint (`checkpoints.load`); for the embedded model the tra
 in `trained_heads/` are the default.
 
 Drafts are the heads' top-ranked tokens (deterministic: `q is None`), so exact-match verification
-under greedy decoding and recursive rejection sampling under sampling are both lossless. Medusa's
+under greedy decoding and recursive rejection sampling under sampling are both lossless. PaSS and
+SpecDec++ (which read no target state) draw their drafts when sampling and record the distribution
+in `Draft.q`, for speculative sampling. Medusa's
 typical acceptance is the paper's relaxed alternative: it accepts tokens the target finds
 plausible enough, which changes the output distribution (labelled not lossless everywhere).
 """
