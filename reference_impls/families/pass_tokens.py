@@ -131,7 +131,7 @@ class PassFamily(Family):
         positions = torch.cat([t + offsets for t in starts])
         out = model.model(inputs_embeds=tokens.lookahead_embeddings.to(model.dtype).repeat(len(starts), 1)[None],
                           attention_mask=mask[None, None].to(model.device), position_ids=positions[None].to(model.device),
-                          **{kv.cache_argument(type(model)): cache}, use_cache=True)
+                          **{kv.cache_argument(type(model.model)): cache}, use_cache=True)
         labels = torch.full((rows,), -100, dtype=torch.long)
         inside = positions < len(greedy)
         labels[inside] = greedy[positions[inside]]

@@ -13,8 +13,9 @@ from specatlas.impls.engine.draft_length import FixedLength
 from specatlas.impls.engine.drafting import ModelDrafter
 from specatlas.impls.engine.models import EMBEDDED
 from specatlas.impls.engine.sampling import Sampling
-from specatlas.impls.families.pass_tokens import LookAheadTokens, PassDrafter
+from specatlas.impls.families.pass_tokens import LookAheadTokens, PassDrafter, PassFamily
 from specatlas.impls.families.specdecpp import AcceptanceHead, PredictedRejection
+from specatlas.impls.families.training import Features
 from specatlas.impls.methods import heads
 
 from .test_exact_distribution import deviation
@@ -67,6 +68,26 @@ def test_a_fully_accepted_step_drafts_the_next_and_a_rejection_drafts_nothing(mo
     drafter.observe(step)
     nothing = drafter.propose(session.tokens, 3, Sampling(), None)
     assert (nothing.proposed == 3) == (len(step.accepted) == 2)  # a rejection leaves only the drafting rows
+
+
+@torch.no_grad()
+def test_training_scores_each_lookahead_block_as_if_it_followed_its_position_alone(model):
+    """PaSS's training appends blocks of look-ahead rows after several positions in one forward:
+    each block's states are the target's over the text up to its position followed by the block,
+    and its labels the target's greedy tokens 2.. after that position."""
+    tokens = lookahead(model)
+    text = torch.tensor([1, 2, 3, 4, 5, 6, 7, 8, 9])
+    greedy = model(input_ids=text[None]).logits[0].argmax(-1)
+    features = Features([text], [3], {}, [greedy])
+    starts = [2, 5, 7]
+    hidden, labels = PassFamily()._look_ahead(model, tokens, features, 0, starts)
+    embed = model.get_input_embeddings()
+    for b, t in enumerate(starts):
+        rows = torch.cat([embed(text[: t + 1]), tokens.lookahead_embeddings], 0)[None]
+        alone = model.model(inputs_embeds=rows).last_hidden_state[0, t + 1 :]
+        torch.testing.assert_close(hidden[b * 3 : (b + 1) * 3], alone.float(), rtol=1e-6, atol=1e-6)
+        want = [int(greedy[t + j]) if t + j < len(text) else -100 for j in (1, 2, 3)]
+        assert labels[b * 3 : (b + 1) * 3].tolist() == want
 
 
 def test_without_shipped_weights_both_methods_fail_in_one_line(model, tmp_path, monkeypatch):
