@@ -112,6 +112,8 @@ class SpecDecFamily(Family):
         text = features.tokens[c]
         first = features.prompt_lengths[c] - 1  # row t drafts the token at t + 1: answer rows from here
         rows = torch.arange(first, len(text) - 1)
+        if not len(rows):  # a one-token answer: nothing drafted after the prompt
+            return torch.zeros(0, drafter.config.hidden_size), torch.zeros(0)
         q = drafter(input_ids=text[None]).logits[0, rows].float().softmax(-1)
         p = (features.hidden[model.config.num_hidden_layers][c][rows].float() @ model.lm_head.weight.T.float()).softmax(-1)
         drafts = torch.multinomial(q, 1, generator=generator)[:, 0]
