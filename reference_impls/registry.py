@@ -226,6 +226,20 @@ METHODS: dict[str, MethodSpec] = {
                                   "tree with total_tokens 63, depth 5, top_k 8 (its code at 061897e, the commit of "
                                   "its Spec-Bench table: evaluation/inference_samd.py, Eagle2Model's defaults)",
                    paper_draft=(15, 63), paper_draft_exact=False),
+        MethodSpec("monea2023pass", "PaSS: parallel speculative sampling with look-ahead tokens", ("pass",),
+                   ("learnable-draft-tokens",), ("speculative-sampling",), True, f"{_M}.heads:pass_tokens",
+                   trained_head="pass",
+                   paper_settings="k = 6 learned look-ahead tokens appended to the frozen target's forward (its ablation "
+                                  "on their number: the running time falls up to 6); a fully accepted draft's forward "
+                                  "drafts the next, else the next forward drafts only",
+                   paper_draft=(6, 6)),
+        MethodSpec("huang2024specdec", "SpecDec++: adaptive candidate lengths", ("specdec++",),
+                   ("independent-tuning-free", "adaptive-draft-length"), ("speculative-sampling",), True,
+                   f"{_M}.heads:specdec_pp", uses_draft_model=True, trained_head="specdecpp",
+                   paper_settings="acceptance head of 3 ResBlocks trained with rejected tokens weighted 6 (its README's "
+                                  "training command); stop once the predicted P(some draft rejected) > h = 0.7, "
+                                  "candidate length bounded to [2, 20] (specdec_pp/sample.py)",
+                   paper_draft=(20, 20), paper_draft_exact=False),
     ]
 }
 

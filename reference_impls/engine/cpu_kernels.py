@@ -75,7 +75,9 @@ class PackedLinear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1]
-        if self.packed is None or _suspended or _measured_row(rows) not in self.packed_rows:
+        # The packed kernel has no backward: a gradient through the frozen target (PaSS's training) takes F.linear.
+        if self.packed is None or _suspended or _measured_row(rows) not in self.packed_rows or \
+                (x.requires_grad and torch.is_grad_enabled()):
             return F.linear(x, self.weight, self.bias)
         out = _packed_product(x.reshape(rows, x.shape[-1]), self.packed, self.bias)
         return out.reshape(*x.shape[:-1], out.shape[-1])

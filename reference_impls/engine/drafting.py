@@ -218,14 +218,21 @@ class ModelDrafter(Drafter):
     Greedy decoding drafts the drafter's top tokens; sampling draws children without replacement
     (independently when `replacement`, as SpecHub's pairs when `hub`: widths of at most 2) from the
     drafter's tempered distribution and records it in `Draft.q` for the verifier.
+
+    `stop` (chains only): a rule that may end the chain after each drafted token from the draft
+    model's states (`stop.layers`) at its last row (SpecDec++'s acceptance head,
+    `families.specdecpp.PredictedRejection`): `stop.start()` per draft, then `stop.stop(drafted,
+    states)` once the second token is drawn, with the states of the forward that drew it.
     """
 
     def __init__(self, model, widths: tuple[int, ...] = (), label: str = "draft model", replacement: bool = False,
-                 hub: bool = False, tree: tuple[tuple[int, ...], ...] | None = None):
+                 hub: bool = False, tree: tuple[tuple[int, ...], ...] | None = None, stop=None):
         if hub and any(width > 2 for width in widths):
             raise ValueError("SpecHub's hub pairs are two siblings: widths of at most 2")
+        if stop is not None and any(width > 1 for width in widths):
+            raise ValueError("a stopping rule ends a chain: widths of 1")
         self.model, self.widths, self.label, self.replacement, self.hub = model, widths, label, replacement, hub
-        self.tree = tree
+        self.tree, self.stop = tree, stop
         self.cache = kv.new_cache(model)
         self.cached: list[int] = []  # the tokens whose keys/values the cache holds, in order
         self.agreed = 0  # how many of them are known to be committed text
@@ -253,6 +260,8 @@ class ModelDrafter(Drafter):
 
         draft = Draft(q=None if sampling.greedy else [], replacement=self.replacement, hub=self.hub)
         frontier, rows = [(-1, ())], []  # (node, its path of sibling ranks); the nodes in the cache, in order
+        if self.stop is not None:
+            self.stop.start()
         for level in range(depth):
             new_nodes = []
             for row, (parent, path) in enumerate(frontier):
@@ -265,14 +274,17 @@ class ModelDrafter(Drafter):
                         draft.q.append(q)
                     new_nodes.append((len(draft.tokens) - 1, path + (rank,)))
             frontier = [(node, path) for node, path in new_nodes if width(level + 1, path)]
-            if level == depth - 1 or not frontier:
+            stopped = self.stop is not None and level > 0 and self.stop.stop(level + 1, out.hidden_states)
+            if level == depth - 1 or not frontier or stopped:
                 break
             # Only nodes with children are run; their parents were, so the cache rows form a tree.
             rows += [node for node, _ in frontier]
             row_of = {node: i for i, node in enumerate(rows)}
             parents = [row_of.get(draft.parents[node], -1) for node in rows]
             tree = None if kv.is_chain(draft.parents) else parents
-            logits = kv.forward(self.model, self.cache, [draft.tokens[node] for node, _ in frontier], tree=tree).logits
+            out = kv.forward(self.model, self.cache, [draft.tokens[node] for node, _ in frontier], tree=tree,
+                             hidden_layers=self.stop.layers if self.stop else ())
+            logits = out.logits
         if kv.is_chain(draft.parents):
             self.cached += draft.tokens[:-1]  # a chain's rows are a valid continuation to reuse
         else:

@@ -119,7 +119,7 @@ class ForwardOutput:
 
 
 def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, hidden_layers=(),
-            last_only: bool = False) -> ForwardOutput:
+            last_only: bool = False, embed=None) -> ForwardOutput:
     """Run `input_ids` after the cached positions and append them to the cache.
 
     `tree`: parents of the rows after the fully visible prefix (the last len(input_ids) of them
@@ -130,7 +130,9 @@ def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, h
     layers); hidden-state index h is the state after the first h decoder layers, i.e. the input
     of decoder layer h (0: the embeddings; num_hidden_layers: the final state, normed in
     Llama-family models). `last_only`: logits of the last row only (a prefill's vocabulary
-    projection of every prompt token costs as much as the layers).
+    projection of every prompt token costs as much as the layers). `embed`: ids [1, n] -> the
+    input embeddings [1, n, hidden], for rows that are not vocabulary tokens (PaSS's look-ahead
+    tokens); None: the model embeds the ids itself.
     """
     device = model.device
     past = cache_length(cache)
@@ -147,6 +149,7 @@ def forward(model, cache, input_ids: list[int], tree: list[int] | None = None, h
     if last_only:
         kwargs["logits_to_keep"] = 1
     layers = sorted(set(hidden_layers))
-    out = model(input_ids=ids, output_hidden_states=layers or False, **kwargs)
+    inputs = {"input_ids": ids} if embed is None else {"inputs_embeds": embed(ids)}
+    out = model(**inputs, output_hidden_states=layers or False, **kwargs)
     hidden = {layer: out.hidden_states[layer][0] for layer in layers}
     return ForwardOutput(out.logits[0][-1:] if last_only else out.logits[0], hidden)

@@ -1,7 +1,8 @@
 """Trained-head methods on the shared loop: Medusa, blockwise decoding, Hydra, EAGLE (static tree),
 EAGLE-2 (dynamic tree), EAGLE-3 (its own head on EAGLE-2's tree), FR-Spec (EAGLE-2 drafting from
-frequent tokens) and Kangaroo (an adapter on the target's shallow exit; its drafter is in
-`layer_view`). The drafters are their families' (`families/`); here are the compositions: the
+frequent tokens), Kangaroo (an adapter on the target's shallow exit; its drafter is in
+`layer_view`), PaSS (learned look-ahead tokens in the target's own forward) and SpecDec++ (a draft
+model whose acceptance head ends each draft). The drafters are their families' (`families/`); here are the compositions: the
 paper's tree or draft length, the verifier, the head loaded with `checkpoints.load_head`.
 
 Each drafter reads the target's final normed hidden state (`hidden_layers = (N,)`): from the
@@ -10,26 +11,34 @@ published-layout checkpoint (`checkpoints.load`); for the embedded model the tra
 in `trained_heads/` are the default.
 
 Drafts are the heads' top-ranked tokens (deterministic: `q is None`), so exact-match verification
-under greedy decoding and recursive rejection sampling under sampling are both lossless. Medusa's
+under greedy decoding and recursive rejection sampling under sampling are both lossless. PaSS and
+SpecDec++ (which read no target state) draw their drafts when sampling and record the distribution
+in `Draft.q`, for speculative sampling. Medusa's
 typical acceptance is the paper's relaxed alternative: it accepts tokens the target finds
 plausible enough, which changes the output distribution (labelled not lossless everywhere).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import torch
 
+from specatlas.impls.engine import kv
 from specatlas.impls.engine.checkpoints import HeadNotShipped, load_head, shipped_head_folder
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
+from specatlas.impls.engine.drafting import ModelDrafter
 from specatlas.impls.engine.errors import ModelLoadError, unpickle_failure
 from specatlas.impls.families.eagle import EAGLE2_DEPTH, EAGLE2_TOP_K, EAGLE2_TOTAL, EAGLE_TREE, EagleDrafter
 from specatlas.impls.families.eagle3 import Eagle3Drafter
 from specatlas.impls.families.fr_spec import FR_SPEC_FRACTION
 from specatlas.impls.families.hydra import HYDRA_TREE, HydraDrafter
 from specatlas.impls.families.medusa import MEDUSA_TREE, MedusaDrafter
+from specatlas.impls.families.pass_tokens import PassDrafter
+from specatlas.impls.families.specdecpp import PredictedRejection
+from specatlas.impls.methods.core import default_draft_model
 from specatlas.impls.engine.layer_view import Kangaroo
 from specatlas.impls.drafters.model_free.recycling import template_nodes
 from specatlas.impls.engine.verification import GreedyMatch, TopKAcceptance, TypicalAcceptance
@@ -151,3 +160,41 @@ def kangaroo(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter
     checkpoint = load_head(target, "kangaroo", drafter_checkpoint)
     drafter = Kangaroo(target, checkpoint.head, checkpoint.hidden_layers[0], KANGAROO_THRESHOLD, checkpoint.describe())
     return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, KANGAROO_STEPS, max_depth=KANGAROO_STEPS))
+
+
+# PaSS: k = 6 look-ahead tokens (its ablation on their number: the running time falls up to 6).
+PASS_LOOKAHEAD = 6
+
+
+def pass_tokens(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
+    """Monea et al. 2023 (PaSS): the frozen target drafts with learned look-ahead tokens appended to
+    its own verification forward (`PassDrafter`), as many as the checkpoint holds (the paper's 6
+    for the shipped one); speculative sampling keeps the drafts, exact when greedy."""
+    checkpoint = load_head(target, "pass", drafter_checkpoint)
+    tokens, embeddings = checkpoint.head, target.get_input_embeddings()
+    drafter = PassDrafter(embeddings.num_embeddings, len(tokens), checkpoint.describe())
+    # Each draft node brings a look-ahead row with it: a depth-d step verifies d drafts and d look-ahead rows.
+    return SpeculativeDecoder(target, drafter, forward=partial(kv.forward, embed=tokens.embed(embeddings)),
+                              draft_length=policy.controller(target, len(tokens), lambda d: 2 * d, len(tokens)))
+
+
+# SpecDec++'s released sampling example (specdec_pp/sample.py): stop threshold h = 0.7, candidate
+# length bounded to [2, 20].
+SPECDEC_THRESHOLD, SPECDEC_MIN, SPECDEC_MAX = 0.7, 2, 20
+
+
+def specdec_pp(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
+    """Huang et al. 2024 (SpecDec++): the draft model drafts a chain, its acceptance head ending
+    it once the predicted chance that some token is rejected exceeds h (`PredictedRejection`);
+    speculative sampling verifies it. The head is trained for the default draft model."""
+    model, label = default_draft_model(target, draft_model)
+    checkpoint = load_head(target, "specdecpp", drafter_checkpoint)
+    if checkpoint.head.hidden != model.config.hidden_size:
+        raise ModelLoadError(f"the SpecDec++ head reads states of width {checkpoint.head.hidden}; the draft model's "
+                             f"are {model.config.hidden_size}")
+    stop = PredictedRejection(checkpoint.head, model.config.num_hidden_layers, SPECDEC_THRESHOLD, SPECDEC_MIN)
+    drafter = ModelDrafter(model, label=f"{label}, SpecDec++ stop at h = {SPECDEC_THRESHOLD} ({checkpoint.describe()})",
+                           stop=stop)
+    return SpeculativeDecoder(target, drafter,
+                              draft_length=policy.controller(target, SPECDEC_MAX, max_depth=SPECDEC_MAX,
+                                                             source="SpecDec++'s largest"))

@@ -94,6 +94,21 @@ def test_the_packed_copy_follows_the_weight_through_to(tmp_path, every_row_packe
     assert torch.allclose(model(input_ids=ids).logits.double(), double, rtol=1e-4, atol=1e-5)
 
 
+def test_a_gradient_through_packed_linears_is_the_default_kernels(tmp_path, every_row_packed):
+    """The packed kernel has no backward: an input that needs a gradient (PaSS trains its look-ahead
+    embeddings through the frozen target) takes the default kernel, and gets its gradient."""
+    model = float32_llama(2).requires_grad_(False)
+    embeds = torch.randn(1, 5, model.config.hidden_size)
+    grads = []
+    for pack in (False, True):
+        if pack:
+            cpu_kernels.pack_linears(model, tmp_path)
+        x = embeds.clone().requires_grad_(True)
+        model(inputs_embeds=x).logits.sum().backward()
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-5)
+
+
 def test_only_float32_cpu_linears_are_packed(tmp_path, every_row_packed):
     assert cpu_kernels.pack_linears(tiny_llama(0), tmp_path) == 0  # float64
 
