@@ -14,6 +14,8 @@ from specatlas.impls.families.fr_spec import FrSpecFamily
 from specatlas.impls.families.hydra import HydraFamily
 from specatlas.impls.families.kangaroo import KangarooFamily
 from specatlas.impls.families.medusa import MedusaFamily
+from specatlas.impls.families.redrafter import ReDrafterFamily
 
 FAMILIES: dict[str, Family] = {family.name: family for family in (
-    MedusaFamily(), HydraFamily(), EagleFamily(), Eagle3Family(), KangarooFamily(), DistillFamily(), FrSpecFamily())}
+    MedusaFamily(), HydraFamily(), EagleFamily(), Eagle3Family(), KangarooFamily(), DistillFamily(), FrSpecFamily(),
+    ReDrafterFamily())}

@@ -1,6 +1,6 @@
 """Trained-head methods on the shared loop: Medusa, blockwise decoding, Hydra, EAGLE (static tree),
 EAGLE-2 (dynamic tree), EAGLE-3 (its own head on EAGLE-2's tree), FR-Spec (EAGLE-2 drafting from
-frequent tokens) and Kangaroo (an adapter on the target's shallow exit; its drafter is in
+frequent tokens), ReDrafter (a recurrent head's beam search as a tree) and Kangaroo (an adapter on the target's shallow exit; its drafter is in
 `layer_view`). The drafters are their families' (`families/`); here are the compositions: the
 paper's tree or draft length, the verifier, the head loaded with `checkpoints.load_head`.
 
@@ -30,6 +30,7 @@ from specatlas.impls.families.eagle3 import Eagle3Drafter
 from specatlas.impls.families.fr_spec import FR_SPEC_FRACTION
 from specatlas.impls.families.hydra import HYDRA_TREE, HydraDrafter
 from specatlas.impls.families.medusa import MEDUSA_TREE, MedusaDrafter
+from specatlas.impls.families.redrafter import BEAM_LENGTH, BEAM_WIDTH, ReDrafterDrafter
 from specatlas.impls.engine.layer_view import Kangaroo
 from specatlas.impls.drafters.model_free.recycling import template_nodes
 from specatlas.impls.engine.verification import GreedyMatch, TopKAcceptance, TypicalAcceptance
@@ -151,3 +152,17 @@ def kangaroo(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter
     checkpoint = load_head(target, "kangaroo", drafter_checkpoint)
     drafter = Kangaroo(target, checkpoint.head, checkpoint.hidden_layers[0], KANGAROO_THRESHOLD, checkpoint.describe())
     return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, KANGAROO_STEPS, max_depth=KANGAROO_STEPS))
+
+
+def redrafter(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
+    """Cheng, Zhang et al. 2024 (ReDrafter): the recurrent head's beam search (width 45, length 5:
+    4 drafts a beam), the beams merged into a prefix tree and verified in one forward. Greedy:
+    exact match over the tree, the paper's. Sampling: recursive rejection over the tree's
+    deterministic drafts (lossless), not its code's rule, which accepts along each beam with
+    min(1, p/q) under the beam search's own scores (the beams are not draws from q) and keeps the
+    longest: approximate."""
+    checkpoint = load_head(target, "redrafter", drafter_checkpoint)
+    drafter = ReDrafterDrafter(checkpoint.head, target.model.embed_tokens.weight, checkpoint.hidden_layers[0],
+                               label=checkpoint.describe())
+    depth = BEAM_LENGTH - 1
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, lambda d: BEAM_WIDTH * d, depth))
