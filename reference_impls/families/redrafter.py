@@ -78,8 +78,9 @@ class ReDrafterFamily(Family):
 
     def build(self, weights, config, target):
         hidden, vocab, layers = target.config.hidden_size, target.config.vocab_size, target.config.num_hidden_layers
-        if config.get("hidden_size", hidden) != hidden:
-            raise CheckpointError(f"the ReDrafter head has hidden size {config['hidden_size']}, the target {hidden}")
+        if config.get("hidden_size", hidden) != hidden or config.get("vocab_size", vocab) != vocab:
+            raise CheckpointError(f"the ReDrafter head was trained for hidden size {config.get('hidden_size')} and "
+                                  f"{config.get('vocab_size')} tokens, the target has {hidden} and {vocab}")
         num_layers = config.get("num_draft_layers", sum(bool(re.match(r"lm_head\.\d+\.linear\.weight$", k)) for k in weights))
         projection = weights.get(f"lm_head.{num_layers}.weight")
         if projection is not None and projection.shape[0] != vocab:
@@ -100,7 +101,7 @@ class ReDrafterFamily(Family):
         final, hidden = model.config.num_hidden_layers, model.config.hidden_size
         embed, lm_weight = model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
         head = RecurrentDrafter(hidden, model.config.vocab_size, self.num_layers)
-        with torch.no_grad():  # (Medusa's ResBlock starts as the identity)
+        with torch.no_grad():  # the blocks start as the identity (Medusa's ResBlock), the projection as the target's head on h
             head.lm_head[-1].weight.zero_()
             head.lm_head[-1].weight[:, :hidden] = lm_weight
         train_ids, test_ids = split(features, run.seed)

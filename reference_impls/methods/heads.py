@@ -1,8 +1,9 @@
 """Trained-head methods on the shared loop: Medusa, blockwise decoding, Hydra, EAGLE (static tree),
 EAGLE-2 (dynamic tree), EAGLE-3 (its own head on EAGLE-2's tree), FR-Spec (EAGLE-2 drafting from
-frequent tokens), ReDrafter (a recurrent head's beam search as a tree) and Kangaroo (an adapter on the target's shallow exit; its drafter is in
-`layer_view`). The drafters are their families' (`families/`); here are the compositions: the
-paper's tree or draft length, the verifier, the head loaded with `checkpoints.load_head`.
+frequent tokens), ReDrafter (a recurrent head's beam search as a tree) and Kangaroo (an adapter
+on the target's shallow exit; its drafter is in `layer_view`). The drafters are their families'
+(`families/`); here are the compositions: the paper's tree or draft length, the verifier, the head
+loaded with `checkpoints.load_head`.
 
 Each drafter reads the target's final normed hidden state (`hidden_layers = (N,)`): from the
 prefill at `start`, then from the rows the target kept at each `observe`. The heads come from a
