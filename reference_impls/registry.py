@@ -185,6 +185,14 @@ METHODS: dict[str, MethodSpec] = {
                                   "Llama-3's 128k in the paper; here at most 12,288: the tokens the target chose in "
                                   "its training answers), dynamic tree top-10, depth 7, 60 nodes",
                    paper_draft=(7, 60)),
+        MethodSpec("zhang2024recurrent", "ReDrafter: recurrent drafter, beam search, dynamic tree attention", ("redrafter",),
+                   ("feature-level-drafting", "token-tree"), ("token-tree-verification",), True, f"{_M}.heads:redrafter",
+                   trained_head="redrafter",
+                   paper_settings="beam width 45, beam length 5 (the target's token + 4 drafts), each beam extended by "
+                                  "its 50 likeliest tokens (its README's MT-Bench command, warp_logits); beams merged "
+                                  "into a prefix tree (dynamic tree attention), exact verification; sampling: recursive "
+                                  "rejection over the tree (lossless), not its code's approximate per-beam rule",
+                   paper_draft=(4, 180), paper_draft_exact=False),
         MethodSpec("luo2025turning", "Token Recycling", ("token-recycling",),
                    ("ngram-pool", "token-tree"), ("token-tree-verification",), True, f"{_M}.parallel:token_recycling",
                    paper_settings="top-8 adjacency table, static 80-node tree of depth 6",

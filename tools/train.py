@@ -5,6 +5,7 @@
     specatlas train kangaroo                    # Kangaroo's adapter on the target's exit after layer 2
     specatlas train distillspec                 # DistillSpec: the target's first 2 layers, distilled (the default drafter)
     specatlas train hydra                       # Hydra's sequentially dependent heads
+    specatlas train redrafter                   # ReDrafter's recurrent draft head
     specatlas train eagle3                      # the EAGLE-3 head (training-time test)
     specatlas train fr-spec                     # FR-Spec's token ranking, beside the EAGLE head (seconds)
     specatlas train eagle3 --tokens 512000      # on the first shards holding 512k answer tokens

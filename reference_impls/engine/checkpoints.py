@@ -1,5 +1,5 @@
 """Draft-head checkpoints in the layouts people download: EAGLE-1/2, EAGLE-3, Medusa v1 and v2,
-Hydra (also vLLM's and the speculators library's renames of them). See reference_impls/CHECKPOINT_FORMATS.md.
+Hydra, ReDrafter (also vLLM's and the speculators library's renames of them). See reference_impls/CHECKPOINT_FORMATS.md.
 
 `load(source, target)` reads a local folder or a hub id (config.json + safetensors, or a .bin/.pt
 read with `torch.load(weights_only=True)`), detects the layout from the keys, builds the head, and
@@ -142,7 +142,8 @@ def _check_sizes(config: dict, target, folder: Path) -> None:
     # hidden_size and vocab_size must equal the target's: each family checks that first, in its own words.
     bounds = {"medusa_num_heads": 64, "hydra_num_heads": 64, "medusa_num_layers": 16, "hydra_num_layers": 16,
               "num_hidden_layers": layers, "exit_layer": layers, "intermediate_size": 16 * hidden,
-              "num_attention_heads": hidden, "num_key_value_heads": hidden, "head_dim": hidden, "draft_vocab_size": vocab}
+              "num_attention_heads": hidden, "num_key_value_heads": hidden, "head_dim": hidden, "draft_vocab_size": vocab,
+              "num_draft_layers": 16, "exit_dim": 16 * hidden}
     for key, bound in bounds.items():
         value = config.get(key)
         if value is not None and (type(value) is not int or not 0 < value <= bound):

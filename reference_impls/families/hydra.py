@@ -17,7 +17,8 @@ from specatlas.impls.engine.drafting import Draft, grow_template
 from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.base import Family
 from specatlas.impls.families.medusa import MEDUSA_TREE, MedusaDrafter
-from specatlas.impls.families.training import acceptance_summary, finish, loss_vocabulary, shared_prompt_prefix, split, train_loop
+from specatlas.impls.families.training import (acceptance_summary, finish, loss_vocabulary, shared_prompt_prefix, split,
+                                                teacher_forced, train_loop)
 
 
 class HydraBlock(nn.Module):
@@ -112,7 +113,7 @@ class HydraFamily(Family):
         heads = HydraHeads(model.config.hidden_size, self.num_heads)
         train_ids, test_ids = split(features, run.seed)
         start = shared_prompt_prefix(features)
-        rows, inputs, labels = self._table(features, train_ids, start, final)
+        rows, inputs, labels = teacher_forced(features, train_ids, start, final, self.num_heads)
         optimizer = torch.optim.AdamW(heads.parameters(), lr=self.lr, weight_decay=0.0)
         vocabulary = loss_vocabulary(features, train_ids, lm_weight)
 
@@ -129,19 +130,6 @@ class HydraFamily(Family):
         accuracy = self.evaluate(heads, features, test_ids, embed, lm_weight, final)
         return finish(self, run, heads, loaded, features, train_ids, test_ids, state, accuracy, output, command, {})
 
-    def _table(self, features, conversations, start, final):
-        """Per position t >= start: the final state, tokens t+1 .. t+K (head k reads the first
-        k + 1) and head k's label, the target's greedy token after t + k + 1 (-100 past the end)."""
-        rows, inputs, labels = [], [], []
-        for c in conversations:
-            tokens, greedy, length = features.tokens[c], features.greedy[c], len(features.tokens[c])
-            rows.append(features.hidden[final][c][start:])
-            ahead = torch.arange(start, length)[:, None] + torch.arange(1, self.num_heads + 1)  # [rows, K]: t + k + 1
-            inside = ahead < length
-            inputs.append(torch.where(inside, tokens[ahead.clamp(max=length - 1)], 0))
-            labels.append(torch.where(inside, greedy[ahead.clamp(max=length - 1)], -100))
-        return torch.cat(rows), torch.cat(inputs), torch.cat(labels)
-
     @torch.no_grad()
     def evaluate(self, heads, features, conversations, embed, lm_weight, final) -> dict:
         """Top-1 chain acceptance on held-out answers. Teacher-forced inputs give the drafting
@@ -149,7 +137,7 @@ class HydraFamily(Family):
         head missed, where the count has stopped anyway."""
         accepted = []
         for c in conversations:
-            rows, inputs, labels = self._table(features, [c], features.prompt_lengths[c] - 1, final)
+            rows, inputs, labels = teacher_forced(features, [c], features.prompt_lengths[c] - 1, final, self.num_heads)
             embeds = F.embedding(inputs, embed)
             hits = torch.stack([heads.logits(k, heads.features(k, rows.float(), embeds[:, : k + 1]), lm_weight)
                                 .argmax(-1) == labels[:, k] for k in range(self.num_heads)], 1)

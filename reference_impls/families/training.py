@@ -332,6 +332,22 @@ def finish(family, run: Run, module, loaded, features, train_ids, test_ids, stat
            f"held-out mean accepted tokens (top-1 chain) {accuracy['mean_accepted_tokens_chain']}"
 
 
+def teacher_forced(features: Features, conversations: list[int], start: int, layer: int, depth: int):
+    """The rows of a head that drafts `depth` tokens, each after the ones before it (Hydra,
+    ReDrafter): per position t >= start, the target's state at `layer`, the tokens t+1 .. t+depth
+    (draft k reads the first k + 1, teacher-forced from the conversation) and draft k's label, the
+    target's greedy token after t + k + 1 (-100 past the end)."""
+    rows, inputs, labels = [], [], []
+    for c in conversations:
+        tokens, greedy, length = features.tokens[c], features.greedy[c], len(features.tokens[c])
+        rows.append(features.hidden[layer][c][start:])
+        ahead = torch.arange(start, length)[:, None] + torch.arange(1, depth + 1)  # [rows, depth]: t + k + 1
+        inside = ahead < length
+        inputs.append(torch.where(inside, tokens[ahead.clamp(max=length - 1)], 0))
+        labels.append(torch.where(inside, greedy[ahead.clamp(max=length - 1)], -100))
+    return torch.cat(rows), torch.cat(inputs), torch.cat(labels)
+
+
 def run_lengths(hits: torch.Tensor, first: int, depth: int) -> list[int]:
     """`hits[t]`: the drafter's top-1 after position t is the target's greedy token there, with
     the greedy text as context. On the target's greedy answer that is exactly what a top-1 chain

@@ -1,9 +1,10 @@
 """Trained-head methods on the shared loop: Medusa, blockwise decoding, Hydra, EAGLE (static tree),
 EAGLE-2 (dynamic tree), EAGLE-3 (its own head on EAGLE-2's tree), FR-Spec (EAGLE-2 drafting from
-frequent tokens), Kangaroo (an adapter on the target's shallow exit; its drafter is in
-`layer_view`), PaSS (learned look-ahead tokens in the target's own forward) and SpecDec++ (a draft
-model whose acceptance head ends each draft). The drafters are their families' (`families/`); here are the compositions: the
-paper's tree or draft length, the verifier, the head loaded with `checkpoints.load_head`.
+frequent tokens), ReDrafter (a recurrent head's beam search as a tree), Kangaroo (an adapter
+on the target's shallow exit; its drafter is in `layer_view`), PaSS (learned look-ahead tokens
+in the target's own forward) and SpecDec++ (a draft model whose acceptance head ends each
+draft). The drafters are their families' (`families/`); here are the compositions: the paper's
+tree or draft length, the verifier, the head loaded with `checkpoints.load_head`.
 
 Each drafter reads the target's final normed hidden state (`hidden_layers = (N,)`): from the
 prefill at `start`, then from the rows the target kept at each `observe`. The heads come from a
@@ -37,6 +38,7 @@ from specatlas.impls.families.fr_spec import FR_SPEC_FRACTION
 from specatlas.impls.families.hydra import HYDRA_TREE, HydraDrafter
 from specatlas.impls.families.medusa import MEDUSA_TREE, MedusaDrafter
 from specatlas.impls.families.pass_tokens import PassDrafter
+from specatlas.impls.families.redrafter import BEAM_LENGTH, BEAM_WIDTH, ReDrafterDrafter
 from specatlas.impls.families.specdecpp import PredictedRejection
 from specatlas.impls.methods.core import default_draft_model
 from specatlas.impls.engine.layer_view import Kangaroo
@@ -198,3 +200,17 @@ def specdec_pp(target, draft_model=None, policy=DraftLengthPolicy.paper(), draft
     return SpeculativeDecoder(target, drafter,
                               draft_length=policy.controller(target, SPECDEC_MAX, max_depth=SPECDEC_MAX,
                                                              source="SpecDec++'s largest"))
+
+
+def redrafter(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
+    """Cheng, Zhang et al. 2024 (ReDrafter): the recurrent head's beam search (width 45, length 5:
+    4 drafts a beam), the beams merged into a prefix tree and verified in one forward. Greedy:
+    exact match over the tree, the paper's. Sampling: recursive rejection over the tree's
+    deterministic drafts (lossless), not its code's rule, which accepts along each beam with
+    min(1, p/q) under the beam search's own scores (the beams are not draws from q) and keeps the
+    longest: approximate."""
+    checkpoint = load_head(target, "redrafter", drafter_checkpoint)
+    drafter = ReDrafterDrafter(checkpoint.head, target.model.embed_tokens.weight, checkpoint.hidden_layers[0],
+                               label=checkpoint.describe())
+    depth = BEAM_LENGTH - 1
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, lambda d: BEAM_WIDTH * d, depth))

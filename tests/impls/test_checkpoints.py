@@ -17,6 +17,7 @@ from specatlas.impls.families.eagle import EagleHead
 from specatlas.impls.families.eagle3 import Eagle3Head
 from specatlas.impls.families.hydra import HydraHeads
 from specatlas.impls.families.medusa import MedusaHeads
+from specatlas.impls.families.redrafter import RecurrentDrafter
 from specatlas.impls.families.blocks import HeadCache, LayerConfig
 from tests.impls.toy import tiny_llama
 
@@ -82,6 +83,21 @@ def hydra_weights(heads=3, own_vocab=True):
 
 HYDRA_CONFIG = {"hydra_num_heads": 3, "hydra_num_layers": 1, "hydra_head_arch": "mlp", "grounded_heads": True,
                 "hidden_state_offset": 0, "base_model_name_or_path": "org/tiny"}
+
+
+def redrafter_weights(layers=2):
+    """apple/ml-recurrent-drafter's `Drafter` state dict (rnn on, exit_dim 2H): ResBlocks
+    `lm_head.{j}.linear` over [h, s], the vocabulary projection `lm_head.{L}` without bias, the
+    RNN's `rnn_u` (with the bias) and `rnn_w`."""
+    out = {f"lm_head.{layers}.weight": torch.randn(V, 2 * H) * 0.3, "rnn_u.weight": torch.randn(H, H) * 0.2,
+           "rnn_u.bias": torch.randn(H) * 0.1, "rnn_w.weight": torch.randn(H, H) * 0.2}
+    for j in range(layers):
+        out[f"lm_head.{j}.linear.weight"], out[f"lm_head.{j}.linear.bias"] = torch.randn(2 * H, 2 * H) * 0.1, torch.randn(2 * H) * 0.1
+    return out
+
+
+REDRAFTER_CONFIG = {"model_type": "recurrent_drafting_drafter", "vocab_size": V, "hidden_size": H, "exit_dim": 2 * H,
+                    "num_draft_layers": 2, "num_lookback_tokens": -1, "rnn": True}
 
 
 def write(folder, config, weights, name):
@@ -188,6 +204,26 @@ def test_hydra_published_layout_computes_hydras_heads(tmp_path, target, own_voca
     torch.testing.assert_close(got, expected)
 
 
+def test_redrafter_published_layout_computes_its_recurrence(tmp_path, target):
+    weights = redrafter_weights()
+    ckpt = load(write(tmp_path / "r", REDRAFTER_CONFIG, weights, "model.safetensors"), target, "tiny")
+    assert (ckpt.family, ckpt.layout, ckpt.hidden_layers) == ("redrafter", "redrafter", (6,))
+    linear, silu = torch.nn.functional.linear, torch.nn.functional.silu
+    hidden, e1, e2 = torch.randn(2, H), torch.randn(2, H), torch.randn(2, H)
+    s1 = silu(linear(torch.zeros(2, H), weights["rnn_u.weight"], weights["rnn_u.bias"]) + linear(e1, weights["rnn_w.weight"]))
+    s2 = silu(linear(s1, weights["rnn_u.weight"], weights["rnn_u.bias"]) + linear(e2, weights["rnn_w.weight"]))
+    x = torch.cat([hidden, s2], -1)
+    for j in range(2):
+        x = x + silu(linear(x, weights[f"lm_head.{j}.linear.weight"], weights[f"lm_head.{j}.linear.bias"]))
+    state = ckpt.head.step(ckpt.head.step(torch.zeros(2, H), e1), e2)
+    torch.testing.assert_close(ckpt.head.logits(hidden, state), linear(x, weights["lm_head.2.weight"]))
+    del weights["rnn_w.weight"]
+    with pytest.raises(CheckpointError, match="missing keys: rnn_w.weight"):
+        load(write(tmp_path / "m", REDRAFTER_CONFIG, weights, "model.safetensors"), target)
+    with pytest.raises(CheckpointError, match="num_draft_layers = 100 is not a size"):
+        load(write(tmp_path / "n", REDRAFTER_CONFIG | {"num_draft_layers": 100}, redrafter_weights(), "model.safetensors"), target)
+
+
 def test_unsupported_hydra_heads_fail_clearly(tmp_path, target):
     config = HYDRA_CONFIG | {"hydra_head_arch": "prefix-mlp"}
     with pytest.raises(CheckpointError, match="arch 'prefix-mlp'.* not supported"):
@@ -245,7 +281,7 @@ def test_unreadable_sources_fail_clearly(tmp_path, target):
     with pytest.raises(CheckpointError, match="no weights"):
         load(tmp_path / "empty", target)
     write(tmp_path / "other", {}, {"encoder.weight": torch.ones(2)}, "model.safetensors")
-    with pytest.raises(CheckpointError, match="not a Medusa, Hydra, EAGLE, EAGLE-3, Kangaroo or DistillSpec checkpoint"):
+    with pytest.raises(CheckpointError, match="not a Medusa, Hydra, EAGLE, EAGLE-3, Kangaroo, DistillSpec or ReDrafter checkpoint"):
         load(tmp_path / "other", target)
 
 
@@ -253,18 +289,20 @@ def outputs(family, head, lm_head, x, features):
     """What a head computes from (x, features), whatever its family's calling convention."""
     if family == "medusa":
         return head(x, lm_head.weight)
+    if family == "redrafter":  # two recurrent steps, reading `features` as the drafted tokens' embeddings
+        return head.logits(x, head.step(head.step(torch.zeros_like(x), features), -features))
     if family == "hydra":
         embeds = features[..., None, :].expand(*features.shape[:-1], len(head), features.shape[-1])
         return [head.logits(k, head.features(k, x, embeds[..., : k + 1, :]), lm_head.weight) for k in range(len(head))]
     return head(x, features, torch.arange(x.shape[1])[None])
 
 
-@pytest.mark.parametrize("family", ["medusa", "hydra", "eagle", "eagle3"])
+@pytest.mark.parametrize("family", ["medusa", "hydra", "eagle", "eagle3", "redrafter"])
 def test_save_in_published_layout_then_load_gives_the_same_outputs(tmp_path, target, family):
     torch.manual_seed(0)
     layer = LayerConfig.from_dict(llama_config())
     head = {"medusa": lambda: MedusaHeads(H, 3), "hydra": lambda: HydraHeads(H, 3), "eagle": lambda: EagleHead(layer),
-            "eagle3": lambda: Eagle3Head(layer, H, V, 8)}[family]()
+            "eagle3": lambda: Eagle3Head(layer, H, V, 8), "redrafter": lambda: RecurrentDrafter(H, V)}[family]()
     for parameter in head.parameters():  # away from the zero init, and exactly representable in float16
         parameter.data = (torch.randn_like(parameter) * 0.3).half().float()
     FAMILIES[family].save(head, tmp_path / family, target, "tiny")

@@ -1,4 +1,4 @@
-"""Medusa, Hydra, EAGLE, EAGLE-2, EAGLE-3 and FR-Spec drafters: exact output distribution on the toy
+"""Medusa, Hydra, EAGLE, EAGLE-2, EAGLE-3, FR-Spec and ReDrafter drafters: exact output distribution on the toy
 model with tiny heads, typical acceptance held to its own rule, greedy identity on the embedded model."""
 
 import pytest
@@ -11,6 +11,7 @@ from specatlas.impls.families.eagle import EagleDrafter, EagleHead
 from specatlas.impls.families.eagle3 import Eagle3Drafter, Eagle3Head
 from specatlas.impls.families.hydra import HydraDrafter, HydraHeads
 from specatlas.impls.families.medusa import MedusaDrafter, MedusaHeads
+from specatlas.impls.families.redrafter import RecurrentDrafter, ReDrafterDrafter
 from specatlas.impls.families.blocks import LayerConfig
 from specatlas.impls.methods.heads import BLOCKWISE_CHAIN
 from specatlas.impls.engine.verification import TopKAcceptance, TypicalAcceptance
@@ -20,7 +21,7 @@ from specatlas.impls.engine.verification import RejectionSampling
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution
 
 PROMPT = [1, 2, 1]
-KINDS = ["medusa", "blockwise", "hydra", "eagle", "eagle2", "eagle3", "fr-spec"]
+KINDS = ["medusa", "blockwise", "hydra", "eagle", "eagle2", "eagle3", "fr-spec", "redrafter"]
 SMALL_TREE = ((0,), (1,), (0, 0), (0, 1), (1, 0))
 
 
@@ -41,6 +42,8 @@ def toy_drafter(kind):
     config = LayerConfig(hidden_size=VOCAB, intermediate_size=8, num_attention_heads=2, num_key_value_heads=1,
                          head_dim=2, rms_norm_eps=1e-6, rope_theta=10000.0)
     embed = torch.randn(VOCAB, VOCAB, generator=generator, dtype=torch.float64)
+    if kind == "redrafter":  # 4 beams of 3 drafts: a tree of up to 12 nodes
+        return ReDrafterDrafter(random_(RecurrentDrafter(VOCAB, VOCAB, 1), 8), embed, ToyLM.LAYERS, width=4, length=4)
     if kind == "hydra":
         return HydraDrafter(random_(HydraHeads(VOCAB, 2), 3), embed, lm_head, ToyLM.LAYERS, tree=SMALL_TREE)
     if kind == "eagle3":
@@ -124,6 +127,40 @@ def test_hydra_ranks_each_branch_after_its_own_tokens():
     assert draft.tokens[4] == ranked(1, [PROMPT[-1], first[1]])[0]
 
 
+def test_redrafter_beam_search_ranks_whole_beams_and_merges_their_prefixes():
+    """A width holding every sequence keeps them all, ranked by the sum of the head's
+    log-probabilities along the beam (its RNN state advanced by each token, from the pending one):
+    the recurrence and the scores, computed here from the weights. A narrower search's tree holds
+    each prefix of its beams exactly once (dynamic tree attention)."""
+    drafter = toy_drafter("redrafter")
+    hidden = ToyLM(seed=5).hidden(ToyLM.LAYERS, tuple(PROMPT[:-1]))
+    drafter.state = hidden
+    weights, embed = drafter.heads.state_dict(), drafter.embed_weight
+    linear, silu = torch.nn.functional.linear, torch.nn.functional.silu
+
+    def score(beam):
+        state, total = torch.zeros(VOCAB, dtype=torch.float64), 0.0
+        for previous, token in zip([PROMPT[-1], *beam], beam):
+            state = silu(linear(state, weights["rnn_u.weight"], weights["rnn_u.bias"]) + linear(embed[previous], weights["rnn_w.weight"]))
+            x = torch.cat([hidden, state])
+            x = x + silu(linear(x, weights["lm_head.0.linear.weight"], weights["lm_head.0.linear.bias"]))
+            total += linear(x, weights["lm_head.1.weight"]).log_softmax(-1)[token].item()
+        return total
+
+    drafter.width = VOCAB ** 3
+    every = [(a, b, c) for a in range(VOCAB) for b in range(VOCAB) for c in range(VOCAB)]
+    assert [tuple(beam) for beam in drafter.beam_search(PROMPT[-1], 3).tolist()] == sorted(every, key=score, reverse=True)
+
+    drafter.width = 4
+    beams = {tuple(beam) for beam in drafter.beam_search(PROMPT[-1], 3).tolist()}
+    draft = drafter.propose(PROMPT, 3, Sampling(), Randomness(0))
+    paths = []
+    for node, parent in enumerate(draft.parents):
+        assert parent < node
+        paths.append((paths[parent] if parent >= 0 else ()) + (draft.tokens[node],))
+    assert len(beams) == 4 and sorted(paths) == sorted({beam[:k] for beam in beams for k in (1, 2, 3)})
+
+
 @pytest.mark.parametrize("kind", ["eagle2", "eagle3", "fr-spec"])
 def test_dynamic_tree_is_a_tree_of_the_best_nodes(kind):
     for draft in proposals(kind)[1]:
@@ -182,7 +219,7 @@ def test_top_k_acceptance_keeps_drafts_in_the_targets_top_k():
 
 @pytest.mark.model
 @pytest.mark.full
-@pytest.mark.parametrize("method", ["medusa", "hydra", "eagle", "eagle2", "eagle3", "fr_spec"])
+@pytest.mark.parametrize("method", ["medusa", "hydra", "eagle", "eagle2", "eagle3", "fr_spec", "redrafter"])
 def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path, method):
     """Lossless whatever the head's quality: random heads saved in the published layout."""
     from specatlas.impls.methods import heads as methods_heads
@@ -194,7 +231,8 @@ def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path,
     config = LayerConfig.from_dict(model.config.to_dict())
     head = {"medusa": lambda: MedusaHeads(config.hidden_size, 4), "hydra": lambda: HydraHeads(config.hidden_size, 4),
             "eagle": lambda: EagleHead(config),
-            "eagle3": lambda: Eagle3Head(config, config.hidden_size, model.config.vocab_size, 4096)}[family]()
+            "eagle3": lambda: Eagle3Head(config, config.hidden_size, model.config.vocab_size, 4096),
+            "redrafter": lambda: RecurrentDrafter(config.hidden_size, model.config.vocab_size)}[family]()
     generator = torch.Generator().manual_seed(0)
     for parameter in head.parameters():
         parameter.data = torch.randn(parameter.shape, generator=generator) * 0.02

@@ -70,7 +70,7 @@ def test_features_are_an_unpadded_forwards_states_and_greedy_tokens_cached_per_s
     assert all(torch.equal(x, y) for x, y in zip(repaired.greedy, features.greedy))
 
 
-HEADS = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp"]  # every family but FR-Spec (not a head)
+HEADS = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter"]  # every family but FR-Spec (not a head)
 
 
 def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0, stop_after_steps=None):

@@ -26,6 +26,7 @@ from specatlas.impls.families.hydra import HydraHeads
 from specatlas.impls.families.kangaroo import KangarooAdapter
 from specatlas.impls.families.medusa import MedusaHeads
 from specatlas.impls.families.pass_tokens import LookAheadTokens
+from specatlas.impls.families.redrafter import RecurrentDrafter
 from specatlas.impls.families.specdecpp import AcceptanceHead
 from specatlas.impls.families.blocks import LayerConfig
 from specatlas.impls.drafters.model_free.retrieval import Datastore
@@ -59,7 +60,7 @@ class TinyWorld:
         self.target.config._name_or_path = NAME
         self.draft_model = tiny_llama(seed=12, layers=1, vocab=VOCAB)
         self.heads = {family: self._write_head(family, seed) for seed, family in enumerate(
-            ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp"], start=20)}
+            ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter"], start=20)}
         self._write_frequent_tokens()
         self.datastore = folder / "datastore.npz"
         Datastore.from_documents([self.greedy([3, 5, 7], 48), self.greedy([9, 2], 48)], separator=0,
@@ -93,7 +94,8 @@ class TinyWorld:
                 "kangaroo": lambda: KangarooAdapter(layer, draft_vocab_size=VOCAB // 2),
                 "distillspec": lambda: DraftLayers(target, 2, VOCAB // 2),
                 "pass": lambda: LookAheadTokens(config.hidden_size, 6),
-                "specdecpp": lambda: AcceptanceHead(self.draft_model.config.hidden_size)}[family]()
+                "specdecpp": lambda: AcceptanceHead(self.draft_model.config.hidden_size),
+                "redrafter": lambda: RecurrentDrafter(config.hidden_size, VOCAB)}[family]()
         randomise(head, seed)
         for name, buffer in head.named_buffers():  # vocabularies: the first half of the ids
             if name.endswith("draft_vocab"):
