@@ -49,7 +49,7 @@ class OnlineDistillation(ModelDrafter):
         self.updates = 0
 
     def start(self, prompt, prefill):
-        if self.mismatches:
+        if self.text:  # the request served before this one
             self.buffer.append((self.text, self.mismatches))
         self.text, self.mismatches = tuple(prompt), []
         if len(self.buffer) >= self.interval:
@@ -62,11 +62,14 @@ class OnlineDistillation(ModelDrafter):
             row = len(step.accepted)  # rows: 0 after the pending token, i + 1 after draft node i
             self.mismatches.append((len(step.committed) - 1, step.logits[row].float().softmax(-1)))
 
-    def update(self) -> float:
-        """One distillation step on the buffer, which it empties; the mean loss."""
+    def update(self) -> float | None:
+        """One distillation step on the buffer, which it empties; the mean loss (None: no mismatch)."""
+        served, self.buffer = [(text, rows) for text, rows in self.buffer if rows], []
+        if not served:
+            return None
         with torch.inference_mode(False), torch.enable_grad():
             losses = []
-            for text, mismatches in self.buffer:
+            for text, mismatches in served:
                 positions = torch.tensor([position - 1 for position, _ in mismatches])  # the rows predicting them
                 ids = torch.tensor([text[: int(positions.max()) + 1]], device=self.model.device)
                 log_q = self.model(input_ids=ids).logits[0, positions].float().log_softmax(-1)
@@ -79,7 +82,6 @@ class OnlineDistillation(ModelDrafter):
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         repack(self.model)
-        self.buffer.clear()
         self.updates += 1
         return float(loss)
 
