@@ -87,7 +87,7 @@ def test_two_requests_with_an_update_between_them_sample_the_target():
         updated.append(decoder.drafter.updates)
         return tuple(a), tuple(b)
 
-    for sampling in SAMPLINGS[:2]:
+    for sampling in SAMPLINGS[:1]:
         got = enumerate_outputs(run)
         p, q = (sequence_distribution(FullPrefix(target), prompt, length, sampling) for prompt in (first, second))
         assert abs(sum(got.values()) - 1) < 1e-9
