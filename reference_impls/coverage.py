@@ -18,8 +18,6 @@ NOT_RUNNABLE: dict[str, str] = {
                   "template: there is no image or audio input.",
     "serving-systems": "The engine decodes one sequence at a time (batch 1), with no request scheduler and no "
                        "batched KV cache; specatlas bench measures batch-1 latency.",
-    "parallel-drafting-pipeline": "The engine's loop drafts, then verifies, in one process: drafting never "
-                                  "overlaps verification on another device or stream.",
     "benchmark": "Benchmarks are not decoding methods: there is nothing to run (their prompt sets can be "
                  "measured with specatlas bench --questions).",
     "survey": "Surveys are not decoding methods: there is nothing to run.",

@@ -248,6 +248,22 @@ METHODS: dict[str, MethodSpec] = {
                                   "training command); stop once the predicted P(some draft rejected) > h = 0.7, "
                                   "candidate length bounded to [2, 20] (specdec_pp/sample.py)",
                    paper_draft=(20, 20), paper_draft_exact=False),
+        MethodSpec("liu2024online", "Online speculative decoding: the drafter distilled on the queries it serves",
+                   ("osd", "online-sd"), ("independent-fine-tuned",), ("speculative-sampling",),
+                   True, f"{_M}.core:online_speculative_decoding", uses_draft_model=True,
+                   paper_settings="5 proposed tokens; the target's distributions at every rejected draft token kept "
+                                  "per request, one AdamW step of forward KL on them every 8 requests, learning rate "
+                                  "1e-4 constant, no weight decay, then the buffer emptied (its code: "
+                                  "bash_scripts/*/online.sh, distill/distill_trainer.py)",
+                   paper_draft=(5, 5)),
+        MethodSpec("liu2025parallel", "PEARL: parallel speculative decoding with adaptive draft length", ("pearl",),
+                   ("independent-tuning-free", "parallel-drafting-pipeline", "adaptive-draft-length"),
+                   ("speculative-sampling",), True, f"{_M}.core:pearl", uses_draft_model=True,
+                   paper_settings="γ = 5 drafted per round while the target verifies the last round's (its README's "
+                                  "command and run_para_sd.sh, 7B drafting 70B); pre-verify / post-verify; greedy "
+                                  "decoding verifies by exact match. Here the drafter runs on a thread beside the "
+                                  "target's forward (the paper: two GPUs)",
+                   paper_draft=(5, 5), paper_draft_exact=False),
     ]
 }
 

@@ -179,6 +179,13 @@ def pack_linears(model: nn.Module, cache_dir: Path | None = None) -> int:
     return packed_layers(model)
 
 
+def repack(model: nn.Module) -> None:
+    """Pack again the weights of `model`'s `PackedLinear`s, changed in place (online distillation)."""
+    for module in model.modules():
+        if isinstance(module, PackedLinear):
+            module._repack()
+
+
 def packed_layers(model: nn.Module) -> int:
     return sum(isinstance(module, PackedLinear) and module.packed is not None for module in model.modules())
 

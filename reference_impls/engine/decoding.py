@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -65,7 +65,9 @@ class Stats:
             "wall_seconds": round(self.wall_seconds, 4),
         }
 
-    def record(self, draft: Draft, accepted: list[int]) -> None:
+    def record(self, draft: Draft, accepted: list[int], committed: int | None = None) -> None:
+        """One verification of `draft`; `committed`: the tokens it committed when not the accepted
+        drafts and a target token (PEARL's post-verify may commit its drafts alone)."""
         reached = min(draft.depth, len(accepted) + 1)
         for position in range(reached):
             if position == len(self.drafted_at):
@@ -73,7 +75,7 @@ class Stats:
                 self.accepted_at.append(0)
             self.drafted_at[position] += 1
             self.accepted_at[position] += position < len(accepted)
-        self.accepted_lengths.append(len(accepted) + 1)
+        self.accepted_lengths.append(len(accepted) + 1 if committed is None else committed)
 
 
 @dataclass
@@ -131,16 +133,26 @@ class Session:
 
     def step(self, draft: Draft) -> Verified:
         """One verification forward over [pending] + draft, acceptance, KV rollback, commit."""
-        pending, opened = len(self.tokens) - 1, self.tokens[-1]
-        rows, tree = [opened] + draft.tokens, [-1] + [parent + 1 for parent in draft.parents]  # row 0: the pending token
-        if draft.exit_states is None:
-            out = self.forward(self.target, self.cache, rows, tree=tree, hidden_layers=self.hidden_layers)
-        else:  # an early exit already ran the first rows through the shallow layers
-            out = forward_from_exit(self.target, self.cache, draft.exit_states, rows, tree, self.hidden_layers)
-        accepted, next_token = self.verifier.verify(draft, out.logits, self.sampling, self.rng, len(self.tokens))
-        kv.keep_rows(self.cache, pending, [0] + [node + 1 for node in accepted])
-        self.tokens += [draft.tokens[node] for node in accepted] + [next_token]
+        return self.settle(draft, self.score(draft))
+
+    def score(self, draft: Draft) -> kv.ForwardOutput:
+        """The verification forward over [pending] + draft (row 0: the pending token)."""
+        rows, tree = [self.tokens[-1]] + draft.tokens, [-1] + [parent + 1 for parent in draft.parents]
         self.forwards += 1
+        if draft.exit_states is None:
+            return self.forward(self.target, self.cache, rows, tree=tree, hidden_layers=self.hidden_layers)
+        # an early exit already ran the first rows through the shallow layers
+        return forward_from_exit(self.target, self.cache, draft.exit_states, rows, tree, self.hidden_layers)
+
+    def settle(self, draft: Draft, out: kv.ForwardOutput) -> Verified:
+        """Acceptance, KV rollback and commit of `draft` on `score`'s forward. That forward may have
+        scored all of `draft` but its last node (PEARL): accepted, that node is committed unscored,
+        as the next pending token, and no target token follows it."""
+        pending, opened = len(self.tokens) - 1, self.tokens[-1]
+        scored = len(out.logits) - 1
+        accepted, next_token = self.verifier.verify(draft, out.logits, self.sampling, self.rng, len(self.tokens))
+        kv.keep_rows(self.cache, pending, [0] + [node + 1 for node in accepted if node < scored])
+        self.tokens += [draft.tokens[node] for node in accepted] + ([] if next_token is None else [next_token])
         return Verified(draft, out.logits, out.hidden_states, accepted, tuple(self.tokens), opened)
 
     def rewind(self, length: int) -> None:
@@ -184,18 +196,7 @@ class SpeculativeDecoder:
         stats.prefill_seconds = clock() - started
         limit = max_new_tokens if session.room is None else min(max_new_tokens, session.room)
 
-        while stats.new_tokens < limit:
-            begin = clock()
-            depth = min(self.draft_length.choose(), limit - stats.new_tokens - 1) if self.drafter else 0
-            draft = self.draft_length.trim(self.drafter.propose(session.tokens, depth, sampling, session.rng)) if depth > 0 else Draft()
-            drafted = clock()
-            step = session.step(draft)
-            verified = clock()
-
-            stats.draft_seconds += drafted - begin
-            stats.verify_seconds += verified - drafted
-            stats.record(draft, step.accepted)
-            self.draft_length.record(draft, len(step.accepted), drafted - begin, verified - drafted, 1 + len(draft.tokens))
+        for step in self.steps(session, sampling, limit, stats):
             new = list(step.committed[len(prompt) + stats.new_tokens :])[: limit - stats.new_tokens]
             done = next((i for i, token in enumerate(new) if token in stop), None)
             if done is not None:
@@ -210,6 +211,23 @@ class SpeculativeDecoder:
         stats.target_forwards = session.forwards
         stats.wall_seconds = clock() - started
         return Output(list(session.tokens[len(prompt) :][: stats.new_tokens]), stats)
+
+    def steps(self, session: Session, sampling: Sampling, limit: int, stats: Stats) -> Iterator[Verified]:
+        """Draft, then verify, until `limit` new tokens (`stats.new_tokens`, counted by the caller)."""
+        clock = self.clock
+        while stats.new_tokens < limit:
+            begin = clock()
+            depth = min(self.draft_length.choose(), limit - stats.new_tokens - 1) if self.drafter else 0
+            draft = self.draft_length.trim(self.drafter.propose(session.tokens, depth, sampling, session.rng)) if depth > 0 else Draft()
+            drafted = clock()
+            step = session.step(draft)
+            verified = clock()
+
+            stats.draft_seconds += drafted - begin
+            stats.verify_seconds += verified - drafted
+            stats.record(draft, step.accepted)
+            self.draft_length.record(draft, len(step.accepted), drafted - begin, verified - drafted, 1 + len(draft.tokens))
+            yield step
 
 
 class InnerDecoder(Drafter):

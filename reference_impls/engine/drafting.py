@@ -180,6 +180,8 @@ class Drafter:
         drafter resets what belongs to one text. Default: nothing to reset."""
 
     def propose(self, context: list[int], depth: int, sampling: Sampling, rng: Randomness) -> Draft:
+        """A draft of at most `depth` levels after `context`: the committed tokens (PEARL's: followed
+        by the drafts of its last round, not verified yet)."""
         raise NotImplementedError
 
     def observe(self, step: Verified) -> None:
@@ -235,21 +237,20 @@ class ModelDrafter(Drafter):
         self.tree, self.stop = tree, stop
         self.cache = kv.new_cache(model)
         self.cached: list[int] = []  # the tokens whose keys/values the cache holds, in order
-        self.agreed = 0  # how many of them are known to be committed text
 
     def start(self, prompt, prefill):
-        self.cache, self.cached, self.agreed = kv.new_cache(self.model), list(prompt[:-1]), len(prompt) - 1
+        self.cache, self.cached = kv.new_cache(self.model), list(prompt[:-1])
         if self.cached:
             kv.forward(self.model, self.cache, self.cached, last_only=True)
 
     def propose(self, context, depth, sampling, rng):
-        # The cache holds the committed text plus the last draft: keep it up to the first rejected token.
-        common = self.agreed
-        while common < min(len(self.cached), len(context) - 1) and self.cached[common] == context[common]:
-            common += 1
+        # The cache holds the last context plus its draft: keep it up to the first token that differs
+        # (compared from the start: PEARL's context ends with drafts that may since have been rejected).
+        shared = min(len(self.cached), len(context) - 1)
+        common = next((i for i in range(shared) if self.cached[i] != context[i]), shared)
         kv.truncate(self.cache, common)
         logits = kv.forward(self.model, self.cache, context[common:], last_only=True).logits
-        self.cached, self.agreed = list(context), len(context)
+        self.cached = list(context)
 
         branches = None if self.tree is None else Counter(path[:-1] for path in self.tree)
 

@@ -25,12 +25,17 @@ from specatlas.impls.engine.sampling import Randomness, Sampling, without
 
 
 class Verifier:
+    """`verify` returns (accepted nodes, next token). The exact chain rules (greedy matching and
+    speculative sampling) also take a forward that scored every node but the last (PEARL's
+    post-verify: its last draft token is judged by the row before it, drafted while the target ran):
+    when that last node is accepted there is no row to draw from, and the next token is None."""
+
     # A relaxed rule keeps drafts the target would not have produced: the output distribution is
     # no longer the target's (not lossless). `specatlas run` says so when one decides.
     relaxed = False
 
     def verify(self, draft: Draft, logits: torch.Tensor, sampling: Sampling, rng: Randomness,
-               position: int) -> tuple[list[int], int]:
+               position: int) -> tuple[list[int], int | None]:
         raise NotImplementedError
 
 
@@ -41,6 +46,8 @@ class GreedyMatch(Verifier):
         best = logits.argmax(-1).tolist()
         children, accepted, node = draft.children(), [], -1
         while True:
+            if node + 1 == len(best):  # an accepted node the forward did not score
+                return accepted, None
             wanted = best[node + 1]
             match = next((child for child in children[node] if draft.tokens[child] == wanted), None)
             if match is None:
@@ -77,6 +84,8 @@ class RejectionSampling(Verifier):
         children, accepted, node = draft.children(), [], -1
         depth = kv.depths(draft.parents)
         while True:
+            if node + 1 == len(target):  # an accepted node the forward did not score
+                return accepted, None
             at, p = position + (depth[node] if node >= 0 else 0), target[node + 1]
             if draft.q is None:
                 token = rng.categorical(p, at, "token")

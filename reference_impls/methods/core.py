@@ -8,14 +8,18 @@ verifies by exact match; sampling by rejection sampling, which is lossless for e
 
 from __future__ import annotations
 
+import copy
+
 from specatlas.impls.engine.checkpoints import load_head, shipped_head_folder
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import FIXED, DraftLengthPolicy, FixedLength
 from specatlas.impls.engine.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.engine.models import is_embedded, shallow_slice
 from specatlas.impls.engine.tree_search import MAX_LEVELS, SequoiaDrafter
+from specatlas.impls.engine.pipeline import Pearl
 from specatlas.impls.engine.verification import (BlockVerification, KSequential, RejectionSampling, SpecHub,
                                                  TraversalVerification, Verifier)
+from specatlas.impls.families.online import PROPOSED as OSD_PROPOSED, OnlineDistillation
 
 
 def autoregressive(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -161,6 +165,34 @@ def sequoia(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> Specu
     else:
         length = FixedLength(levels - 1, None if policy.name == FIXED else "at most Sequoia's")
     return SpeculativeDecoder(target, drafter, sampling_verifier=verifier, draft_length=length)
+
+
+def online_speculative_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
+    """Liu et al. 2024 (OSD): speculative sampling whose drafter is distilled online on the
+    requests it serves (`OnlineDistillation`: the target's distributions where a draft token was
+    rejected, a forward-KL step every 8 requests). Its code's defaults: 5 proposed tokens. The
+    drafter learns in memory: a given draft model is copied first, a shallow slice of the target
+    gets layers of its own, the shipped drafter's file is never written."""
+    model, label = default_draft_model(target, None if draft_model is None else copy.deepcopy(draft_model))
+    shared = {id(parameter) for parameter in target.parameters()}
+    trainable = [parameter for parameter in model.parameters() if id(parameter) not in shared]
+    if not trainable:  # the shallow slice shares the target's layers: it learns on a copy of them
+        layers = shallow_layers(target)
+        model = shallow_slice(target, layers, copy.deepcopy(target.model.layers[:layers]))
+        trainable = list(model.model.layers.parameters())
+    return SpeculativeDecoder(target, OnlineDistillation(model, trainable, label),
+                              draft_length=policy.controller(target, OSD_PROPOSED))
+
+
+# PEARL's README example and run_para_sd.sh for 7B drafting 70B: --gamma 5.
+PEARL_GAMMA = 5
+
+
+def pearl(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
+    """Liu et al. 2025 (PEARL): the draft model drafts γ tokens while the target verifies the previous
+    round's, pre-verify and post-verify (`pipeline.Pearl`), speculative sampling on each token."""
+    model, label = default_draft_model(target, draft_model)
+    return Pearl(target, ModelDrafter(model, label=label), draft_length=policy.controller(target, PEARL_GAMMA))
 
 
 # Prompt lookup decoding's reference code: max_ngram_size = 3, num_pred_tokens = 10.

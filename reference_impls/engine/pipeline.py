@@ -1,0 +1,91 @@
+"""PEARL (Liu et al. 2025): drafting overlapped with verification, the draft length set by the text.
+
+Speculative decoding alternates: the target waits while the drafter drafts γ tokens, the drafter
+waits while the target verifies them. PEARL runs the two at once, every round:
+
+    the target scores [pending] + u, u the drafts of the round before (none: pre-verify mode),
+    while the drafter drafts d_1..d_γ after the committed text + u;
+    then the chain u + [d_1] is verified by speculative sampling on those rows: u by their own
+    rows, d_1 by the row after u's last token, which the target computed without seeing d_1.
+
+    pre-verify (u empty): one target row judges d_1 alone. Rejected: the target's residual token
+        is committed and d_2..d_γ are dropped; accepted: d_1 is committed and d_2..d_γ become u.
+    post-verify (u non-empty): the target verifies u while the drafter already continues after it.
+        All of u + [d_1] accepted: they are committed (d_1 unscored, so no target token follows)
+        and d_2..d_γ become the next u; a rejection commits the target's token there, drops the
+        rest, and the next round pre-verifies.
+
+So while the drafter is right the draft grows by γ every round and the target never waits for a
+whole draft; after a miss only one target row is spent before the next draft is judged. Each
+draft token is kept with probability min(1, p/q) and a rejection draws from norm(max(p - q, 0)):
+speculative sampling, lossless whatever the split into rounds (a greedy target matches exactly).
+
+The overlap: the drafter runs on a worker thread while the main thread runs the target forward;
+both release the GIL inside torch's kernels, so the two forwards overlap when the machine has
+cores to spare (on a GPU: the two models on two devices or streams, as the paper's two processes).
+`overlap=False` runs them one after the other (the same tokens: every draw is keyed by position).
+What overlaps here: the drafter's forwards with the target's verification forward, inside torch's
+kernels; the Python between kernels and the acceptance walk are serialised by the GIL, and on a
+2-core CPU both forwards share torch's 2 intra-op threads. Measured once on a 2-core CPU shared
+with other jobs (SmolLM2-135M, its distilled drafter, one prompt, 32 greedy tokens): overlapped
+rounds took 69-79 s against 187 s in sequence, the same tokens; the machine's load dominates
+those times (a second thread also wins a larger share of a contended CPU), so they bound nothing.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import torch
+
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.drafting import Draft
+
+
+@dataclass
+class Pearl(SpeculativeDecoder):
+    overlap: bool = True
+
+    def steps(self, session, sampling, limit, stats):
+        unverified = Draft()  # u: drafted after the committed text, not verified yet (post-verify)
+        with ThreadPoolExecutor(1) as pool:
+            while stats.new_tokens < limit:
+                depth = max(0, min(self.draft_length.choose(), limit - stats.new_tokens - len(unverified.tokens) - 1))
+                context = session.tokens + unverified.tokens
+                if self.overlap:
+                    drafting = pool.submit(self._draft, context, depth, sampling, session.rng)
+                    scored, target_seconds = self._score(session, unverified)
+                    draft, draft_seconds = drafting.result()
+                else:
+                    draft, draft_seconds = self._draft(context, depth, sampling, session.rng)
+                    scored, target_seconds = self._score(session, unverified)
+                chain, before = joined(unverified, draft, 0, 1), len(session.tokens)
+                step = session.settle(chain, scored)
+                committed = len(step.committed) - before
+                # No target token: every node of the chain was kept, d_1 unscored, so d_2.. wait for the next round.
+                unverified = joined(Draft(), draft, 1, len(draft.tokens)) if committed == len(step.accepted) else Draft()
+                # With the overlap, draft and target seconds add up to more than the wall time.
+                stats.draft_seconds += draft_seconds
+                stats.verify_seconds += target_seconds
+                stats.record(chain, step.accepted, committed)
+                self.draft_length.record(chain, len(step.accepted), draft_seconds, target_seconds, len(scored.logits))
+                yield step
+
+    def _score(self, session, unverified: Draft):
+        begin = self.clock()
+        return session.score(unverified), self.clock() - begin
+
+    def _draft(self, context, depth, sampling, rng) -> tuple[Draft, float]:
+        """(the drafter's chain of `depth` tokens after `context`, seconds it took); inference mode
+        is per thread, so the worker enters it itself."""
+        begin = self.clock()
+        with torch.inference_mode():
+            draft = self.drafter.propose(context, depth, sampling, rng) if depth > 0 else Draft()
+        return draft, self.clock() - begin
+
+
+def joined(head: Draft, tail: Draft, start: int, stop: int) -> Draft:
+    """The chain `head` followed by tail's nodes start..stop-1 (both chains), with their q rows."""
+    rows = [q for q in (head.q, None if tail.q is None else tail.q[start:stop]) if q is not None and len(q)]
+    return Draft.chain(head.tokens + tail.tokens[start:stop], torch.cat(rows) if rows else None)

@@ -1,0 +1,96 @@
+"""Online speculative decoding (Liu et al. 2024): the drafter distilled on the requests it serves.
+Over a stream of queries its acceptance rises while every output stays the target's: greedy output
+is plain decoding's at every request, the joint distribution of two requests with an update between
+them is enumerated exactly, and only the drafter's own weights change (never the target's, never
+a draft model handed to the builder)."""
+
+import copy
+
+import torch
+
+from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.draft_length import DraftLengthPolicy, FixedLength
+from specatlas.impls.families.distillspec import DraftLayers
+from specatlas.impls.families.online import OnlineDistillation
+from specatlas.impls.methods.core import online_speculative_decoding
+
+from .test_exact_distribution import FullPrefix, SAMPLINGS
+from .tiny_world import randomise
+from .toy import enumerate_outputs, sequence_distribution, tiny_llama
+
+QUERIES = [[1, 5, 9, 2], [7, 7, 3], [4, 12, 4, 12, 4], [10, 2, 6]]
+
+
+def online(target, model, trainable, interval=2, learning_rate=3e-2, gamma=4):
+    drafter = OnlineDistillation(model, trainable, interval=interval, learning_rate=learning_rate)
+    return SpeculativeDecoder(target, drafter, draft_length=FixedLength(gamma))
+
+
+def acceptance(outputs) -> float:
+    drafted = sum(sum(out.stats.drafted_at) for out in outputs)
+    return sum(sum(out.stats.accepted_at) for out in outputs) / drafted
+
+
+def test_acceptance_rises_over_a_stream_and_greedy_output_stays_plain_decoding():
+    """A sharp random target and an untrained drafter: without updates every pass over the same
+    queries accepts the same drafts (greedy), so the rise is the online distillation's."""
+    target, model = randomise(tiny_llama(seed=1, layers=2), 11), tiny_llama(seed=2, layers=1)
+    decoder, plain = online(target, model, list(model.parameters())), SpeculativeDecoder(target)
+    want = [plain.generate(query, 12).tokens for query in QUERIES]
+    passes = []
+    for _ in range(3):  # the same queries again: the drafter meets each once per pass
+        outputs = [decoder.generate(query, 12) for query in QUERIES]
+        assert [out.tokens for out in outputs] == want
+        passes.append(acceptance(outputs))
+    assert decoder.drafter.updates >= 5
+    assert passes[-1] > passes[0] + 0.15, f"acceptance by pass: {[round(a, 3) for a in passes]}"
+
+
+def test_only_the_drafters_own_layers_learn():
+    """A distilled drafter shares the target's embeddings, norm and head: they must not move."""
+    target = tiny_llama(seed=1, layers=2)
+    layers = DraftLayers.from_target(target, 1, torch.arange(8))  # a restricted head: q is 0 beyond 8 tokens
+    before = copy.deepcopy(target.state_dict())
+    own = copy.deepcopy(layers.state_dict())
+    decoder = online(target, layers.drafter(target), list(layers.parameters()), interval=1)
+    for query in QUERIES:
+        decoder.generate(query, 12)
+    assert decoder.drafter.updates > 0
+    assert all(torch.equal(value, target.state_dict()[key]) for key, value in before.items())
+    assert any(not torch.equal(value, layers.state_dict()[key]) for key, value in own.items())
+
+
+def test_the_builder_learns_on_a_copy_of_the_given_draft_model():
+    target, model = tiny_llama(seed=1, layers=2), tiny_llama(seed=2, layers=1)
+    before = copy.deepcopy(model.state_dict())
+    decoder = online_speculative_decoding(target, model, DraftLengthPolicy.fixed(3))
+    decoder.drafter.interval = 1
+    for query in QUERIES:
+        decoder.generate(query, 12)
+    assert decoder.drafter.updates > 0
+    assert all(torch.equal(value, model.state_dict()[key]) for key, value in before.items())
+
+
+def test_two_requests_with_an_update_between_them_sample_the_target():
+    """Enumerated exactly on a 3-token transformer: the first request's mismatches update the drafter
+    (a large step) before the second request; the pair of outputs is distributed as two independent
+    samples of the target, whatever the drafter became."""
+    target, model = tiny_llama(seed=1, layers=2, vocab=3), tiny_llama(seed=2, layers=1, vocab=3)
+    first, second, length = [1, 2, 1], [2, 0], 2
+    updated = []
+
+    def run(rng):
+        drafter_model = copy.deepcopy(model)
+        decoder = online(target, drafter_model, list(drafter_model.parameters()), interval=1, learning_rate=0.5, gamma=1)
+        a = decoder.generate(first, length, sampling, rng).tokens
+        b = decoder.generate(second, length, sampling, rng).tokens
+        updated.append(decoder.drafter.updates)
+        return tuple(a), tuple(b)
+
+    for sampling in SAMPLINGS[:1]:
+        got = enumerate_outputs(run)
+        p, q = (sequence_distribution(FullPrefix(target), prompt, length, sampling) for prompt in (first, second))
+        assert abs(sum(got.values()) - 1) < 1e-9
+        worst = max(abs(got.get((a, b), 0.0) - p[a] * q[b]) for a in p for b in q)
+        assert worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"
+    assert 0 in updated and 1 in updated  # some branches updated the drafter between the requests, some did not
