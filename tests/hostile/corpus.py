@@ -563,16 +563,16 @@ def cases() -> list[Case]:
              {"c.jsonl": '{"text": "one"}\n{"text": "two"\n'}, message="line 2: not a JSON value"),
         Case("datastore-corpus-deep-jsonl", ["datastore", "build", "{root}/c.jsonl", "--output", "{tmp}/ds.npz"],
              {"c.jsonl": "[" * 200_000 + "\n"}, message="c.jsonl, line 1"),
-        Case("train-data-zero-tokens", ["train-data", "--tokens", "0"], message="must be positive"),
+        Case("train-data-zero-tokens", ["train-data", "--tokens", "0"], message="--tokens"),
         Case("train-data-status-damaged-manifest", ["train-data", "--status", "--output", "{root}/td"],
              {"td/manifest.json": "{not json"}, message="manifest.json: not valid JSON"),
         Case("train-data-status-foreign-manifest", ["train-data", "--status", "--output", "{root}/td"],
              {"td/manifest.json": '{"answers": 3}'}, message="not a train-data manifest"),
-        Case("train-zero-tokens", ["train", "eagle3", "--tokens", "0"], message="must be positive"),
+        Case("train-zero-tokens", ["train", "eagle3", "--tokens", "0"], message="--tokens"),
         Case("train-curve-not-a-head", ["train-curve", "pld"], message="not a head family"),
         Case("train-curve-bad-sizes", ["train-curve", "eagle3", "--tokens", "32000,lots"], message="comma-separated"),
         Case("train-curve-negative-size", ["train-curve", "eagle3", "--tokens", "-5"], message="must be positive"),
-        Case("train-curve-zero-steps", ["train-curve", "eagle3", "--steps", "0"], message="must be positive"),
+        Case("train-curve-zero-steps", ["train-curve", "eagle3", "--steps", "0"], message="--steps"),
         Case("train-data-manifest-entry-not-object", ["train-data", "--status", "--output", "{root}/td"],
              {"td/manifest.json": '{"magpie": [], "answers": [1]}'}, message="answers[0]: not an object"),
         Case("train-data-manifest-file-outside", ["train-data", "--status", "--output", "{root}/td"],
@@ -587,8 +587,8 @@ def cases() -> list[Case]:
         Case("train-data-manifest-short-hash", ["train-data", "--status", "--output", "{root}/td"],
              {"td/manifest.json": '{"magpie": [{"file": "answers-00000.npz", "sha256": "0000000000000000000000000000000000000000000000000000000000000000", "conversations": 1, "answer_tokens": 5, "finished": 1, "file": "magpie-00000.npz", "sha256": "abc"}], "answers": []}'},
              message="magpie[0]: 'sha256' must be 64 hex digits"),
-        Case("train-data-negative-magpie", ["train-data", "--magpie", "-1"], message="--magpie not negative"),
-        Case("train-data-zero-rows", ["train-data", "--rows", "0"], message="must be positive"),
+        Case("train-data-negative-magpie", ["train-data", "--magpie", "-1"], message="--magpie"),
+        Case("train-data-zero-rows", ["train-data", "--rows", "0"], message="--rows"),
         Case("train-curve-damaged-curve", ["train-curve", "eagle3"],
              {"results/training/smollm2-135m-instruct-eagle3-steps1500-seed0-acceptance-vs-data.json": "{oops"},
              message="not valid JSON"),
@@ -598,7 +598,7 @@ def cases() -> list[Case]:
         Case("train-curve-point-without-size", ["train-curve", "eagle3"],
              {"results/training/smollm2-135m-instruct-eagle3-steps1500-seed0-acceptance-vs-data.json": '{"family": "eagle3", "points": [{"x": 1}]}'},
              message="points with requested_tokens"),
-        Case("train-curve-zero-prompts", ["train-curve", "eagle3", "--prompts", "0"], message="must be positive"),
+        Case("train-curve-zero-prompts", ["train-curve", "eagle3", "--prompts", "0"], message="--prompts"),
         Case("datastore-corpus-is-a-folder", ["datastore", "build", "{root}/papers", "--output", "{tmp}/ds.npz"],
              message="no such file"),
         # -- specatlas new
@@ -734,7 +734,58 @@ def cases() -> list[Case]:
         Case("leaderboard-unwritable", ["leaderboard", "--results", "{tmp}/ro"],
              prepare=lambda r, t: (shutil.copytree(r / "results", t / "ro"), _ro_page(t / "ro")), message="cannot write"),
     ]
-    return out
+    return out + numbers_cases()
+
+
+def numbers_cases() -> list[Case]:
+    """Numeric arguments: nan, inf, negative and absurdly large values, refused in one line that
+    names the flag before any model loads (issue 30)."""
+    def flag(name: str, argv: list[str], option: str, value: str) -> Case:
+        return Case(name, [*argv, option, value], message=option)
+    return [
+        flag("train-budget-nan", ["train", "medusa"], "--budget-minutes", "nan"),
+        flag("train-budget-inf", ["train", "medusa"], "--budget-minutes", "inf"),
+        flag("train-budget-negative", ["train", "medusa"], "--budget-minutes", "-5"),
+        flag("train-budget-zero", ["train", "medusa"], "--budget-minutes", "0"),
+        flag("train-steps-negative", ["train", "medusa"], "--steps", "-1"),
+        flag("train-steps-zero", ["train", "medusa"], "--steps", "0"),
+        flag("train-tokens-negative", ["train", "eagle3"], "--tokens", "-100"),
+        flag("train-seed-huge", ["train", "medusa"], "--seed", str(2 ** 70)),
+        flag("train-seed-negative", ["train", "medusa"], "--seed", "-1"),
+        flag("train-curve-budget-nan", ["train-curve", "eagle3"], "--budget-minutes", "nan"),
+        flag("train-curve-budget-negative", ["train-curve", "eagle3"], "--budget-minutes", "-1"),
+        flag("train-curve-seed-huge", ["train-curve", "eagle3"], "--seed", str(2 ** 70)),
+        flag("train-curve-max-new-tokens-huge", ["train-curve", "eagle3"], "--max-new-tokens", str(10 ** 12)),
+        Case("train-curve-tokens-huge", ["train-curve", "eagle3", "--tokens", "1" + "0" * 30], message="--tokens"),
+        flag("train-data-seed-huge", ["train-data"], "--seed", str(2 ** 70)),
+        flag("train-data-threads-huge", ["train-data"], "--threads", str(10 ** 9)),
+        flag("train-data-max-new-tokens-huge", ["train-data"], "--max-new-tokens", str(10 ** 12)),
+        flag("train-data-rows-huge", ["train-data"], "--rows", str(10 ** 12)),
+        flag("bench-repeats-huge", ["bench", "baseline"], "--repeats", str(10 ** 12)),
+        flag("bench-repeats-negative", ["bench", "baseline"], "--repeats", "-2"),
+        flag("bench-limit-zero", ["bench", "baseline"], "--limit-per-category", "0"),
+        flag("bench-max-new-tokens-zero", ["bench", "baseline"], "--max-new-tokens", "0"),
+        flag("bench-draft-length-negative", ["bench", "baseline"], "--draft-length", "-3"),
+        flag("bench-draft-length-nan", ["bench", "baseline"], "--draft-length", "nan"),
+        flag("run-top-k-negative", ["run", "pld", "--prompt", "hi"], "--top-k", "-1"),
+        flag("run-top-p-zero", ["run", "pld", "--prompt", "hi"], "--top-p", "0"),
+        flag("run-top-p-above-one", ["run", "pld", "--prompt", "hi"], "--top-p", "1.5"),
+        flag("run-temperature-negative", ["run", "pld", "--prompt", "hi"], "--temperature", "-0.5"),
+        flag("run-draft-length-zero", ["run", "pld", "--prompt", "hi"], "--draft-length", "0"),
+        flag("datastore-max-new-tokens-zero", ["datastore", "build", "--self-generate", "--output", "{tmp}/d.npz"],
+             "--max-new-tokens", "0"),
+        flag("datastore-batch-size-negative", ["datastore", "build", "--self-generate", "--output", "{tmp}/d.npz"],
+             "--batch-size", "-4"),
+        flag("calibrate-max-width-huge", ["calibrate"], "--max-width", str(10 ** 9)),
+        flag("calibrate-max-width-zero", ["calibrate"], "--max-width", "0"),
+        flag("audit-count-negative", ["audit", "--seed", "1"], "--count", "-3"),
+        flag("freshness-days-huge", ["freshness"], "--days", str(10 ** 10)),
+        flag("freshness-days-negative", ["freshness"], "--days", "-5"),
+        flag("freshness-max-per-query-zero", ["freshness"], "--max-per-query", "0"),
+        flag("check-links-timeout-nan", ["check-links"], "--timeout", "nan"),
+        flag("check-links-timeout-negative", ["check-links"], "--timeout", "-1"),
+        flag("check-links-jobs-zero", ["check-links"], "--jobs", "0"),
+    ]
 
 
 def _ro_page(folder: Path) -> None:
