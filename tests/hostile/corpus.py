@@ -734,7 +734,152 @@ def cases() -> list[Case]:
         Case("leaderboard-unwritable", ["leaderboard", "--results", "{tmp}/ro"],
              prepare=lambda r, t: (shutil.copytree(r / "results", t / "ro"), _ro_page(t / "ro")), message="cannot write"),
     ]
-    return out + numbers_cases()
+    return out + numbers_cases() + result_cases()
+
+
+def _resummarized(*mutations):
+    """A mutation of the valid result that keeps it self-consistent (hash and summary recomputed):
+    only the mutated fact can make load refuse it or the page mis-render it."""
+    def mutate(data: dict) -> None:
+        from specatlas.bench.results import Run, summarize
+
+        for mutation in mutations:
+            mutation(data)
+        _rehash(data)
+        try:
+            data["summary"] = summarize(Run.model_validate(data))
+        except ValueError:  # the schema refuses the fact itself: load must say so
+            pass
+    return mutate
+
+
+def _turns(**values):
+    def mutate(data: dict) -> None:
+        for sample in data["samples"]:
+            sample["turns"][0].update(values)
+    return mutate
+
+
+def _method(**values):
+    def mutate(data: dict) -> None:
+        data["methods"][1].update(values)
+    return mutate
+
+
+def _page(present: str = "", absent: str = ""):
+    """The written LEADERBOARD.md holds `present` and not `absent`."""
+    def check(root: Path, tmp: Path, text: str) -> str | None:
+        page = (root / "results" / "LEADERBOARD.md").read_text(encoding="utf-8")
+        if present and present not in page:
+            return f"the page does not say {present!r}"
+        if absent and absent in page:
+            return f"the page holds {absent!r}"
+        return None
+    return check
+
+
+def _markdown_lacks(text: str):
+    """The written page's Markdown (its lines outside the inline SVG charts) does not hold `text`."""
+    def check(root: Path, tmp: Path, output: str) -> str | None:
+        page = (root / "results" / "LEADERBOARD.md").read_text(encoding="utf-8")
+        found = [line for line in page.splitlines() if text in line and not line.startswith("<figure")]
+        return f"the page's Markdown holds {text!r}: {found[0][:200]!r}" if found else None
+    return check
+
+
+def _one_stderr_line_per_file(root: Path, tmp: Path, text: str) -> str | None:
+    forged = [line for line in text.splitlines() if line.startswith("FORGED")]
+    return f"a file name made its own output line: {forged[0]!r}" if forged else None
+
+
+def _copy_result(name: str, link: bool = False):
+    def prepare(root: Path, tmp: Path) -> None:
+        good = next((root / "results").glob("2026-01-01-*.json"))
+        if link:
+            os.symlink(good.name, root / "results" / name)
+        else:
+            (root / "results" / name).write_text(good.read_text(encoding="utf-8").replace("\n", "\r\n"), encoding="utf-8")
+    return prepare
+
+
+def _sparse(relative: str, size: int):
+    def prepare(root: Path, tmp: Path) -> None:
+        with open(root / relative, "wb") as f:
+            f.truncate(size)
+    return prepare
+
+
+HOSTILE = "2026-01-02-hostile.json"
+
+
+def result_cases() -> list[Case]:
+    """Result files a careless tool or a hostile pull request can add to results/: the leaderboard
+    lists each bad one as failed (naming it), renders the good ones escaped, never crashes."""
+    lb, failed = ["leaderboard"], dict(fails=False, message=HOSTILE)
+    return [
+        Case("result-cost-curve-without-width-1", lb, fails=False,
+             prepare=_result_with(_resummarized(_set("cost_curve", {"2": 0.012, "4": 0.02}),
+                                                _turns(widths={"2": 4}))), check=_page(absent=HOSTILE + " |")),
+        Case("result-policy-as-list", lb, prepare=_result_with(_method(policy=["paper"])), **failed),
+        Case("result-policy-as-object", lb, prepare=_result_with(_method(policy={"paper": True})), **failed),
+        Case("result-policy-html", lb, fails=False,
+             prepare=_result_with(_resummarized(_method(policy="<img src=x onerror=alert(1)>"))),
+             check=_page(absent="<img")),
+        Case("result-speedup-infinity", lb, fails=False, message=HOSTILE,
+             files={"results/" + HOSTILE: '{"schema_version": 1, "summary": {"fast": {"overall": {"speedup": Infinity}}}}'}),
+        Case("result-speedup-1e999", lb, fails=False, message=HOSTILE,
+             files={"results/" + HOSTILE: '{"schema_version": 1, "summary": {"fast": {"overall": {"speedup": 1e999}}}}'}),
+        Case("result-summary-speedup-edited", lb, prepare=_result_with(lambda d: d["summary"]["fast"]["overall"].update(speedup=50.0)),
+             **failed),
+        Case("result-negative-wall-seconds", lb, prepare=_result_with(_turns(wall_seconds=-1.0)), **failed),
+        Case("result-zero-wall-seconds", lb, prepare=_result_with(_turns(wall_seconds=0)), **failed),
+        Case("result-tiny-wall-seconds", lb, prepare=_result_with(_resummarized(_turns(wall_seconds=1e-300))), **failed),
+        Case("result-negative-cost", lb, prepare=_result_with(_set("cost_curve", {"1": -0.01})), **failed),
+        Case("result-cost-curve-empty", lb, prepare=_result_with(_set("cost_curve", {})), **failed),
+        Case("result-cost-width-text", lb, prepare=_result_with(_set("cost_curve", {"one": 0.01})), **failed),
+        Case("result-steps-above-tokens", lb, prepare=_result_with(_resummarized(_turns(steps=40))), **failed),
+        Case("result-accepted-above-drafted", lb, prepare=_result_with(_turns(drafted_at=[1], accepted_at=[3])), **failed),
+        Case("result-tokens-as-text", lb, prepare=_result_with(_turns(tokens="1234")), **failed),
+        Case("result-schema-version-true", lb, prepare=_result_with(_set("schema_version", True)), **failed),
+        Case("result-lossless-as-text", lb, prepare=_result_with(_method(lossless="yes")), **failed),
+        Case("result-temperature-nan", lb, fails=False, message=HOSTILE,
+             files={"results/" + HOSTILE: '{"schema_version": 1, "config": {"temperature": NaN}}'}),
+        Case("result-config-hash-stale", lb, prepare=_result_with(_set("config.seed", 7)), **failed),
+        Case("result-symlinked-duplicate", lb, prepare=_copy_result(HOSTILE, link=True), fails=False,
+             message="a link, not a result file"),
+        Case("result-copied-duplicate", lb, prepare=_copy_result(HOSTILE), fails=False, message="the same run as"),
+        Case("result-deep-nesting", lb, {"results/" + HOSTILE: '{"a": ' * 100_000 + "1" + "}" * 100_000}, **failed),
+        Case("result-huge-sparse-file", lb, prepare=_sparse("results/" + HOSTILE, 600 << 20), **failed),
+        Case("result-bom", lb, prepare=lambda r, t: (r / "results" / HOSTILE).write_bytes(
+            b"\xef\xbb\xbf" + next((r / "results").glob("2026-01-01-*.json")).read_bytes()), **failed),
+        Case("result-method-name-html", lb, fails=False,
+             prepare=_result_with(_resummarized(_method(name="<script>alert(1)</script>", id="fast"))),
+             check=_page(absent="<script>alert")),
+        Case("result-model-javascript-link", lb, fails=False,
+             prepare=_result_with(_resummarized(_set("config.model.target", "[x](javascript:alert(1))"))),
+             check=_markdown_lacks("](javascript:")),
+        Case("result-cpu-newline-heading", lb, fails=False,
+             prepare=_result_with(_resummarized(_set("provenance.hardware.cpu", "Fast CPU\n# Injected heading"))),
+             check=_page(absent="\n# Injected")),
+        Case("result-cpu-table-pipe", lb, fails=False,
+             prepare=_result_with(_resummarized(_set("provenance.hardware.cpu", "a | b | c"))),
+             check=_markdown_lacks("a | b | c")),
+        Case("result-question-id-html", lb, fails=False,
+             prepare=_result_with(_resummarized(lambda d: [s.update(question_id="<b>1</b>") for s in d["samples"]],
+                                                _set("config.question_ids", ["<b>1</b>"]))),
+             check=_page(absent="<b>1")),
+        Case("result-file-name-newline", lb, fails=False, files={"results/2026-01-03-x\nFORGED: ok.json": "{}"},
+             check=_one_stderr_line_per_file),
+        Case("result-file-name-bidi", lb, fails=False, files={"results/2026-01-03-\u202enosj.json": "{}"},
+             check=_page(absent="\u202e")),
+        Case("results-check-good-and-bad", ["results", "check", "{root}/results/" + HOSTILE],
+             prepare=_result_with(_turns(wall_seconds=-1.0)), message=HOSTILE),
+        Case("results-check-directory", ["results", "check", "{root}/results"], message="results"),
+        Case("results-check-dev-zero", ["results", "check", "/dev/zero"], message="/dev/zero"),
+        Case("results-check-fifo", ["results", "check", "{root}/results/" + HOSTILE],
+             prepare=_fifo("results/" + HOSTILE), message=HOSTILE),
+        Case("results-check-missing", ["results", "check", "{root}/results/none.json"], message="none.json"),
+    ]
 
 
 def numbers_cases() -> list[Case]:
