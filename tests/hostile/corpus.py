@@ -734,7 +734,7 @@ def cases() -> list[Case]:
         Case("leaderboard-unwritable", ["leaderboard", "--results", "{tmp}/ro"],
              prepare=lambda r, t: (shutil.copytree(r / "results", t / "ro"), _ro_page(t / "ro")), message="cannot write"),
     ]
-    return out + numbers_cases() + result_cases()
+    return out + numbers_cases() + result_cases() + record_cases()
 
 
 def _resummarized(*mutations):
@@ -879,6 +879,70 @@ def result_cases() -> list[Case]:
         Case("results-check-fifo", ["results", "check", "{root}/results/" + HOSTILE],
              prepare=_fifo("results/" + HOSTILE), message=HOSTILE),
         Case("results-check-missing", ["results", "check", "{root}/results/none.json"], message="none.json"),
+    ]
+
+
+def _bib_is_inert(root: Path, tmp: Path, text: str) -> str | None:
+    """The written BibTeX holds no TeX primitive that reads, writes or redefines (\input,
+    \write18, \def, \catcode...), not even spelled with ^^ escapes, and parses back."""
+    import re
+
+    bib_text = (tmp / "out.bib").read_text(encoding="utf-8")
+    found = re.search(r"\\(input|include|write|immediate|openout|openin|read|def|edef|gdef|let|catcode|csname|"
+                      r"usepackage|special|jobname)(?![A-Za-z])|\^\^", bib_text)
+    return f"papers.bib holds {found.group()!r}" if found else _bib_round_trips(root, tmp, text)
+
+
+def record_cases() -> list[Case]:
+    """Records: strict types (YAML 1.1 spellings, quoted numbers), invisible characters where a
+    value names something, impossible reported numbers, and TeX that must stay text in papers.bib."""
+    v, bib = ["validate"], ["bib", "-o", "{tmp}/out.bib"]
+    rec = lambda **kw: {NEW: record(**kw)}  # noqa: E731
+    return [
+        Case("yaml11-boolean-y", v, rec(lossless="Y"), message="lossless"),
+        Case("yaml11-boolean-off", v, rec(lossless="Off"), message="lossless"),
+        Case("lossless-one", v, rec(lossless="1"), message="lossless"),
+        Case("lossless-quoted-true", v, rec(lossless="'true'"), message="lossless"),
+        Case("lossless-null-is-not-a-decoding-method", v, rec(lossless="~"), fails=False),
+        Case("year-float", v, rec(year="2024.0"), message="year"),
+        Case("year-quoted", v, rec(year="'2024'"), message="year"),
+        Case("year-underscore", v, rec(year="2_024"), message="year"),
+        Case("year-plus-sign-is-yaml-1-2", v, rec(year="+2024"), fails=False),
+        Case("year-exponent", v, rec(year="2.024e3"), message="year"),
+        Case("month-octal", v, rec(month="0o7"), message="month"),
+        Case("month-boolean", v, rec(month="true"), message="month"),
+        Case("zero-width-in-doi", v, rec(doi='"10.1000/ab\\u200bc"'), message="U+200B"),
+        Case("bidi-override-in-url", v, rec(url='"https://example.org/\\u202egpj.exe"'), message="U+202E"),
+        Case("word-joiner-in-author", v, rec(authors='["Ada\\u2060 Alpha"]'), message="U+2060"),
+        Case("bom-in-arxiv-url", v, rec(url='"https://arxiv.org/abs/\\ufeff2402.00003"'), message="U+FEFF"),
+        Case("zero-width-in-alias", v, rec(aliases='["gam\\u200dma"]'), message="aliases"),
+        Case("rtl-mark-in-code-url", v, rec(code='["https://github.com/a/b\\u200f"]'), message="U+200F"),
+        Case("mean-accepted-below-one", v, {NEW: record(reported_results="\n  - metric: mean-accepted-tokens\n"
+                                                        "    value: 0.8\n    target_model: x\n    benchmark: y\n"
+                                                        "    source: z")}, message="mean-accepted-tokens"),
+        Case("acceptance-rate-above-one", v, {NEW: record(reported_results="\n  - metric: acceptance-rate\n"
+                                                          "    value: 1.7\n    target_model: x\n    benchmark: y\n"
+                                                          "    source: z")}, message="acceptance-rate"),
+        Case("bib-title-math-input", bib, rec(title="'Gamma $\\input{/etc/passwd}$ Study'"), fails=False,
+             check=_bib_is_inert),
+        Case("bib-title-write18", bib, rec(title="'Gamma \\immediate\\write18{touch pwned} Study'"), fails=False,
+             check=_bib_is_inert),
+        Case("bib-title-math-write18", bib, rec(title="'Gamma $x \\write18{id}$ Study'"), fails=False,
+             check=_bib_is_inert),
+        Case("bib-title-caret-escape", bib, rec(title="'Gamma ^^5cinput{/etc/passwd} Study'"), fails=False,
+             check=_bib_is_inert),
+        Case("bib-title-math-caret", bib, rec(title="'Gamma $^^5cinput x$ Study'"), fails=False, check=_bib_is_inert),
+        Case("bib-title-math-def", bib, rec(title="'Gamma $\\def\\x{y}$ Study'"), fails=False, check=_bib_is_inert),
+        Case("bib-title-math-catcode", bib, rec(title="'Gamma $\\catcode`\\@=11$ Study'"), fails=False,
+             check=_bib_is_inert),
+        Case("bib-title-math-csname", bib, rec(title="'Gamma $\\csname input\\endcsname$ Study'"), fails=False,
+             check=_bib_is_inert),
+        Case("bib-title-safe-math-kept", bib, rec(title="'Gamma $\\alpha$-Study of $O(n^2)$ Drafts'"), fails=False,
+             check=lambda r, t, x: None if "$\\alpha$" in (t / "out.bib").read_text(encoding="utf-8")
+             else "the whitelisted math was not kept"),
+        Case("bib-author-input", bib, rec(authors="['Ada \\input{x} Alpha']"), fails=False, check=_bib_is_inert),
+        Case("bib-venue-override-write18", bib, {NEW: record(bibtex="{note: '\\write18{id}'}")}, fails=False,
+             check=_bib_is_inert),
     ]
 
 
