@@ -91,9 +91,7 @@ def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], fo
             stored = None
         if stored is None:
             stored = _forward_states(model, tokens, layers, batch_tokens)
-            if path.is_dir() and not path.is_symlink():
-                path.rename(path.with_name(f".{path.name}-damaged-{time.time_ns()}"))  # set aside, never deleted
-            atomic_write(path, save(stored))
+            cache_write(path, save(stored))
         bounds = [0, *itertools.accumulate(map(len, tokens))]
         for i, (c, row) in enumerate(zip(conversations, tokens)):
             span = slice(bounds[i], bounds[i + 1])
@@ -265,10 +263,19 @@ def _progress(saved: object, planned: int | None) -> Progress:
 
 
 def atomic_save(obj, path: Path) -> None:
-    """torch.save to `path` through fsutil.atomic_write: a kill never leaves a torn checkpoint."""
+    """torch.save to `path` through `cache_write`: a kill never leaves a torn checkpoint."""
     buffer = io.BytesIO()
     torch.save(obj, buffer)
-    atomic_write(path, buffer.getvalue())
+    cache_write(path, buffer.getvalue())
+
+
+def cache_write(path: Path, data: bytes) -> None:
+    """fsutil.atomic_write into the cache; a folder found where the file goes is set aside
+    (renamed, never deleted: it is not the cache's to delete), so the entry heals instead of
+    failing every later run."""
+    if path.is_dir() and not path.is_symlink():
+        path.rename(path.with_name(f".{path.name}-damaged-{time.time_ns()}"))
+    atomic_write(path, data)
 
 
 def step_seed(seed: int, step: int) -> int:
