@@ -7,6 +7,7 @@ a damaged cache entry is named, ignored and rebuilt. Nothing allocates what a sm
 import json
 import os
 import resource
+import shutil
 from pathlib import Path
 
 import pytest
@@ -244,10 +245,10 @@ def _set(key, value):
 
 FEATURE_CACHES = [
     ("truncated", cached_with(lambda d: _saved(d)[:100])),
-    ("missing-hidden-layer", cached_with(lambda d: d.pop("hidden.6"))),
-    ("hidden-one-column-short", _set("hidden.6", lambda h: h[:, :-1].contiguous())),
-    ("hidden-float32", _set("hidden.6", lambda h: h.float())),
-    ("hidden-nan", _set("hidden.6", lambda h: torch.full_like(h, float("nan")))),
+    ("missing-hidden-layer", cached_with(lambda d: d.pop("hidden.2"))),
+    ("hidden-one-column-short", _set("hidden.2", lambda h: h[:, :-1].contiguous())),
+    ("hidden-float32", _set("hidden.2", lambda h: h.float())),
+    ("hidden-nan", _set("hidden.2", lambda h: torch.full_like(h, float("nan")))),
     ("greedy-past-the-vocabulary", _set("greedy", lambda g: g + 10**12)),
     ("greedy-negative", _set("greedy", lambda g: g - 100)),
     ("greedy-float", _set("greedy", lambda g: g.float())),
@@ -258,21 +259,28 @@ FEATURE_CACHES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def states(tmp_path_factory):
+    """A 2-layer target, the features computed for `shard()` and the cache file they were saved in."""
+    loaded, folder = Loaded(tiny_llama(0, layers=2).float()), tmp_path_factory.mktemp("fresh")
+    fresh = training.features(loaded, shard(), (2,), folder)
+    (cached,) = folder.iterdir()
+    return loaded, fresh, cached
+
+
 @pytest.mark.parametrize("name, plant", FEATURE_CACHES, ids=[c[0] for c in FEATURE_CACHES])
-def test_a_damaged_cache_of_target_states_is_named_and_computed_again(tmp_path, capsys, name, plant):
-    loaded = Loaded(tiny_llama(0, layers=6).float())
-    fresh = training.features(loaded, shard(), (6,), tmp_path / "fresh")
-    (cached,) = (tmp_path / "fresh").iterdir()
+def test_a_damaged_cache_of_target_states_is_named_and_computed_again(tmp_path, capsys, states, name, plant):
+    loaded, fresh, cached = states
     path = tmp_path / "cache" / cached.name
     path.parent.mkdir()
     plant(path, load_file(cached))
     capsys.readouterr()
-    healed = training.features(loaded, shard(), (6,), tmp_path / "cache")
+    healed = training.features(loaded, shard(), (2,), tmp_path / "cache")
     err = capsys.readouterr().err
     one_line(err)
     assert f"recomputing {path}" in err
     assert all(torch.equal(a, b) for a, b in zip(healed.greedy, fresh.greedy))
-    assert all(torch.equal(a, b) for a, b in zip(healed.hidden[6], fresh.hidden[6]))
+    assert all(torch.equal(a, b) for a, b in zip(healed.hidden[2], fresh.hidden[2]))
     assert path.is_file() and load_file(path)["greedy"].dtype == torch.int64  # rebuilt in place
     if name == "a-folder":  # set aside, not deleted: it was not the cache's to delete
         (aside,) = [p for p in path.parent.iterdir() if p.name.startswith(f".{path.name}-damaged-")]
@@ -281,17 +289,24 @@ def test_a_damaged_cache_of_target_states_is_named_and_computed_again(tmp_path, 
 
 # --model folders -----------------------------------------------------------------------------------
 
-def model_folder(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def intact_folder(tmp_path_factory) -> Path:
     """A complete local model folder: a 2-layer tiny Llama with a 16-word tokenizer."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    folder = tmp_path / "model"
+    folder = tmp_path_factory.mktemp("intact") / "model"
     tiny_llama(0, layers=2).save_pretrained(folder)
     words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(16)}, unk_token="w0"))
     words.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=words, unk_token="w0", eos_token="w1").save_pretrained(folder)
     return folder
+
+
+@pytest.fixture
+def model_folder(intact_folder, tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("SPECATLAS_PACKED_LINEARS", "0")  # no kernel timing for a 2-layer model
+    return Path(shutil.copytree(intact_folder, tmp_path / "model"))
 
 
 def config_with(**changes):
@@ -322,9 +337,8 @@ MODEL_FOLDERS = [
 
 
 @pytest.mark.parametrize("name, damage, message", MODEL_FOLDERS, ids=[c[0] for c in MODEL_FOLDERS])
-def test_a_damaged_or_lying_model_folder_is_refused_in_one_line(tmp_path, monkeypatch, name, damage, message):
-    monkeypatch.setenv("SPECATLAS_PACKED_LINEARS", "0")
-    folder = model_folder(tmp_path)
+def test_a_damaged_or_lying_model_folder_is_refused_in_one_line(model_folder, name, damage, message):
+    folder = model_folder
     damage(folder)
     with pytest.raises(ModelLoadError) as caught:
         load_model(str(folder), torch.device("cpu"), torch.float32)
@@ -332,8 +346,7 @@ def test_a_damaged_or_lying_model_folder_is_refused_in_one_line(tmp_path, monkey
     assert message in str(caught.value) and str(folder) in str(caught.value)
 
 
-def test_the_intact_model_folder_loads(tmp_path, monkeypatch):
+def test_the_intact_model_folder_loads(model_folder):
     """The folder the cases above damage is a good one: each refusal is the damage's."""
-    monkeypatch.setenv("SPECATLAS_PACKED_LINEARS", "0")
-    loaded = load_model(str(model_folder(tmp_path)), torch.device("cpu"), torch.float32)
+    loaded = load_model(str(model_folder), torch.device("cpu"), torch.float32)
     assert loaded.model.config.num_hidden_layers == 2
