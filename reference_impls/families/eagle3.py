@@ -129,7 +129,7 @@ class Eagle3Family(EagleFamily):
         hidden, vocab, layers = target.config.hidden_size, target.config.vocab_size, target.config.num_hidden_layers
         layer = layer_config(config, "EAGLE-3")
         # The midlayer reads [token embedding, features]: the head's width is the target's.
-        for name, value in (("hidden size", layer.hidden_size), ("target hidden size", config.get("target_hidden_size", hidden))):
+        for name, value in (("hidden size", layer.hidden_size), ("target hidden size", config.get("target_hidden_size") or hidden)):
             if value != hidden or type(value) is not int:
                 raise CheckpointError(f"EAGLE-3 head has {name} {value!r:.40}, the target {hidden}")
         if config.get("vocab_size", vocab) != vocab:
