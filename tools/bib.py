@@ -31,7 +31,9 @@ from specatlas.fsutil import ReadError, WriteError, atomic_write, output_file, r
 
 _SPECIALS = {
     "\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "&": r"\&", "%": r"\%", "$": r"\$",
-    "#": r"\#", "_": r"\_", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "#": r"\#", "_": r"\_", "~": r"\textasciitilde{}",
+    "^": r"\string^",  # reads back as ^ (\textasciicircum reads back as U+02C6); never two ^ in a row
+
     '"': '"',  # pylatexenc's default ('') would come back as a curly quote
 }
 # Our rule for the ten specials first, then pylatexenc's defaults for accents, Greek, dashes...
@@ -102,7 +104,8 @@ _MATH_SAFE = re.compile(r"[$\\\sA-Za-z0-9+\-*/=<>()\[\]{}^_.,:;!|'~]*")
 
 def safe_math(math: str) -> bool:
     """Whether a $...$ span holds only whitelisted macros and harmless characters."""
-    return bool(_MATH_SAFE.fullmatch(math)) and set(re.findall(r"\\([A-Za-z]+|.)", math)) <= _MATH_MACROS
+    return (bool(_MATH_SAFE.fullmatch(math)) and "^^" not in math  # ^^5c is a backslash to TeX
+            and set(re.findall(r"\\([A-Za-z]+|.)", math)) <= _MATH_MACROS)
 
 
 def latex_title(title: str, proper_names: Iterable[str] = ()) -> str:

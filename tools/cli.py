@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
 
 # name -> (module, one-line help). A module defines configure(parser) and execute(args) -> int.
@@ -46,6 +47,30 @@ def add_trust_remote_code(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="allow a --model whose config asks to run its own code (auto_map); off by default, "
                              "because that code runs with your rights")
+
+
+# Bounds shared by commands, beyond which a value is a typo or an attack: torch's seeds are 64-bit;
+# a million new tokens, a year of training, a billion steps, 10^15 answer tokens.
+MAX_SEED = 2**63 - 1
+MAX_NEW_TOKENS = 1_000_000
+MAX_MINUTES, MAX_STEPS, MAX_TOKENS = 525_600.0, 10**9, 10**15
+
+
+def number(kind: type, low: float, high: float, above: bool = False):
+    """An argparse type: a finite `kind` (int or float) from `low` (excluded when `above`) to `high`.
+    A nan budget, a negative count or a seed torch cannot take is refused in one line when the
+    command line is parsed, before anything loads."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {'whole ' if kind is int else ''}number: {text[:40]!r}") from None
+        if not (math.isfinite(value) and (low < value if above else low <= value) and value <= high):
+            raise argparse.ArgumentTypeError(f"must be {'above' if above else 'at least'} {low:,} and at most "
+                                             f"{high:,}, got {text[:40]}")
+        return value
+    parse.__name__ = "whole number" if kind is int else "number"
+    return parse
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from specatlas.cli import CommandError, add_trust_remote_code
+from specatlas.cli import MAX_NEW_TOKENS, CommandError, add_trust_remote_code, number
 from specatlas.fsutil import WriteError, output_file, writable_dir
 from specatlas.train_prompts import read_prompts
 
@@ -37,8 +37,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     build.add_argument("--output", type=Path, help="the .npz to write, new or an earlier datastore (default for the "
                                                   "embedded model with --self-generate: the datastore shipped with the package)")
     add_trust_remote_code(build)
-    build.add_argument("--max-new-tokens", type=int, default=96, help="answer length cap for --self-generate")
-    build.add_argument("--batch-size", type=int, default=32, help="prompts generated together for --self-generate")
+    build.add_argument("--max-new-tokens", type=number(int, 1, MAX_NEW_TOKENS), default=96, help="answer length cap for --self-generate")
+    build.add_argument("--batch-size", type=number(int, 1, 65_536), default=32, help="prompts generated together for --self-generate")
 
 
 def execute(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import resource
 import sys
 from pathlib import Path
 
-from specatlas.cli import CommandError, add_trust_remote_code
+from specatlas.cli import MAX_NEW_TOKENS, MAX_SEED, CommandError, add_trust_remote_code
 from specatlas.fsutil import ReadError, read_limited
 from specatlas.impls.engine.draft_length import PAPER, DraftLengthPolicy
 from specatlas.impls.registry import all_names, implemented_ids, resolve
@@ -24,9 +24,7 @@ from specatlas.paths import papers_dir
 # Bounds on what a user can mean. Beyond them a value is a typo (1e9 for 1.0) or an attack, and
 # the run would only waste the model load: rejected up front.
 MAX_TEMPERATURE = 100.0  # logits / 100 is already all but uniform
-MAX_NEW_TOKENS = 1_000_000
 MAX_TOP_K = 1_000_000  # beyond any vocabulary
-MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a 64-bit integer
 MAX_PROMPT_BYTES = 16 * 1024 * 1024
 
 

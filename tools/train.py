@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from specatlas.cli import CommandError, add_trust_remote_code
+from specatlas.cli import MAX_MINUTES, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError, add_trust_remote_code, number
 from specatlas.fsutil import WriteError, output_dir
 from specatlas.impls.families import training
 from specatlas.impls.engine.checkpoints import SHIPPED_HEADS, shipped_head_folder
@@ -46,13 +46,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, help="folder for the trained checkpoint, new, empty or an earlier "
                                                      "output (default: the shipped heads folder for the embedded "
                                                      "model, else ./<family>-head)")
-    parser.add_argument("--budget-minutes", type=float, default=45.0, help="stop training after this long (the schedule is in steps; a budget stop is recorded and a rerun resumes)")
-    parser.add_argument("--steps", type=int, help="training steps (default: the family's; the budget may stop earlier)")
+    parser.add_argument("--budget-minutes", type=number(float, 0, MAX_MINUTES, above=True), default=45.0, help="stop training after this long (the schedule is in steps; a budget stop is recorded and a rerun resumes)")
+    parser.add_argument("--steps", type=number(int, 1, MAX_STEPS), help="training steps (default: the family's; the budget may stop earlier)")
     parser.add_argument("--data", type=Path, help="a `specatlas train-data` folder (default: the shipped data for the "
                                                    "embedded model, else ./train-data-<model>)")
-    parser.add_argument("--tokens", type=int, help="train on the first data shards holding this many answer tokens "
+    parser.add_argument("--tokens", type=number(int, 1, MAX_TOKENS), help="train on the first data shards holding this many answer tokens "
                                                    "(default: all)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=number(int, 0, MAX_SEED), default=0)
     add_trust_remote_code(parser)
 
 
@@ -80,9 +80,6 @@ def execute(args: argparse.Namespace) -> int:
         hint = f"; closest: {', '.join(close)}" if close else ""
         raise CommandError(f"no trainable head for {args.method!r}{hint}; trainable: "
                            f"{', '.join(family.paper for family in FAMILIES.values())}")
-    if not 0 < args.budget_minutes < float("inf") or (args.tokens is not None and args.tokens < 1) or (args.steps is not None and args.steps < 1):
-        raise CommandError("--budget-minutes (finite), --steps and --tokens must be positive")
-
     torch.manual_seed(args.seed)
     family = trainer.name
 

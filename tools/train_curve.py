@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from specatlas.cli import CommandError
+from specatlas.cli import MAX_MINUTES, MAX_NEW_TOKENS, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError, number
 from specatlas.fsutil import atomic_write
 
 SIZES = (32_000, 128_000, 512_000, 2_000_000)
@@ -30,11 +30,12 @@ SIZES = (32_000, 128_000, 512_000, 2_000_000)
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("method", metavar="PAPER_ID", help="a trainable family, by paper id or alias")
     parser.add_argument("--tokens", default=",".join(map(str, SIZES)), help="answer-token sizes, comma-separated")
-    parser.add_argument("--steps", type=int, help="training steps at every size (default: the family's)")
-    parser.add_argument("--budget-minutes", type=float, default=600.0, help="time budget of each run")
-    parser.add_argument("--prompts", type=int, default=16, help="held-out prompts the paper method decodes")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=number(int, 1, MAX_STEPS), help="training steps at every size (default: the family's)")
+    parser.add_argument("--budget-minutes", type=number(float, 0, MAX_MINUTES, above=True), default=600.0,
+                        help="time budget of each run")
+    parser.add_argument("--prompts", type=number(int, 1, 100_000), default=16, help="held-out prompts the paper method decodes")
+    parser.add_argument("--max-new-tokens", type=number(int, 1, MAX_NEW_TOKENS), default=96)
+    parser.add_argument("--seed", type=number(int, 0, MAX_SEED), default=0)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -54,8 +55,8 @@ def execute(args: argparse.Namespace) -> int:
         sizes = sorted({int(part) for part in args.tokens.split(",")})
     except ValueError:
         raise CommandError(f"--tokens must be comma-separated whole numbers, got {args.tokens!r}") from None
-    if not sizes or min(sizes) < 1 or args.prompts < 1 or args.max_new_tokens < 1 or (args.steps is not None and args.steps < 1):
-        raise CommandError("--tokens, --steps, --prompts and --max-new-tokens must be positive")
+    if not sizes or not 1 <= min(sizes) <= max(sizes) <= MAX_TOKENS:
+        raise CommandError(f"--tokens must be positive and at most {MAX_TOKENS:,}")
     steps = args.steps or family.default_steps
     # One file per config (steps, seed): a curve's points differ only in the data.
     path = curves_dir() / f"{EMBEDDED}-{family.name}-steps{steps}-seed{args.seed}-acceptance-vs-data.json"

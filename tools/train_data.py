@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from specatlas.cli import CommandError
+from specatlas.cli import MAX_NEW_TOKENS, MAX_SEED, MAX_TOKENS, CommandError, number
 from specatlas.fsutil import WriteError, atomic_write, output_dir
 
 MARKER = ".specatlas-train-data"
@@ -41,14 +41,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--output", type=Path, help="data folder (default: the shipped one for the embedded model, "
                                                      "else ./train-data-<model>)")
-    parser.add_argument("--tokens", type=int, default=2_000_000, help="answer tokens to reach (default 2,000,000)")
-    parser.add_argument("--magpie", type=int, default=1024, help="self-written queries to generate first")
-    parser.add_argument("--max-new-tokens", type=int, default=320, help="answer length cap")
-    parser.add_argument("--max-prompt-tokens", type=int, default=512, help="longer prompts are left out")
-    parser.add_argument("--rows", type=int, default=64, help="sequences decoded together")
-    parser.add_argument("--shard-size", type=int, default=128, help="conversations per shard")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tokens", type=number(int, 1, MAX_TOKENS), default=2_000_000,
+                        help="answer tokens to reach (default 2,000,000)")
+    parser.add_argument("--magpie", type=number(int, 0, 10**7), default=1024, help="self-written queries to generate first")
+    parser.add_argument("--max-new-tokens", type=number(int, 1, MAX_NEW_TOKENS), default=320, help="answer length cap")
+    parser.add_argument("--max-prompt-tokens", type=number(int, 1, MAX_NEW_TOKENS), default=512,
+                        help="longer prompts are left out")
+    parser.add_argument("--rows", type=number(int, 1, 65_536), default=64, help="sequences decoded together")
+    parser.add_argument("--shard-size", type=number(int, 1, 10**6), default=128, help="conversations per shard")
+    parser.add_argument("--threads", type=number(int, 1, 1024), help="torch threads (default: torch's)")
+    parser.add_argument("--seed", type=number(int, 0, MAX_SEED), default=0)
     parser.add_argument("--status", action="store_true", help="print the manifest's totals and exit")
 
 
@@ -104,10 +106,6 @@ def totals(manifest: dict) -> dict:
 
 
 def execute(args: argparse.Namespace) -> int:
-    if min(args.tokens, args.max_new_tokens, args.max_prompt_tokens, args.rows, args.shard_size) < 1 \
-            or args.magpie < 0 or (args.threads is not None and args.threads < 1):
-        raise CommandError("--tokens, --max-new-tokens, --max-prompt-tokens, --rows, --shard-size and --threads must "
-                           "be positive, --magpie not negative")
     import os
 
     import torch

@@ -64,7 +64,10 @@ def load(source: str | Path, target: nn.Module, base_model: str | None = None) -
     _check_sizes(config, target, folder)
     weights = _read_weights(folder)
     family, layout, weights = _detect(weights, config, folder)
-    head, hidden_layers = family.build(weights, config, target)
+    try:
+        head, hidden_layers = family.build(weights, config, target)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{folder}: {exc}") from None
     _check_keys(head, weights, layout, folder)
     _check_base(config, base_model, target)
     head.load_state_dict({key: value.to(torch.float32) if value.is_floating_point() else value
@@ -185,7 +188,8 @@ def _detect(weights: dict, config: dict, folder: Path) -> tuple[Family, str, dic
 
 
 def _check_keys(head: nn.Module, weights: dict, layout: str, folder: Path) -> None:
-    expected = {key: value.shape for key, value in head.state_dict().items()}
+    state = head.state_dict()
+    expected = {key: value.shape for key, value in state.items()}
     missing = sorted(set(expected) - set(weights))
     unexpected = sorted(set(weights) - set(expected))
     if missing or unexpected:
@@ -196,6 +200,16 @@ def _check_keys(head: nn.Module, weights: dict, layout: str, folder: Path) -> No
         if tuple(weights[key].shape) != tuple(shape):
             raise CheckpointError(f"{folder} ({layout}): {key} has shape {tuple(weights[key].shape)}, "
                                   f"expected {tuple(shape)} for this target")
+        # Loading casts silently: integer weights would become floats, float offsets would be truncated.
+        if _kind(weights[key]) != _kind(state[key]):
+            raise CheckpointError(f"{folder} ({layout}): {key} holds {weights[key].dtype}, expected {_kind(state[key])}")
+        if weights[key].is_floating_point() and not torch.isfinite(weights[key]).all():
+            raise CheckpointError(f"{folder} ({layout}): {key} holds NaN or infinite values")
+
+
+def _kind(tensor: torch.Tensor) -> str:
+    return "floating-point numbers" if tensor.is_floating_point() else "booleans" if tensor.dtype == torch.bool \
+        else "whole numbers"
 
 
 def _check_base(config: dict, base_model: str | None, target) -> None:

@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 import torch
 from torch import nn
 
+from specatlas.fsutil import ReadError, read_json
 from specatlas.impls.engine.cpu_kernels import pack_linears
 from specatlas.impls.engine.errors import ModelLoadError, first_line
 
@@ -135,9 +136,12 @@ def cache_problem(target: Path) -> str | None:
         return "has a damaged model.safetensors (unreadable header)"
     if 8 + header_len + end != size:
         return f"has a truncated model.safetensors ({size:,} bytes of {8 + header_len + end:,})"
-    # The sizes the model is built with must be the weights' (a config asking for 300 layers would
-    # allocate them before any weight is read).
-    config = configs["config.json"]
+    return _sizes_problem(configs["config.json"], header)
+
+
+def _sizes_problem(config: dict, header: dict) -> str | None:
+    """The sizes the model is built with must be its weights' (a config asking for 300 layers or a
+    vocabulary of 10^9 would allocate them before any weight is read)."""
     layers = len({key.split(".")[2] for key in header if key.startswith("model.layers.")})
     # Tied embeddings are saved once, as the LM head: either is [vocabulary, hidden].
     embedding = (header.get("model.embed_tokens.weight") or header.get("lm_head.weight") or {}).get("shape")
@@ -215,8 +219,7 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
         if not (source / "config.json").is_file():
             problem = "is not a Hugging Face model folder (no config.json)" if source.is_dir() else "does not exist"
             raise ModelLoadError(f"{name} {problem}")
-        if not trust_remote_code:
-            refuse_remote_code(source, name)
+        check_folder(source, name, trust_remote_code)
     else:
         source, shown = name, name
     verbosity = hf_logging.get_verbosity()
@@ -261,15 +264,40 @@ REMOTE_CODE = ("asks to run Python code shipped with the model (auto_map); "
                "pass --trust-remote-code to allow that on purpose")
 
 
-def refuse_remote_code(folder: Path, shown: str) -> None:
-    """ModelLoadError when the folder's config.json or tokenizer_config.json names code to run."""
+CONFIG_BYTES = 4 << 20  # a model's config.json or tokenizer_config.json is kilobytes
+
+
+def check_folder(folder: Path, shown: str, trust_remote_code: bool) -> None:
+    """ModelLoadError, before transformers reads anything, when the folder's config.json or
+    tokenizer_config.json is oversized or not a JSON object, names code to run (unless
+    `trust_remote_code`), or asks for sizes its model.safetensors does not hold."""
+    configs = {}
     for name in ("config.json", "tokenizer_config.json"):
+        if not (folder / name).exists():
+            continue  # an optional file: transformers says so when it needs it
         try:
-            config = json.loads((folder / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue  # missing or broken: transformers says so when it loads the folder
-        if isinstance(config, dict) and config.get("auto_map"):
+            configs[name] = config = read_json(folder / name, CONFIG_BYTES)
+        except ReadError as exc:
+            raise ModelLoadError(f"model folder {shown}: {name} {exc}") from None
+        if not isinstance(config, dict):
+            raise ModelLoadError(f"model folder {shown}: {name} is not a JSON object")
+        if config.get("auto_map") and not trust_remote_code:
             raise ModelLoadError(f"refusing model folder {shown}: its {name} {REMOTE_CODE}")
+    weights = folder / "model.safetensors"
+    if weights.is_file():
+        try:
+            with weights.open("rb") as f:
+                header_len = int.from_bytes(f.read(8), "little")
+                if not 2 <= header_len <= min(weights.stat().st_size - 8, 100 << 20):
+                    raise ValueError("no valid header")
+                header = json.loads(f.read(header_len))
+            # Llama-style names (model.layers.N, model.embed_tokens): other layouts are left to transformers.
+            llama = any(key.startswith("model.embed_tokens.") or key == "lm_head.weight" for key in header)
+            problem = _sizes_problem(configs["config.json"], header) if llama else None
+        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            problem = f"has a damaged model.safetensors ({first_line(exc)})"
+        if problem:
+            raise ModelLoadError(f"model folder {shown} {problem}")
 
 
 def _looks_like_path(name: str) -> bool:

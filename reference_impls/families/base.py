@@ -148,3 +148,5 @@ def layer_config(config: dict, what: str) -> LayerConfig:
         return LayerConfig.from_dict(config)
     except KeyError as exc:
         raise CheckpointError(f"config.json lacks {exc.args[0]!r}, needed to build the {what} layer") from None
+    except ValueError as exc:
+        raise CheckpointError(f"config.json: {exc}, needed to build the {what} layer") from None

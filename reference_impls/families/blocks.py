@@ -9,6 +9,8 @@ test. `VocabularyHead` is the target's LM head over a draft vocabulary.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import torch
@@ -33,20 +35,33 @@ class LayerConfig:
 
     @classmethod
     def from_dict(cls, config: dict) -> LayerConfig:
-        heads = config["num_attention_heads"]
+        """The layer's shape from a config.json; KeyError names a missing size, ValueError a size
+        or constant no layer can have (a text, a boolean, a nan epsilon, a negative rope base)."""
+        heads, hidden = config["num_attention_heads"], config["hidden_size"]
         rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
-        theta = config.get("rope_theta") or rope.get("rope_theta") or 10000.0
-        return cls(config["hidden_size"], config["intermediate_size"], heads,
-                   config.get("num_key_value_heads") or heads,
-                   config.get("head_dim") or config["hidden_size"] // heads,
-                   config.get("rms_norm_eps", 1e-6), float(theta),
-                   bool(config.get("qkv_bias", config.get("attention_bias", False))))
+        theta = config.get("rope_theta") or (rope.get("rope_theta") if isinstance(rope, dict) else None) or 10000.0
+        sizes = {"hidden_size": hidden, "intermediate_size": config["intermediate_size"], "num_attention_heads": heads,
+                 "num_key_value_heads": config.get("num_key_value_heads") or heads,
+                 "head_dim": config.get("head_dim") or (hidden // heads if _size(heads) and _size(hidden) else None)}
+        for name, value in sizes.items():
+            if not _size(value):
+                raise ValueError(f"{name} = {str(value)[:40]} is not a positive whole number")
+        eps = config.get("rms_norm_eps", 1e-6)
+        for name, value, high in (("rms_norm_eps", eps, 1), ("rope_theta", theta, math.inf)):
+            if type(value) not in (int, float) or not (0 < value < high and math.isfinite(value)):
+                raise ValueError(f"{name} = {str(value)[:40]} is not a number in (0, {high})")
+        return cls(**sizes, rms_norm_eps=eps, rope_theta=float(theta),
+                   qkv_bias=bool(config.get("qkv_bias", config.get("attention_bias", False))))
 
     def to_dict(self) -> dict:
         return {"hidden_size": self.hidden_size, "intermediate_size": self.intermediate_size,
                 "num_attention_heads": self.num_attention_heads, "num_key_value_heads": self.num_key_value_heads,
                 "head_dim": self.head_dim, "rms_norm_eps": self.rms_norm_eps, "rope_theta": self.rope_theta,
                 "qkv_bias": self.qkv_bias, "hidden_act": "silu"}
+
+
+def _size(value: object) -> bool:
+    return type(value) is int and value > 0
 
 
 class RMSNorm(nn.Module):

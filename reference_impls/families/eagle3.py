@@ -73,6 +73,26 @@ class Eagle3Head(nn.Module):
         return draft_ids + self.d2t[draft_ids]
 
 
+def _draft_vocabulary(d2t: torch.Tensor, t2d: torch.Tensor | None, draft_vocab: int, vocab: int) -> torch.Tensor:
+    """t2d, the target ids the draft vocabulary maps to, checked against d2t (target id = draft id +
+    d2t[draft id]): one whole-number offset per draft token, each landing on a distinct target id
+    inside the vocabulary, in increasing order as EAGLE-3 writes them. vLLM's layout drops t2d; it
+    is made from d2t."""
+    if d2t.dtype.is_floating_point or d2t.dtype == torch.bool or d2t.shape != (draft_vocab,):
+        raise CheckpointError(f"EAGLE-3 d2t must be {draft_vocab} whole-number offsets, got {d2t.dtype} of shape "
+                              f"{tuple(d2t.shape)}")
+    targets = torch.arange(draft_vocab) + d2t.long()
+    if targets.min() < 0 or targets.max() >= vocab or (draft_vocab > 1 and not (targets.diff() > 0).all()):
+        raise CheckpointError(f"EAGLE-3 d2t maps draft ids outside the target's vocabulary of {vocab} or onto "
+                              "the same target id twice")
+    mapped = torch.zeros(vocab, dtype=torch.bool)
+    mapped[targets] = True
+    if t2d is not None and (t2d.shape != (vocab,) or not torch.equal(t2d.bool(), mapped)):
+        raise CheckpointError(f"EAGLE-3 t2d does not mark the {draft_vocab} target ids d2t maps to (a mask over "
+                              f"the target's vocabulary of {vocab})")
+    return mapped if t2d is None else t2d
+
+
 # EAGLE-3 keeps the 32k most frequent of Llama-3's 128k tokens. SmolLM2's 49k vocabulary would allow a
 # quarter, 12,288, but its training answers use fewer distinct tokens than that (~5k in 263 answers):
 # the draft vocabulary is every token the target chose in the training answers, at most 8,192 (the
@@ -103,29 +123,28 @@ class Eagle3Family(EagleFamily):
         layout, renamed = published_renames(weights)
         if not any(key.startswith("midlayer.") for key in renamed):
             return None
-        if "d2t" in renamed and "t2d" not in renamed:  # vLLM drops t2d: it is implied by d2t
-            vocab = config.get("vocab_size")
-            if vocab is None:
-                raise CheckpointError("EAGLE-3 checkpoint without t2d needs vocab_size in config.json")
-            t2d = torch.zeros(vocab, dtype=torch.bool)
-            d2t = renamed["d2t"]
-            t2d[torch.arange(len(d2t)) + d2t] = True
-            renamed["t2d"] = t2d
         return layout + "eagle3", renamed
 
     def build(self, weights, config, target):
         hidden, vocab, layers = target.config.hidden_size, target.config.vocab_size, target.config.num_hidden_layers
         layer = layer_config(config, "EAGLE-3")
-        target_hidden = config.get("target_hidden_size") or hidden
-        if target_hidden != hidden:
-            raise CheckpointError(f"EAGLE-3 head reads target states of size {target_hidden}, the target's are {hidden}")
-        t2d = weights.get("t2d")
-        if t2d is not None and len(t2d) != vocab:
-            raise CheckpointError(f"EAGLE-3 t2d covers a vocabulary of {len(t2d)}, the target has {vocab}")
-        draft_vocab = config.get("draft_vocab_size") or config.get("vocab_size", vocab)
-        aux = tuple(config.get("eagle_aux_hidden_state_layer_ids") or
-                    (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or eagle3_layers(layers))
-        return Eagle3Head(layer, target_hidden, vocab, draft_vocab), aux
+        # The midlayer reads [token embedding, features]: the head's width is the target's.
+        for name, value in (("hidden size", layer.hidden_size), ("target hidden size", config.get("target_hidden_size") or hidden)):
+            if value != hidden or type(value) is not int:
+                raise CheckpointError(f"EAGLE-3 head has {name} {value!r:.40}, the target {hidden}")
+        if config.get("vocab_size", vocab) != vocab:
+            raise CheckpointError(f"EAGLE-3 head was trained for a vocabulary of {config['vocab_size']!r:.40}, "
+                                  f"the target has {vocab}")
+        draft_vocab = config.get("draft_vocab_size") or vocab
+        if "d2t" in weights:
+            weights["t2d"] = _draft_vocabulary(weights["d2t"], weights.get("t2d"), draft_vocab, vocab)
+        eagle = config.get("eagle_config")
+        aux = config.get("eagle_aux_hidden_state_layer_ids") or \
+            (eagle.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle, dict) else None) or eagle3_layers(layers)
+        if not (isinstance(aux, list | tuple) and len(aux) == 3 and all(type(i) is int and 0 <= i <= layers for i in aux)):
+            raise CheckpointError(f"EAGLE-3 eagle_aux_hidden_state_layer_ids = {aux!r:.60} is not 3 target "
+                                  f"states from 0 to {layers}")
+        return Eagle3Head(layer, hidden, vocab, draft_vocab), tuple(aux)
 
     def config_for(self, head, target):
         return llama_config(head, target) | {

@@ -80,15 +80,18 @@ def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], fo
         tokens = [torch.tensor(c.prompt + c.answer[:-1]) for c in conversations]
         path = folder / f"{key[:16]}-{'-'.join(map(str, layers))}.safetensors"
         try:
+            if path.exists() and not path.is_file():  # a folder or a pipe: never opened, replaced
+                raise ValueError("it is not a regular file")
             stored = load_file(path) if path.exists() else None
-            if stored is not None and stored["greedy"].shape[0] != sum(map(len, tokens)):
-                raise ValueError("it does not match its shard")
+            problem = stored and _states_problem(stored, sum(map(len, tokens)), layers, model.config)
+            if problem:
+                raise ValueError(problem)
         except Exception as exc:  # noqa: BLE001 - truncated, foreign or stale file: computed again
             print(f"specatlas train: recomputing {path} ({type(exc).__name__}: {exc})", file=sys.stderr)
             stored = None
         if stored is None:
             stored = _forward_states(model, tokens, layers, batch_tokens)
-            atomic_write(path, save(stored))
+            cache_write(path, save(stored))
         bounds = [0, *itertools.accumulate(map(len, tokens))]
         for i, (c, row) in enumerate(zip(conversations, tokens)):
             span = slice(bounds[i], bounds[i + 1])
@@ -102,6 +105,23 @@ def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], fo
     if bar:
         bar.close()
     return out
+
+
+def _states_problem(stored: dict, count: int, layers: tuple[int, ...], config) -> str | None:
+    """Why a cached shard's states are not what `_forward_states` writes for this target (greedy
+    ids inside its vocabulary, finite float16 states of its width, one row per token), or None."""
+    greedy = stored.get("greedy")
+    if greedy is None or greedy.dtype != torch.int64 or greedy.shape != (count,):
+        return "its greedy tokens do not match its shard"
+    if count and not (0 <= int(greedy.min()) and int(greedy.max()) < config.vocab_size):
+        return "its greedy tokens lie outside the target's vocabulary"
+    for layer in layers:
+        hidden = stored.get(f"hidden.{layer}")
+        if hidden is None or hidden.dtype != torch.float16 or hidden.shape != (count, config.hidden_size):
+            return f"its hidden.{layer} states do not match its shard and the target"
+        if not torch.isfinite(hidden).all():
+            return f"its hidden.{layer} states hold NaN or infinite values"
+    return None
 
 
 def _forward_states(model, tokens: list[torch.Tensor], layers: tuple[int, ...], batch_tokens: int) -> dict:
@@ -203,15 +223,25 @@ class Progress:
     running: list[float] = field(default_factory=list)  # losses of the interval in progress
 
 
-def resume(checkpoint: Path, module, optimizer) -> Progress:
+def resume(checkpoint: Path, module, optimizer, planned: int | None = None) -> Progress:
     """The progress saved in `checkpoint` with the module's and optimizer's states restored; a fresh
-    start when there is none or it cannot be used (said in one line, and replaced at the next save)."""
-    if not checkpoint.exists():
+    start when there is none or it cannot be used (said in one line, and replaced at the next save).
+    `planned`: the run's schedule, which a saved step count may not exceed."""
+    if not checkpoint.exists() and not checkpoint.is_symlink():
         return Progress()
     try:
+        if not checkpoint.is_file():  # a folder, a pipe, a dangling link: never opened
+            raise ValueError("not a regular file")
         saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
-        progress = Progress(**saved["progress"])
-        module.load_state_dict(saved["module"])
+        progress = _progress(saved["progress"], planned)
+        state = saved["module"]
+        expected = module.state_dict()
+        bad = next((key for key, value in state.items() if key in expected and not (
+            isinstance(value, torch.Tensor) and value.dtype == expected[key].dtype
+            and (not value.is_floating_point() or torch.isfinite(value).all()))), None)
+        if bad:
+            raise ValueError(f"{bad} is not finite {expected[bad].dtype}")
+        module.load_state_dict(state)
         optimizer.load_state_dict(saved["optimizer"])
         return progress
     except Exception as exc:  # noqa: BLE001 - unpickling refused, truncated, another version's layout...
@@ -220,11 +250,32 @@ def resume(checkpoint: Path, module, optimizer) -> Progress:
         return Progress()
 
 
+def _progress(saved: object, planned: int | None) -> Progress:
+    """Progress from a checkpoint's plain data, every field of the type and range a run writes."""
+    progress = Progress(**saved)  # TypeError on a missing or foreign field
+    whole = lambda v: type(v) is int and v >= 0  # noqa: E731
+    finite = lambda v: type(v) is float and math.isfinite(v) and v >= 0  # noqa: E731
+    if not (whole(progress.step) and whole(progress.planned) and progress.step <= (planned or progress.step)
+            and progress.stopped_by in ("", "steps", "budget") and finite(progress.seconds)
+            and all(type(x) is float and math.isfinite(x) for x in [*progress.losses, *progress.running])):
+        raise ValueError(f"its progress is not a run's ({str(saved)[:80]})")
+    return progress
+
+
 def atomic_save(obj, path: Path) -> None:
-    """torch.save to `path` through fsutil.atomic_write: a kill never leaves a torn checkpoint."""
+    """torch.save to `path` through `cache_write`: a kill never leaves a torn checkpoint."""
     buffer = io.BytesIO()
     torch.save(obj, buffer)
-    atomic_write(path, buffer.getvalue())
+    cache_write(path, buffer.getvalue())
+
+
+def cache_write(path: Path, data: bytes) -> None:
+    """fsutil.atomic_write into the cache; a folder found where the file goes is set aside
+    (renamed, never deleted: it is not the cache's to delete), so the entry heals instead of
+    failing every later run."""
+    if path.is_dir() and not path.is_symlink():
+        path.rename(path.with_name(f".{path.name}-damaged-{time.time_ns()}"))
+    atomic_write(path, data)
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -256,7 +307,7 @@ def train_loop(module, optimizer, batches, loss_fn, run: Run, budget_minutes: fl
     (`stopped_by`); (module, optimizer, progress) are saved to `run.checkpoint` every few minutes
     and at the end, and a later call resumes from them as if never stopped."""
     checkpoint, max_steps, seed = run.checkpoint, run.steps, run.seed
-    state = resume(checkpoint, module, optimizer)
+    state = resume(checkpoint, module, optimizer, max_steps)
     state.planned = max_steps
     budget = budget_minutes * 60
     peak = [group.setdefault("initial_lr", group["lr"]) for group in optimizer.param_groups]

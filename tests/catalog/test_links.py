@@ -177,4 +177,4 @@ def test_bad_arguments_are_one_line_errors(catalog, capsys):
     assert "no such record:" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["check-links", "--per-host", "0"])
-    assert "not a whole number of at least 1" in capsys.readouterr().err
+    assert "argument --per-host: must be at least 1" in capsys.readouterr().err

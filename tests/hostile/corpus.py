@@ -563,16 +563,16 @@ def cases() -> list[Case]:
              {"c.jsonl": '{"text": "one"}\n{"text": "two"\n'}, message="line 2: not a JSON value"),
         Case("datastore-corpus-deep-jsonl", ["datastore", "build", "{root}/c.jsonl", "--output", "{tmp}/ds.npz"],
              {"c.jsonl": "[" * 200_000 + "\n"}, message="c.jsonl, line 1"),
-        Case("train-data-zero-tokens", ["train-data", "--tokens", "0"], message="must be positive"),
+        Case("train-data-zero-tokens", ["train-data", "--tokens", "0"], message="--tokens"),
         Case("train-data-status-damaged-manifest", ["train-data", "--status", "--output", "{root}/td"],
              {"td/manifest.json": "{not json"}, message="manifest.json: not valid JSON"),
         Case("train-data-status-foreign-manifest", ["train-data", "--status", "--output", "{root}/td"],
              {"td/manifest.json": '{"answers": 3}'}, message="not a train-data manifest"),
-        Case("train-zero-tokens", ["train", "eagle3", "--tokens", "0"], message="must be positive"),
+        Case("train-zero-tokens", ["train", "eagle3", "--tokens", "0"], message="--tokens"),
         Case("train-curve-not-a-head", ["train-curve", "pld"], message="not a head family"),
         Case("train-curve-bad-sizes", ["train-curve", "eagle3", "--tokens", "32000,lots"], message="comma-separated"),
         Case("train-curve-negative-size", ["train-curve", "eagle3", "--tokens", "-5"], message="must be positive"),
-        Case("train-curve-zero-steps", ["train-curve", "eagle3", "--steps", "0"], message="must be positive"),
+        Case("train-curve-zero-steps", ["train-curve", "eagle3", "--steps", "0"], message="--steps"),
         Case("train-data-manifest-entry-not-object", ["train-data", "--status", "--output", "{root}/td"],
              {"td/manifest.json": '{"magpie": [], "answers": [1]}'}, message="answers[0]: not an object"),
         Case("train-data-manifest-file-outside", ["train-data", "--status", "--output", "{root}/td"],
@@ -587,8 +587,8 @@ def cases() -> list[Case]:
         Case("train-data-manifest-short-hash", ["train-data", "--status", "--output", "{root}/td"],
              {"td/manifest.json": '{"magpie": [{"file": "answers-00000.npz", "sha256": "0000000000000000000000000000000000000000000000000000000000000000", "conversations": 1, "answer_tokens": 5, "finished": 1, "file": "magpie-00000.npz", "sha256": "abc"}], "answers": []}'},
              message="magpie[0]: 'sha256' must be 64 hex digits"),
-        Case("train-data-negative-magpie", ["train-data", "--magpie", "-1"], message="--magpie not negative"),
-        Case("train-data-zero-rows", ["train-data", "--rows", "0"], message="must be positive"),
+        Case("train-data-negative-magpie", ["train-data", "--magpie", "-1"], message="--magpie"),
+        Case("train-data-zero-rows", ["train-data", "--rows", "0"], message="--rows"),
         Case("train-curve-damaged-curve", ["train-curve", "eagle3"],
              {"results/training/smollm2-135m-instruct-eagle3-steps1500-seed0-acceptance-vs-data.json": "{oops"},
              message="not valid JSON"),
@@ -598,7 +598,7 @@ def cases() -> list[Case]:
         Case("train-curve-point-without-size", ["train-curve", "eagle3"],
              {"results/training/smollm2-135m-instruct-eagle3-steps1500-seed0-acceptance-vs-data.json": '{"family": "eagle3", "points": [{"x": 1}]}'},
              message="points with requested_tokens"),
-        Case("train-curve-zero-prompts", ["train-curve", "eagle3", "--prompts", "0"], message="must be positive"),
+        Case("train-curve-zero-prompts", ["train-curve", "eagle3", "--prompts", "0"], message="--prompts"),
         Case("datastore-corpus-is-a-folder", ["datastore", "build", "{root}/papers", "--output", "{tmp}/ds.npz"],
              message="no such file"),
         # -- specatlas new
@@ -734,7 +734,267 @@ def cases() -> list[Case]:
         Case("leaderboard-unwritable", ["leaderboard", "--results", "{tmp}/ro"],
              prepare=lambda r, t: (shutil.copytree(r / "results", t / "ro"), _ro_page(t / "ro")), message="cannot write"),
     ]
-    return out
+    return out + numbers_cases() + result_cases() + record_cases()
+
+
+def _resummarized(*mutations):
+    """A mutation of the valid result that keeps it self-consistent (hash and summary recomputed):
+    only the mutated fact can make load refuse it or the page mis-render it."""
+    def mutate(data: dict) -> None:
+        from specatlas.bench.results import Run, summarize
+
+        for mutation in mutations:
+            mutation(data)
+        _rehash(data)
+        try:
+            data["summary"] = summarize(Run.model_validate(data))
+        except ValueError:  # the schema refuses the fact itself: load must say so
+            pass
+    return mutate
+
+
+def _turns(**values):
+    def mutate(data: dict) -> None:
+        for sample in data["samples"]:
+            sample["turns"][0].update(values)
+    return mutate
+
+
+def _method(**values):
+    def mutate(data: dict) -> None:
+        data["methods"][1].update(values)
+    return mutate
+
+
+def _page(present: str = "", absent: str = ""):
+    """The written LEADERBOARD.md holds `present` and not `absent`."""
+    def check(root: Path, tmp: Path, text: str) -> str | None:
+        page = (root / "results" / "LEADERBOARD.md").read_text(encoding="utf-8")
+        if present and present not in page:
+            return f"the page does not say {present!r}"
+        if absent and absent in page:
+            return f"the page holds {absent!r}"
+        return None
+    return check
+
+
+def _markdown_lacks(text: str):
+    """The written page's Markdown (its lines outside the inline SVG charts) does not hold `text`."""
+    def check(root: Path, tmp: Path, output: str) -> str | None:
+        page = (root / "results" / "LEADERBOARD.md").read_text(encoding="utf-8")
+        found = [line for line in page.splitlines() if text in line and not line.startswith("<figure")]
+        return f"the page's Markdown holds {text!r}: {found[0][:200]!r}" if found else None
+    return check
+
+
+def _one_stderr_line_per_file(root: Path, tmp: Path, text: str) -> str | None:
+    forged = [line for line in text.splitlines() if line.startswith("FORGED")]
+    return f"a file name made its own output line: {forged[0]!r}" if forged else None
+
+
+def _copy_result(name: str, link: bool = False):
+    def prepare(root: Path, tmp: Path) -> None:
+        good = next((root / "results").glob("2026-01-01-*.json"))
+        if link:
+            os.symlink(good.name, root / "results" / name)
+        else:
+            (root / "results" / name).write_text(good.read_text(encoding="utf-8").replace("\n", "\r\n"), encoding="utf-8")
+    return prepare
+
+
+def _sparse(relative: str, size: int):
+    def prepare(root: Path, tmp: Path) -> None:
+        with open(root / relative, "wb") as f:
+            f.truncate(size)
+    return prepare
+
+
+HOSTILE = "2026-01-02-hostile.json"
+
+
+def result_cases() -> list[Case]:
+    """Result files a careless tool or a hostile pull request can add to results/: the leaderboard
+    lists each bad one as failed (naming it), renders the good ones escaped, never crashes."""
+    lb, failed = ["leaderboard"], dict(fails=False, message=HOSTILE)
+    return [
+        Case("result-cost-curve-without-width-1", lb, fails=False,
+             prepare=_result_with(_resummarized(_set("cost_curve", {"2": 0.012, "4": 0.02}),
+                                                _turns(widths={"2": 4}))), check=_page(absent=HOSTILE + " |")),
+        Case("result-policy-as-list", lb, prepare=_result_with(_method(policy=["paper"])), **failed),
+        Case("result-policy-as-object", lb, prepare=_result_with(_method(policy={"paper": True})), **failed),
+        Case("result-policy-html", lb, fails=False,
+             prepare=_result_with(_resummarized(_method(policy="<img src=x onerror=alert(1)>"))),
+             check=_page(absent="<img")),
+        Case("result-speedup-infinity", lb, fails=False, message=HOSTILE,
+             files={"results/" + HOSTILE: '{"schema_version": 1, "summary": {"fast": {"overall": {"speedup": Infinity}}}}'}),
+        Case("result-speedup-1e999", lb, fails=False, message=HOSTILE,
+             files={"results/" + HOSTILE: '{"schema_version": 1, "summary": {"fast": {"overall": {"speedup": 1e999}}}}'}),
+        Case("result-summary-speedup-edited", lb, prepare=_result_with(lambda d: d["summary"]["fast"]["overall"].update(speedup=50.0)),
+             **failed),
+        Case("result-negative-wall-seconds", lb, prepare=_result_with(_turns(wall_seconds=-1.0)), **failed),
+        Case("result-zero-wall-seconds", lb, prepare=_result_with(_turns(wall_seconds=0)), **failed),
+        Case("result-tiny-wall-seconds", lb, prepare=_result_with(_resummarized(_turns(wall_seconds=1e-300))), **failed),
+        Case("result-negative-cost", lb, prepare=_result_with(_set("cost_curve", {"1": -0.01})), **failed),
+        Case("result-cost-curve-empty", lb, prepare=_result_with(_set("cost_curve", {})), **failed),
+        Case("result-cost-width-text", lb, prepare=_result_with(_set("cost_curve", {"one": 0.01})), **failed),
+        Case("result-steps-above-tokens", lb, prepare=_result_with(_resummarized(_turns(steps=40))), **failed),
+        Case("result-accepted-above-drafted", lb, prepare=_result_with(_turns(drafted_at=[1], accepted_at=[3])), **failed),
+        Case("result-tokens-as-text", lb, prepare=_result_with(_turns(tokens="1234")), **failed),
+        Case("result-schema-version-true", lb, prepare=_result_with(_set("schema_version", True)), **failed),
+        Case("result-lossless-as-text", lb, prepare=_result_with(_method(lossless="yes")), **failed),
+        Case("result-temperature-nan", lb, fails=False, message=HOSTILE,
+             files={"results/" + HOSTILE: '{"schema_version": 1, "config": {"temperature": NaN}}'}),
+        Case("result-config-hash-stale", lb, prepare=_result_with(_set("config.seed", 7)), **failed),
+        Case("result-symlinked-duplicate", lb, prepare=_copy_result(HOSTILE, link=True), fails=False,
+             message="a link, not a result file"),
+        Case("result-copied-duplicate", lb, prepare=_copy_result(HOSTILE), fails=False, message="the same run as"),
+        Case("result-deep-nesting", lb, {"results/" + HOSTILE: '{"a": ' * 100_000 + "1" + "}" * 100_000}, **failed),
+        Case("result-huge-sparse-file", lb, prepare=_sparse("results/" + HOSTILE, 600 << 20), **failed),
+        Case("result-bom", lb, prepare=lambda r, t: (r / "results" / HOSTILE).write_bytes(
+            b"\xef\xbb\xbf" + next((r / "results").glob("2026-01-01-*.json")).read_bytes()), **failed),
+        Case("result-method-name-html", lb, fails=False,
+             prepare=_result_with(_resummarized(_method(name="<script>alert(1)</script>", id="fast"))),
+             check=_page(absent="<script>alert")),
+        Case("result-model-javascript-link", lb, fails=False,
+             prepare=_result_with(_resummarized(_set("config.model.target", "[x](javascript:alert(1))"))),
+             check=_markdown_lacks("](javascript:")),
+        Case("result-cpu-newline-heading", lb, fails=False,
+             prepare=_result_with(_resummarized(_set("provenance.hardware.cpu", "Fast CPU\n# Injected heading"))),
+             check=_page(absent="\n# Injected")),
+        Case("result-cpu-table-pipe", lb, fails=False,
+             prepare=_result_with(_resummarized(_set("provenance.hardware.cpu", "a | b | c"))),
+             check=_markdown_lacks("a | b | c")),
+        Case("result-question-id-html", lb, fails=False,
+             prepare=_result_with(_resummarized(lambda d: [s.update(question_id="<b>1</b>") for s in d["samples"]],
+                                                _set("config.question_ids", ["<b>1</b>"]))),
+             check=_page(absent="<b>1")),
+        Case("result-file-name-newline", lb, fails=False, files={"results/2026-01-03-x\nFORGED: ok.json": "{}"},
+             check=_one_stderr_line_per_file),
+        Case("result-file-name-bidi", lb, fails=False, files={"results/2026-01-03-\u202enosj.json": "{}"},
+             check=_page(absent="\u202e")),
+        Case("results-check-good-and-bad", ["results", "check", "{root}/results/" + HOSTILE],
+             prepare=_result_with(_turns(wall_seconds=-1.0)), message=HOSTILE),
+        Case("results-check-directory", ["results", "check", "{root}/results"], message="results"),
+        Case("results-check-dev-zero", ["results", "check", "/dev/zero"], message="/dev/zero"),
+        Case("results-check-fifo", ["results", "check", "{root}/results/" + HOSTILE],
+             prepare=_fifo("results/" + HOSTILE), message=HOSTILE),
+        Case("results-check-missing", ["results", "check", "{root}/results/none.json"], message="none.json"),
+    ]
+
+
+def _bib_is_inert(root: Path, tmp: Path, text: str) -> str | None:
+    """The written BibTeX holds no TeX primitive that reads, writes or redefines (\input,
+    \write18, \def, \catcode...), not even spelled with ^^ escapes, and parses back."""
+    import re
+
+    bib_text = (tmp / "out.bib").read_text(encoding="utf-8")
+    found = re.search(r"\\(input|include|write|immediate|openout|openin|read|def|edef|gdef|let|catcode|csname|"
+                      r"usepackage|special|jobname)(?![A-Za-z])|\^\^", bib_text)
+    return f"papers.bib holds {found.group()!r}" if found else _bib_round_trips(root, tmp, text)
+
+
+def record_cases() -> list[Case]:
+    """Records: strict types (YAML 1.1 spellings, quoted numbers), invisible characters where a
+    value names something, impossible reported numbers, and TeX that must stay text in papers.bib."""
+    v, bib = ["validate"], ["bib", "-o", "{tmp}/out.bib"]
+    rec = lambda **kw: {NEW: record(**kw)}  # noqa: E731
+    return [
+        Case("yaml11-boolean-y", v, rec(lossless="Y"), message="lossless"),
+        Case("yaml11-boolean-off", v, rec(lossless="Off"), message="lossless"),
+        Case("lossless-one", v, rec(lossless="1"), message="lossless"),
+        Case("lossless-quoted-true", v, rec(lossless="'true'"), message="lossless"),
+        Case("lossless-null-is-not-a-decoding-method", v, rec(lossless="~"), fails=False),
+        Case("year-float", v, rec(year="2024.0"), message="year"),
+        Case("year-quoted", v, rec(year="'2024'"), message="year"),
+        Case("year-underscore", v, rec(year="2_024"), message="year"),
+        Case("year-plus-sign-is-yaml-1-2", v, rec(year="+2024"), fails=False),
+        Case("year-exponent", v, rec(year="2.024e3"), message="year"),
+        Case("month-octal", v, rec(month="0o7"), message="month"),
+        Case("month-boolean", v, rec(month="true"), message="month"),
+        Case("zero-width-in-doi", v, rec(doi='"10.1000/ab\\u200bc"'), message="U+200B"),
+        Case("bidi-override-in-url", v, rec(url='"https://example.org/\\u202egpj.exe"'), message="U+202E"),
+        Case("word-joiner-in-author", v, rec(authors='["Ada\\u2060 Alpha"]'), message="U+2060"),
+        Case("bom-in-arxiv-url", v, rec(url='"https://arxiv.org/abs/\\ufeff2402.00003"'), message="U+FEFF"),
+        Case("zero-width-in-alias", v, rec(aliases='["gam\\u200dma"]'), message="aliases"),
+        Case("rtl-mark-in-code-url", v, rec(code='["https://github.com/a/b\\u200f"]'), message="U+200F"),
+        Case("mean-accepted-below-one", v, {NEW: record(reported_results="\n  - metric: mean-accepted-tokens\n"
+                                                        "    value: 0.8\n    target_model: x\n    benchmark: y\n"
+                                                        "    source: z")}, message="mean-accepted-tokens"),
+        Case("acceptance-rate-above-one", v, {NEW: record(reported_results="\n  - metric: acceptance-rate\n"
+                                                          "    value: 1.7\n    target_model: x\n    benchmark: y\n"
+                                                          "    source: z")}, message="acceptance-rate"),
+        Case("bib-title-math-input", bib, rec(title="'Gamma $\\input{/etc/passwd}$ Study'"), fails=False,
+             check=_bib_is_inert),
+        Case("bib-title-write18", bib, rec(title="'Gamma \\immediate\\write18{touch pwned} Study'"), fails=False,
+             check=_bib_is_inert),
+        Case("bib-title-math-write18", bib, rec(title="'Gamma $x \\write18{id}$ Study'"), fails=False,
+             check=_bib_is_inert),
+        Case("bib-title-caret-escape", bib, rec(title="'Gamma ^^5cinput{/etc/passwd} Study'"), fails=False,
+             check=_bib_is_inert),
+        Case("bib-title-math-caret", bib, rec(title="'Gamma $^^5cinput x$ Study'"), fails=False, check=_bib_is_inert),
+        Case("bib-title-math-def", bib, rec(title="'Gamma $\\def\\x{y}$ Study'"), fails=False, check=_bib_is_inert),
+        Case("bib-title-math-catcode", bib, rec(title="'Gamma $\\catcode`\\@=11$ Study'"), fails=False,
+             check=_bib_is_inert),
+        Case("bib-title-math-csname", bib, rec(title="'Gamma $\\csname input\\endcsname$ Study'"), fails=False,
+             check=_bib_is_inert),
+        Case("bib-title-safe-math-kept", bib, rec(title="'Gamma $\\alpha$-Study of $O(n^2)$ Drafts'"), fails=False,
+             check=lambda r, t, x: None if "$\\alpha$" in (t / "out.bib").read_text(encoding="utf-8")
+             else "the whitelisted math was not kept"),
+        Case("bib-author-input", bib, rec(authors="['Ada \\input{x} Alpha']"), fails=False, check=_bib_is_inert),
+        Case("bib-venue-override-write18", bib, {NEW: record(bibtex="{note: '\\write18{id}'}")}, fails=False,
+             check=_bib_is_inert),
+    ]
+
+
+def numbers_cases() -> list[Case]:
+    """Numeric arguments: nan, inf, negative and absurdly large values, refused in one line that
+    names the flag before any model loads (issue 30)."""
+    def flag(name: str, argv: list[str], option: str, value: str) -> Case:
+        return Case(name, [*argv, option, value], message=option)
+    return [
+        flag("train-budget-nan", ["train", "medusa"], "--budget-minutes", "nan"),
+        flag("train-budget-inf", ["train", "medusa"], "--budget-minutes", "inf"),
+        flag("train-budget-negative", ["train", "medusa"], "--budget-minutes", "-5"),
+        flag("train-budget-zero", ["train", "medusa"], "--budget-minutes", "0"),
+        flag("train-steps-negative", ["train", "medusa"], "--steps", "-1"),
+        flag("train-steps-zero", ["train", "medusa"], "--steps", "0"),
+        flag("train-tokens-negative", ["train", "eagle3"], "--tokens", "-100"),
+        flag("train-seed-huge", ["train", "medusa"], "--seed", str(2 ** 70)),
+        flag("train-seed-negative", ["train", "medusa"], "--seed", "-1"),
+        flag("train-curve-budget-nan", ["train-curve", "eagle3"], "--budget-minutes", "nan"),
+        flag("train-curve-budget-negative", ["train-curve", "eagle3"], "--budget-minutes", "-1"),
+        flag("train-curve-seed-huge", ["train-curve", "eagle3"], "--seed", str(2 ** 70)),
+        flag("train-curve-max-new-tokens-huge", ["train-curve", "eagle3"], "--max-new-tokens", str(10 ** 12)),
+        Case("train-curve-tokens-huge", ["train-curve", "eagle3", "--tokens", "1" + "0" * 30], message="--tokens"),
+        flag("train-data-seed-huge", ["train-data"], "--seed", str(2 ** 70)),
+        flag("train-data-threads-huge", ["train-data"], "--threads", str(10 ** 9)),
+        flag("train-data-max-new-tokens-huge", ["train-data"], "--max-new-tokens", str(10 ** 12)),
+        flag("train-data-rows-huge", ["train-data"], "--rows", str(10 ** 12)),
+        flag("bench-repeats-huge", ["bench", "baseline"], "--repeats", str(10 ** 12)),
+        flag("bench-repeats-negative", ["bench", "baseline"], "--repeats", "-2"),
+        flag("bench-limit-zero", ["bench", "baseline"], "--limit-per-category", "0"),
+        flag("bench-max-new-tokens-zero", ["bench", "baseline"], "--max-new-tokens", "0"),
+        flag("bench-draft-length-negative", ["bench", "baseline"], "--draft-length", "-3"),
+        flag("bench-draft-length-nan", ["bench", "baseline"], "--draft-length", "nan"),
+        flag("run-top-k-negative", ["run", "pld", "--prompt", "hi"], "--top-k", "-1"),
+        flag("run-top-p-zero", ["run", "pld", "--prompt", "hi"], "--top-p", "0"),
+        flag("run-top-p-above-one", ["run", "pld", "--prompt", "hi"], "--top-p", "1.5"),
+        flag("run-temperature-negative", ["run", "pld", "--prompt", "hi"], "--temperature", "-0.5"),
+        flag("run-draft-length-zero", ["run", "pld", "--prompt", "hi"], "--draft-length", "0"),
+        flag("datastore-max-new-tokens-zero", ["datastore", "build", "--self-generate", "--output", "{tmp}/d.npz"],
+             "--max-new-tokens", "0"),
+        flag("datastore-batch-size-negative", ["datastore", "build", "--self-generate", "--output", "{tmp}/d.npz"],
+             "--batch-size", "-4"),
+        flag("calibrate-max-width-huge", ["calibrate"], "--max-width", str(10 ** 9)),
+        flag("calibrate-max-width-zero", ["calibrate"], "--max-width", "0"),
+        flag("audit-count-negative", ["audit", "--seed", "1"], "--count", "-3"),
+        flag("freshness-days-huge", ["freshness"], "--days", str(10 ** 10)),
+        flag("freshness-days-negative", ["freshness"], "--days", "-5"),
+        flag("freshness-max-per-query-zero", ["freshness"], "--max-per-query", "0"),
+        flag("check-links-timeout-nan", ["check-links"], "--timeout", "nan"),
+        flag("check-links-timeout-negative", ["check-links"], "--timeout", "-1"),
+        flag("check-links-jobs-zero", ["check-links"], "--jobs", "0"),
+    ]
 
 
 def _ro_page(folder: Path) -> None:

@@ -8,7 +8,7 @@ CASES = cases()
 
 
 def test_corpus_is_large_and_names_are_unique():
-    assert len(CASES) >= 80
+    assert len(CASES) >= 300
     assert len({c.name for c in CASES}) == len(CASES)
 
 

@@ -17,8 +17,14 @@ FONT = 'font-family="sans-serif" font-size="12" fill="currentColor"'
 FASTER, SLOWER, POINT = "#43a047", "#e53935", "#5c6bc0"
 
 
+def _text(text: str) -> str:
+    """Text for the markup, escaped and on one line: a line break inside the figure would let a
+    label (a CPU's name, a model's) end the HTML block and start Markdown of its own."""
+    return escape(" ".join(str(text).split()))
+
+
 def _figure(svg: str, caption: str) -> str:
-    return f'<figure class="specatlas-chart">{svg}<figcaption>{escape(caption)}</figcaption></figure>'
+    return f'<figure class="specatlas-chart">{svg}<figcaption>{_text(caption)}</figcaption></figure>'
 
 
 def text_width(text: str) -> float:
@@ -29,7 +35,7 @@ def text_width(text: str) -> float:
 
 def _svg_open(width: float, height: float, caption: str) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
-            f'height="{height:.0f}" role="img" aria-label="{escape(caption)}" {FONT}>')
+            f'height="{height:.0f}" role="img" aria-label="{_text(caption)}" {FONT}>')
 
 
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -57,9 +63,9 @@ def speedup_bars(rows: list[tuple[str, float, float, float]], caption: str) -> s
     parts = [_svg_open(width, height, caption)]
     for i, (label, value, low, high) in enumerate(rows):
         y = 8 + i * row_height
-        parts.append(f'<text x="{label_width:.0f}" y="{y + 14}" text-anchor="end">{escape(label)}</text>'
+        parts.append(f'<text x="{label_width:.0f}" y="{y + 14}" text-anchor="end">{_text(label)}</text>'
                      f'<rect x="{bar_left}" y="{y + 2}" width="{x(value) - bar_left:.1f}" height="{row_height - 6}" '
-                     f'fill="{FASTER if value >= 1 else SLOWER}"><title>{escape(label)}: {value:.2f}×'
+                     f'fill="{FASTER if value >= 1 else SLOWER}"><title>{_text(label)}: {value:.2f}×'
                      f'{f" (runs: {low:.2f}–{high:.2f}×)" if high > low else ""}</title></rect>')
         if high > low:
             mid = y + row_height / 2 - 1
@@ -125,9 +131,9 @@ def accepted_vs_speedup(points: list[tuple[str, float, float]], caption: str) ->
     for (label, accepted, speedup), label_y in zip(points, label_ys):
         x, y = px(accepted), py(speedup)
         parts.append(f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{label_x - 3}" y2="{label_y - 4:.1f}" stroke="currentColor" stroke-opacity="0.35"/>'
-                     f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{POINT}"><title>{escape(label)}: '
+                     f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{POINT}"><title>{_text(label)}: '
                      f'{accepted:.2f} accepted, {speedup:.2f}×</title></circle>'
-                     f'<text x="{label_x}" y="{label_y:.1f}" class="sa-point-label">{escape(label)}</text>')
+                     f'<text x="{label_x}" y="{label_y:.1f}" class="sa-point-label">{_text(label)}</text>')
     parts.append("</svg>")
     return _figure("".join(parts), caption)
 
@@ -158,8 +164,8 @@ def acceptance_by_data(series: dict[str, list[tuple[float, float]]], caption: st
     for (label, line), colour, row in zip(series.items(), (POINT, FASTER, SLOWER), range(len(series))):
         path = " ".join(f"{px(t):.1f},{py(a):.1f}" for t, a in sorted(line))
         parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
-        parts.extend(f'<circle cx="{px(t):.1f}" cy="{py(a):.1f}" r="4" fill="{colour}"><title>{escape(label)}: '
+        parts.extend(f'<circle cx="{px(t):.1f}" cy="{py(a):.1f}" r="4" fill="{colour}"><title>{_text(label)}: '
                      f'{t:,.0f} tokens, {a:.2f} accepted</title></circle>' for t, a in line)
-        parts.append(f'<text x="{left + plot_w + 16}" y="{top_pad + 14 + LINE * row}" fill="{colour}">{escape(label)}</text>')
+        parts.append(f'<text x="{left + plot_w + 16}" y="{top_pad + 14 + LINE * row}" fill="{colour}">{_text(label)}</text>')
     parts.append("</svg>")
     return _figure("".join(parts), caption)

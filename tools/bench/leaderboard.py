@@ -205,6 +205,10 @@ def load_all(results_dir: Path) -> Loaded:
     for path in sorted(results_dir.glob("*.json")):
         if path.name.startswith("."):
             continue
+        if not path.name.isprintable():  # a line break, a bidirectional override, a zero-width space
+            failed.append((path.name.encode("unicode_escape").decode("ascii"),
+                           "its name holds a control or invisible character; rename it"))
+            continue
         if path.is_symlink():
             failed.append((path.name, "a link, not a result file: each run counts once, from its own file"))
             continue

@@ -19,7 +19,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from specatlas.fsutil import ReadError, atomic_write, read_json
 
@@ -28,7 +28,9 @@ BASELINE = "baseline"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: "yes" is not a boolean, "4" and 4.0 are not token ids; only the JSON object keys
+    # that stand for numbers (`Width`) are read from their text.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 MAX_RESULT_BYTES = 512 * 1024 * 1024
@@ -36,6 +38,16 @@ MAX_RESULT_BYTES = 512 * 1024 * 1024
 RESERVED_CATEGORIES = ("overall", "lossless")
 
 Seconds = Field(ge=0, allow_inf_nan=False)
+# No machine decodes a million tokens a second for one sequence: a faster turn is a bad clock.
+MAX_TOKENS_PER_SECOND = 1e6
+
+
+def _key_number(value: object) -> object:
+    """A JSON object key that stands for a number ("3"): that number; anything else as it is."""
+    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else value
+
+
+Width = Annotated[int, BeforeValidator(_key_number), Field(ge=1)]  # tokens fed to one target forward
 
 
 class Turn(_Strict):
@@ -43,7 +55,7 @@ class Turn(_Strict):
     tokens: list[int]
     wall_seconds: float = Field(gt=0, allow_inf_nan=False)
     steps: int = Field(ge=0)
-    widths: dict[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=0)]]  # tokens fed -> forwards
+    widths: dict[Width, Annotated[int, Field(ge=0)]]  # tokens fed -> forwards
     draft_seconds: float | None = Seconds
     verify_seconds: float | None = Seconds
     drafted_at: list[Annotated[int, Field(ge=0)]] | None  # draft tokens proposed at each depth
@@ -54,6 +66,12 @@ class Turn(_Strict):
         drafted, accepted = self.drafted_at or [], self.accepted_at or []
         if len(drafted) != len(accepted) or any(a > d for a, d in zip(accepted, drafted)):
             raise ValueError("accepted_at must list, per draft position, at most the drafted_at tokens")
+        if self.steps > len(self.tokens):
+            raise ValueError(f"{self.steps} steps for {len(self.tokens)} tokens: every counted target forward "
+                             "commits at least one token")
+        if len(self.tokens) > MAX_TOKENS_PER_SECOND * self.wall_seconds:
+            raise ValueError(f"{len(self.tokens)} tokens in {self.wall_seconds:g} s is faster than any clock "
+                             f"this could measure ({MAX_TOKENS_PER_SECOND:g} tokens/s)")
         return self
 
 
@@ -91,7 +109,7 @@ class Session(_Strict):
 
 
 class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
 
 class ModelConfig(_Open):
@@ -139,11 +157,18 @@ class Run(_Strict):
     config_hash: str
     config: dict  # everything that must match for a checkpoint to be resumed (hashed); see RunConfig
     provenance: dict  # packages, hardware, model digests, prompt set, command: see run.py
-    cost_curve: dict[Annotated[int, Field(ge=1)], Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(min_length=1)  # tokens fed -> seconds of a target forward
+    cost_curve: dict[Width, Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(min_length=1)  # tokens fed -> seconds of a target forward
     sessions: list[Session] = Field(min_length=1)
     methods: list[Method]
     samples: list[Sample]
     summary: dict
+
+    @field_validator("schema_version", mode="before")
+    @classmethod
+    def _a_number(cls, value: object) -> object:
+        if type(value) is not int:  # Literal[1] alone takes true, which equals 1
+            raise ValueError(f"must be the number {SCHEMA_VERSION}")
+        return value
 
 
 def config_hash(config: dict) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from specatlas.bench import provenance
 from specatlas.bench import questions as qs
 from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, dumps, summarize
-from specatlas.cli import add_trust_remote_code
+from specatlas.cli import add_trust_remote_code, number
 from specatlas.fsutil import WriteError, create_unique, output_place, writable_dir
 from specatlas.impls.engine.draft_length import CHOICES, DraftLengthPolicy
 from specatlas.impls.engine.errors import ModelLoadError
@@ -43,9 +43,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="Spec-Bench style JSONL (question_id, category, turns); default: the built-in set")
     parser.add_argument("--categories", type=lambda s: [c.strip() for c in s.split(",") if c.strip()], default=None,
                         help="comma-separated subtasks (mt_bench, translation, summarization, qa, math_reasoning, rag)")
-    parser.add_argument("--limit-per-category", type=int, default=None, metavar="N", help="at most N questions per subtask")
+    parser.add_argument("--limit-per-category", type=number(int, 1, 10**6), default=None, metavar="N", help="at most N questions per subtask")
     parser.add_argument("--max-new-tokens", type=int, default=128, help="per turn (default: 128)")
-    parser.add_argument("--repeats", type=int, default=1, help="measurements of every question (default: 1)")
+    parser.add_argument("--repeats", type=number(int, 1, 10_000), default=1, help="measurements of every question (default: 1)")
     parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples")
     parser.add_argument("--seed", type=int, default=0, help="base seed; each question, repeat and turn derives its own")
     parser.add_argument("--draft-length", default="both",
@@ -106,9 +106,6 @@ def chosen_ids(names: list[str], everything: bool, peers: bool) -> tuple[list[st
 
 
 def check_numbers(args) -> None:
-    for flag, value, least in (("--repeats", args.repeats, 1), ("--limit-per-category", args.limit_per_category, 1)):
-        if value is not None and value < least:
-            raise BenchError(f"{flag} must be at least {least}, got {value}")
     problem = number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     if problem:
         raise BenchError(problem)

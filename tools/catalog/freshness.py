@@ -21,6 +21,7 @@ import yaml
 
 from specatlas.catalog.metadata import ARXIV_API, ArxivEntry, Fetch, MetadataError, Offline, http_get, parse_arxiv_feed
 from specatlas.catalog.records import Catalog, normalize_title, read_catalog
+from specatlas.cli import number
 from specatlas.fsutil import WriteError, atomic_write, output_file, starts_with
 from specatlas.paths import papers_dir
 
@@ -154,8 +155,8 @@ def render(candidates: list[Candidate], since: dt.date, today: dt.date, catalog:
 def configure(parser: argparse.ArgumentParser) -> None:
     window = parser.add_mutually_exclusive_group()
     window.add_argument("--since", type=dt.date.fromisoformat, help="first posting date to include, YYYY-MM-DD")
-    window.add_argument("--days", type=int, default=30, help="include papers first posted in the last N days (default 30)")
-    parser.add_argument("--max-per-query", type=int, default=MAX_PER_QUERY, help=f"newest results read per query (default {MAX_PER_QUERY})")
+    window.add_argument("--days", type=number(int, 0, 36_500), default=30, help="include papers first posted in the last N days (default 30)")
+    parser.add_argument("--max-per-query", type=number(int, 1, 10_000), default=MAX_PER_QUERY, help=f"newest results read per query (default {MAX_PER_QUERY})")
     parser.add_argument("--out", type=Path, help="write the markdown here (a new file or an earlier report) instead of stdout")
 
 

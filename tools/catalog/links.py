@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from specatlas.catalog.metadata import USER_AGENT
+from specatlas.cli import number
 from specatlas.catalog.records import display_path
 from specatlas.catalog.yamlio import YamlProblem, load_yaml
 from specatlas.paths import repo_root
@@ -170,18 +171,12 @@ def offline(urls: list[str], http: Http, timeout: float) -> str | None:
     return "; ".join(reasons) if reasons else None
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of at least 1")
-    return int(text)
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="record files or folders (default: the whole catalog)")
     parser.add_argument("--field", dest="fields", action="append", choices=FIELDS, help="check only this field (repeatable; default: all)")
-    parser.add_argument("--jobs", type=_positive, default=8, help="requests at once (default 8)")
-    parser.add_argument("--per-host", type=_positive, default=2, help="requests at once to one host (default 2)")
-    parser.add_argument("--timeout", type=float, default=15.0, help="seconds per request (default 15)")
+    parser.add_argument("--jobs", type=number(int, 1, 1024), default=8, help="requests at once (default 8)")
+    parser.add_argument("--per-host", type=number(int, 1, 1024), default=2, help="requests at once to one host (default 2)")
+    parser.add_argument("--timeout", type=number(float, 0, 3600, above=True), default=15.0, help="seconds per request (default 15)")
     parser.add_argument("--strict", action="store_true", help="also fail on unverified links (401/403/429/5xx)")
     parser.add_argument("--format", choices=("text", "github"), default="text", help="github: Actions annotations")
 
