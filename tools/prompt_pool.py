@@ -96,11 +96,13 @@ PASSAGE_TEMPLATES = {
 
 
 def templated(records: list[dict], seed: int = 0, arithmetic: int = 600) -> list[PoolPrompt]:
-    """One templated prompt per catalog record (with a summary), plus `arithmetic` problems."""
-    rng = random.Random(seed)
+    """One templated prompt per catalog record (with a summary), plus `arithmetic` problems. Each
+    prompt draws from its own generator, seeded by its reference, so a reference keeps its text
+    when the catalog grows (one shared stream shifted every later prompt onto an earlier one's text)."""
     usable = [r for r in records if isinstance(r.get("summary"), str) and r["summary"].strip()]
     prompts = []
     for record in usable:
+        rng = random.Random(f"{seed}:{record['id']}")
         name = rng.choice(sorted(PASSAGE_TEMPLATES))
         summary = " ".join(record["summary"].split())
         other = " ".join(rng.choice(usable)["summary"].split())
@@ -109,23 +111,24 @@ def templated(records: list[dict], seed: int = 0, arithmetic: int = 600) -> list
             title=record.get("title", ""), authors=", ".join(record.get("authors") or []), year=record.get("year", ""))
         prompts.append(PoolPrompt(f"templated:{name}:{record['id']}", text))
     problems = [
-        lambda: f"What is {rng.randint(12, 999)} multiplied by {rng.randint(12, 99)}? Show your working.",
-        lambda: f"A train travels {rng.randint(40, 900)} km in {rng.randint(2, 9)} hours. What is its average "
+        lambda rng: f"What is {rng.randint(12, 999)} multiplied by {rng.randint(12, 99)}? Show your working.",
+        lambda rng: f"A train travels {rng.randint(40, 900)} km in {rng.randint(2, 9)} hours. What is its average "
                 "speed in km/h?",
-        lambda: f"Convert {rng.randint(-30, 45)} degrees Celsius to Fahrenheit and explain the formula.",
-        lambda: f"A jacket costs ${rng.randint(20, 300)} and is discounted by {rng.choice([10, 15, 20, 25, 30, 40])}%. "
+        lambda rng: f"Convert {rng.randint(-30, 45)} degrees Celsius to Fahrenheit and explain the formula.",
+        lambda rng: f"A jacket costs ${rng.randint(20, 300)} and is discounted by {rng.choice([10, 15, 20, 25, 30, 40])}%. "
                 "What is the sale price?",
-        lambda: "Sort these numbers from smallest to largest: "
+        lambda rng: "Sort these numbers from smallest to largest: "
                 + ", ".join(str(rng.randint(-99, 999)) for _ in range(rng.randint(5, 9))) + ".",
-        lambda: f"Solve for x: {rng.randint(2, 12)}x + {rng.randint(1, 50)} = {rng.randint(51, 200)}.",
-        lambda: f"What is the sum of the whole numbers from 1 to {rng.randint(10, 500)}? Explain the shortcut.",
-        lambda: f"A recipe for {rng.randint(2, 6)} people needs {rng.randint(100, 800)} g of flour. How much flour "
+        lambda rng: f"Solve for x: {rng.randint(2, 12)}x + {rng.randint(1, 50)} = {rng.randint(51, 200)}.",
+        lambda rng: f"What is the sum of the whole numbers from 1 to {rng.randint(10, 500)}? Explain the shortcut.",
+        lambda rng: f"A recipe for {rng.randint(2, 6)} people needs {rng.randint(100, 800)} g of flour. How much flour "
                 f"is needed for {rng.randint(7, 20)} people?",
-        lambda: f"How many minutes are there in {rng.randint(2, 30)} days?",
-        lambda: f"Is {rng.randint(100, 9999)} a prime number? Explain how you checked.",
+        lambda rng: f"How many minutes are there in {rng.randint(2, 30)} days?",
+        lambda rng: f"Is {rng.randint(100, 9999)} a prime number? Explain how you checked.",
     ]
     for i in range(arithmetic):
-        prompts.append(PoolPrompt(f"templated:arithmetic:{seed}-{i}", rng.choice(problems)()))
+        rng = random.Random(f"{seed}:arithmetic:{i}")
+        prompts.append(PoolPrompt(f"templated:arithmetic:{seed}-{i}", rng.choice(problems)(rng)))
     return prompts
 
 

@@ -238,7 +238,8 @@ class Builder:
 
         args, tokenizer = self.args, self.loaded.tokenizer
         prompts = self.pool()
-        answered = {c.ref for _, conversations in self.shards("answers") for c in conversations}
+        done = [c for _, conversations in self.shards("answers") for c in conversations]
+        answered, answered_texts = {c.ref for c in done}, {c.prompt_sha for c in done}
         have = totals(self.manifest)["answer_tokens"]
         if have >= args.tokens:
             self.save_manifest()
@@ -246,7 +247,7 @@ class Builder:
             return
         todo, encoded = [], []
         for prompt in prompts:
-            if prompt.ref in answered:
+            if prompt.ref in answered or text_sha(prompt.text) in answered_texts:  # the same text under another ref
                 continue
             ids = encode_chat(tokenizer, prompt.text)
             if len(ids) <= args.max_prompt_tokens:
