@@ -36,6 +36,7 @@ from specatlas.impls.families import training
 from specatlas.impls.engine.checkpoints import SHIPPED_HEADS, shipped_head_folder
 from specatlas.impls.families import FAMILIES, Family
 from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model, pick_device
+from specatlas.impls.methods.core import default_draft_model
 from specatlas import train_data
 
 
@@ -117,7 +118,8 @@ def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: P
     answer_tokens = sum(len(t) - p for t, p in zip(features.tokens, features.prompt_lengths))
     print(f"specatlas train: data: {len(features.tokens)} conversations ({len(features.held_out)} held out), "
           f"{answer_tokens} answer tokens, {sum(map(len, features.tokens))} tokens", file=sys.stderr)
-    return trainer.train(loaded, features, folder, output, budget_minutes, steps, seed, command, tqdm)
+    draft_model = default_draft_model(loaded.model, None) if trainer.uses_draft_model else None
+    return trainer.train(loaded, features, folder, output, budget_minutes, steps, seed, command, tqdm, draft_model)
 
 
 def _without_output(argv: list[str]) -> list[str]:

@@ -30,8 +30,9 @@ class Family:
     # What the checkpoint loader and `specatlas train` read; not training settings (left out of the run key).
     title = ""  # the family as messages name it
     paper, aliases = "", ()  # `specatlas train PAPER|ALIAS`
+    uses_draft_model = False  # trains on a draft model's states: `train` takes the draft model
     weight_file = "model.safetensors"  # the file `save` writes (.safetensors, else torch.save)
-    _not_settings = ("title", "paper", "aliases", "weight_file")
+    _not_settings = ("title", "paper", "aliases", "weight_file", "uses_draft_model")
 
     # ----------------------------------------------------------------------------------------
     # Checkpoints
@@ -110,7 +111,8 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
         """Indices into the target's `hidden_states` the head reads (N: the final normed state)."""
         return (model.config.num_hidden_layers,)
 
-    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress) -> str:
+    def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress,
+              draft_model=None) -> str:
         """Train on `features` (cached in `folder`) and save to `output`. The run is a function of
         its config: the seed fixes the initial weights here and every step's draws in `train_loop`,
         and its resume checkpoint is keyed by the whole config, so a changed seed, schedule, setting
@@ -123,7 +125,7 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
                   "data": {"conversations": len(features.tokens), "sha256": data.hexdigest()}}
         key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
         torch.manual_seed(seed)
-        run = Run(self.name, seed, steps, folder / f"{self.name}-{key}.ckpt", config)
+        run = Run(self.name, seed, steps, folder / f"{self.name}-{key}.ckpt", config, draft_model)
         return self.fit(loaded, features, run, output, budget_minutes, command, progress)
 
     def fit(self, loaded, features, run: Run, output, budget_minutes, command, progress) -> str:

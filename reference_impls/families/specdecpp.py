@@ -50,6 +50,8 @@ class SpecDecFamily(Family):
     samples drawn, per batch. AdamW with the shared schedule (ours: its 3 epochs over 40k Alpaca
     answers do not fit here)."""
 
+    uses_draft_model = True
+
     name, num_layers, weight_rejected, mixing, lr, default_steps = "specdecpp", 3, 6.0, 0.15, 1e-3, 1000
     conversations, steps_evaluated = 2, 8
     title, paper, aliases = "SpecDec++", "huang2024specdec", ("specdec++", "specdecpp")
@@ -77,10 +79,10 @@ class SpecDecFamily(Family):
                 f"on {config.get('draft_model', 'the draft model')}'s final state")
 
     def fit(self, loaded, features, run, output, budget_minutes, command, progress) -> str:
-        from specatlas.impls.methods.core import default_draft_model  # methods import the family table
-
+        if run.draft_model is None:
+            raise ValueError("SpecDec++ trains on a draft model's states: pass draft_model to train")
         model = loaded.model
-        drafter, label = default_draft_model(model, None)
+        drafter, label = run.draft_model
         train_ids, test_ids = split(features, run.seed)
         head = AcceptanceHead(drafter.config.hidden_size, self.num_layers)
         optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr, weight_decay=0.0)

@@ -293,6 +293,9 @@ class Run:
     steps: int
     checkpoint: Path
     config: dict
+    # (draft model, what it is) for a family that trains on a draft model's states (SpecDec++):
+    # given by the caller, since the default draft model is itself a family's head.
+    draft_model: tuple | None = None
 
 
 clock = time.monotonic  # what the budget is measured with (a test stops a run at a chosen step)

@@ -11,6 +11,7 @@ from specatlas.impls.engine.checkpoints import load
 from specatlas.impls.families import FAMILIES
 from specatlas.impls.families.distillspec import DraftLayers
 from specatlas.impls.engine.models import LoadedModel
+from specatlas.impls.methods.core import default_draft_model
 from tests.impls.toy import tiny_llama
 
 
@@ -85,7 +86,8 @@ def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0,
         calls_per_step = 2  # the loop's budget check and its save check read the clock once each
         monkeypatch.setattr(training, "clock", lambda: next(ticks) * 60 / calls_per_step)
         budget = stop_after_steps + 0.5
-    summary = trainer.train(loaded, features, cache, output, budget, steps, seed, "specatlas train x", None)
+    draft_model = default_draft_model(loaded.model, None) if trainer.uses_draft_model else None
+    summary = trainer.train(loaded, features, cache, output, budget, steps, seed, "specatlas train x", None, draft_model)
     monkeypatch.setattr(training, "clock", training.time.monotonic)
     return summary, json.loads((output / "training.json").read_text())
 
