@@ -37,6 +37,14 @@ class Family:
     # ----------------------------------------------------------------------------------------
     # Checkpoints
 
+    @staticmethod
+    def check_sizes(config: dict, target, what: str) -> None:
+        """A checkpoint trained for another hidden size or vocabulary than `target`'s: one line naming `what`."""
+        hidden, vocab = target.config.hidden_size, target.config.vocab_size
+        if config.get("hidden_size", hidden) != hidden or config.get("vocab_size", vocab) != vocab:
+            raise CheckpointError(f"{what} for hidden size {config.get('hidden_size')} and "
+                                  f"{config.get('vocab_size')} tokens, the target has {hidden} and {vocab}")
+
     def detect(self, weights: dict, config: dict) -> tuple[str, dict] | None:
         """(layout, weights renamed to this family's module keys) when `weights` are this family's; else None."""
         return None

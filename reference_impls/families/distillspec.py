@@ -77,10 +77,8 @@ class DistillFamily(Family):
         return None
 
     def build(self, weights, config, target):
-        hidden, vocab, layers = target.config.hidden_size, target.config.vocab_size, target.config.num_hidden_layers
-        if config.get("hidden_size", hidden) != hidden or config.get("vocab_size", vocab) != vocab:
-            raise CheckpointError(f"the drafter's layers were distilled for hidden size {config.get('hidden_size')} and "
-                                  f"{config.get('vocab_size')} tokens, the target has {hidden} and {vocab}")
+        layers = target.config.num_hidden_layers
+        self.check_sizes(config, target, "the drafter's layers were distilled")
         if not 1 <= config.get("num_hidden_layers", 0) < layers:
             raise CheckpointError(f"the drafter needs 1..{layers - 1} layers, its config says {config.get('num_hidden_layers')}")
         return DraftLayers(target, config["num_hidden_layers"], config["draft_vocab_size"]), ()

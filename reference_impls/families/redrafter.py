@@ -78,9 +78,7 @@ class ReDrafterFamily(Family):
 
     def build(self, weights, config, target):
         hidden, vocab, layers = target.config.hidden_size, target.config.vocab_size, target.config.num_hidden_layers
-        if config.get("hidden_size", hidden) != hidden or config.get("vocab_size", vocab) != vocab:
-            raise CheckpointError(f"the ReDrafter head was trained for hidden size {config.get('hidden_size')} and "
-                                  f"{config.get('vocab_size')} tokens, the target has {hidden} and {vocab}")
+        self.check_sizes(config, target, "the ReDrafter head was trained")
         num_layers = config.get("num_draft_layers", sum(bool(re.match(r"lm_head\.\d+\.linear\.weight$", k)) for k in weights))
         projection = weights.get(f"lm_head.{num_layers}.weight")
         if projection is not None and projection.shape[0] != vocab:
