@@ -211,6 +211,11 @@ def _ranges(rows: list[int]) -> str:
     return ", ".join(parts)
 
 
+def suspended() -> bool:
+    """Whether packed layers run the default kernel now (inside `default_kernels()`)."""
+    return _suspended > 0
+
+
 @contextmanager
 def default_kernels():
     """Packed layers use the default kernel while inside: how transformers as shipped runs."""

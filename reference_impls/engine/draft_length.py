@@ -187,13 +187,16 @@ WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 
 
 def model_identity(model) -> tuple:
-    """What fixes a model's cost curve: its weights' source, shape, dtype, device and threads."""
+    """What fixes a model's cost curve: its weights' source, shape, dtype, device, threads, and
+    whether its packed layers run the default kernel for now (`cpu_kernels.default_kernels`)."""
     import torch
+
+    from specatlas.impls.engine import cpu_kernels
 
     config = getattr(model, "config", None)
     source = getattr(config, "_name_or_path", "") or type(model).__name__
     shape = tuple(getattr(config, name, None) for name in ("num_hidden_layers", "hidden_size", "vocab_size"))
-    return source, shape, str(model.dtype), str(model.device), torch.get_num_threads()
+    return source, shape, str(model.dtype), str(model.device), torch.get_num_threads(), cpu_kernels.suspended()
 
 
 def calibrate(model, max_width: int, context: int = 64, rounds: int = 3, widths=None) -> dict[int, float]:

@@ -6,26 +6,28 @@ PACKAGES = {"python": "3.11.7", "torch": "2", "transformers": "5", "specatlas": 
 HARDWARE = {"cpu": "Test CPU", "gpu": None, "cores": 2, "torch_threads": 2, "platform": "test"}
 
 
-def turn(tokens, seconds, steps=None, widths=None, drafted=None, accepted=None, timed=True):
+def turn(tokens, seconds, steps=None, widths=None, drafted=None, accepted=None, timed=True, draft=0.1, verify=None):
     return {"seed": 1, "tokens": tokens, "wall_seconds": seconds, "steps": steps or len(tokens),
-            "widths": widths or {1: len(tokens)}, "draft_seconds": 0.1 if timed else None,
-            "verify_seconds": seconds / 2 if timed else None, "drafted_at": drafted, "accepted_at": accepted}
+            "widths": widths or {1: len(tokens)}, "draft_seconds": draft if timed else None,
+            "verify_seconds": (seconds / 2 if verify is None else verify) if timed else None,
+            "drafted_at": drafted, "accepted_at": accepted}
 
 
-def build_run(samples, methods=("baseline", "fast"), hardware=HARDWARE, temperature=0.0, errors=None, names=None):
+def build_run(samples, methods=("baseline", "fast"), hardware=HARDWARE, temperature=0.0, errors=None, names=None,
+              kinds=None):
     config = {"methods": list(methods), "prompt_set": {"id": "test-set", "sha256": "ab" * 32},
               "question_ids": sorted({s["question_id"] for s in samples}),
               "model": {"target": "tiny", "target_sha256": "cd" * 32, "drafter": None, "drafter_sha256": None},
               "device": "cpu", "dtype": "float32", "max_new_tokens": 4, "repeats": 1, "temperature": temperature,
               "seed": 0, "draft_length": "auto", "torch_threads": 2, "torch": "2", "transformers": "5"}
-    errors, names = errors or {}, names or {}
+    errors, names, kinds = errors or {}, names or {}, kinds or {}
     run = Run(schema_version=SCHEMA_VERSION, config_hash=config_hash(config), config=config,
               provenance={"started": "2026-01-01T00:00:00+00:00", "packages": PACKAGES, "hardware": hardware,
                           "prompt_set_file": "test.jsonl", "arguments": {}},
               cost_curve={1: 0.01, 2: 0.012, 4: 0.016, 8: 0.024},
               sessions=[{"started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00",
                          "git_commit": "0" * 40, "git_dirty": False, "units": len(samples)}],
-              methods=[{"id": m, "name": names.get(m, m), "kind": "specatlas", "lossless": True, "setup": "",
+              methods=[{"id": m, "name": names.get(m, m), "kind": kinds.get(m, "specatlas"), "lossless": True, "setup": "",
                         "error": errors.get(m)} for m in methods],
               samples=samples, summary={})
     run.summary = summarize(run)

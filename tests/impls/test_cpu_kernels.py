@@ -135,3 +135,42 @@ def test_default_kernels_suspends_packing_inside_only(tmp_path, every_row_packed
         assert torch.equal(model(input_ids=ids).logits, stock)
     with torch.no_grad():  # with a gradient wanted a packed layer steps aside (the packed kernel has no backward)
         assert not model(input_ids=ids).logits.any()
+
+
+def test_calibrate_times_the_curve_on_default_and_measured_kernels(tmp_path, monkeypatch, every_row_packed, capsys):
+    """`specatlas calibrate --kernels`: the default curve runs torch's kernel only, the measured one
+    the packed kernel (it wins at every row count here); each is its own calibration, never the
+    other's cached one; `both` prints them side by side."""
+    from specatlas.cli import main
+
+    from .tiny_world import model_folder
+
+    monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))
+    folder = model_folder(tmp_path / "tiny")
+    calls = {"packed": 0, "default": 0}
+    packed_product, linear = cpu_kernels._packed_product, cpu_kernels.F.linear
+
+    def counted(kernel, function):
+        def run(*args, **kwargs):
+            calls[kernel] += 1
+            return function(*args, **kwargs)
+        return run
+
+    monkeypatch.setattr(cpu_kernels, "available", lambda: True)  # its own check runs both kernels once
+    monkeypatch.setattr(cpu_kernels, "_packed_product", counted("packed", packed_product))
+    monkeypatch.setattr(cpu_kernels.F, "linear", counted("default", linear))
+    for kernels, ran, idle in (("measured", "packed", "default"), ("default", "default", "packed")):
+        calls.update(packed=0, default=0)
+        assert main(["calibrate", "--model", str(folder), "--max-width", "3", "--kernels", kernels]) == 0
+        assert calls[ran] > 0 and calls[idle] == 0, (kernels, calls)
+        out = capsys.readouterr().out.splitlines()
+        assert out[2] == f"new tokens | {kernels}: ms per forward | x one-token step"
+        assert [line.split("|")[0].strip() for line in out[3:]] == ["1", "2", "3"]
+    assert main(["calibrate", "--model", str(folder), "--max-width", "3", "--kernels", "both"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "kernels, default: torch's own (mkl on CPU) everywhere"
+    assert out[2].startswith("kernels, measured: ") and "onednn-packed at 1-128 rows" in out[2]
+    assert out[3] == "new tokens | default: ms per forward | x one-token step | measured: ms per forward | x one-token step"
+    rows = [[cell.strip() for cell in line.split("|")] for line in out[4:]]
+    assert [row[0] for row in rows] == ["1", "2", "3"] and all(len(row) == 5 for row in rows)
+    assert rows[0][2] == rows[0][4] == "1.00"  # each curve relative to its own one-token forward

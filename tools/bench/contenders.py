@@ -87,12 +87,14 @@ def contender_id(method_id: str, policy: DraftLengthPolicy) -> str:
 
 @contextmanager
 def counting_forwards(model):
-    """Collects the number of input tokens of every forward of `model` while active."""
+    """Collects the number of input tokens of every forward of `model` while active: ids, or rows
+    of embeddings where a method feeds those (PaSS's look-ahead tokens)."""
     widths: list[int] = []
 
     def hook(module, args, kwargs):
         ids = kwargs.get("input_ids", args[0] if args else None)
-        widths.append(int(ids.shape[-1]) if ids is not None else 0)
+        embeds = kwargs.get("inputs_embeds")
+        widths.append(int(ids.shape[-1]) if ids is not None else int(embeds.shape[-2]) if embeds is not None else 0)
 
     handle = model.register_forward_pre_hook(hook, with_kwargs=True)
     try:

@@ -30,7 +30,7 @@ from specatlas.bench import charts
 from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS, prompt_set_name
-from specatlas.bench.results import BASELINE, Run, load, write_atomic
+from specatlas.bench.results import BASELINE, Run, StepTime, forward_cost, load, speedup_over, step_time, write_atomic
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.validate import validate
 from specatlas.fsutil import WriteError, output_file, output_place, starts_with
@@ -108,6 +108,10 @@ class Entry:
                     drafted += sum(turn.drafted_at)
         return drafted / steps if timed and steps else None
 
+    @property
+    def step_time(self) -> StepTime | None:
+        return step_time([t for s in self.run.samples if s.method == self.method.id for t in s.turns], self.run.cost_curve)
+
 
 @dataclass
 class Line:
@@ -159,6 +163,12 @@ class Line:
     @property
     def drafted_per_step(self) -> float | None:
         values = [d for d in (e.drafted_per_step for e in self.ok) if d is not None]
+        return fmean(values) if values else None
+
+    def per_step(self, part: str) -> float | None:
+        """A `StepTime` property (seconds per step, or the overhead's share of a one-token forward),
+        mean over the runs that timed their steps."""
+        values = [getattr(t, part) for t in (e.step_time for e in self.ok) if t is not None]
         return fmean(values) if values else None
 
 
@@ -341,12 +351,27 @@ def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: 
         "prompts, as a check on ours.",
         "- **Lossless** (identical outputs / compared): every greedy output compared token by "
         "token with the baseline's.",
+        "- **Target forward** and **overhead** (ms per decoding step): a step drafts, then verifies in one "
+        "target forward. *Target forward* prices that step's forward at its width on the run's cost curve; "
+        "*overhead* is the rest of the verification time (tree mask and positions, acceptance, KV rollback, "
+        "commit, and attention over a context longer than the curve's 64 tokens, which the baseline's row "
+        "shows alone), also as a share of a one-token forward. Drafting is apart, in its own column. "
+        "Blank (–) where a row's steps were not timed (peers) or its verifications ran outside the counted "
+        "forward (resumed from an early exit).",
     ]
     return "\n".join(out)
 
 
 def _fmt(value: float | None, suffix: str = "×") -> str:
     return "–" if value is None else f"{value:.2f}{suffix}"
+
+
+def _milliseconds(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1e3:.2f}"
+
+
+def _percent(fraction: float | None) -> str:
+    return "–" if fraction is None else f"{fraction * 100:.0f}%"
 
 
 def _lines(members: list[tuple[Run, str]]) -> list[Line]:
@@ -505,8 +530,9 @@ def _lossless_cell(line: Line) -> str:
 
 def _time_table(lines: list[Line]) -> str:
     out = ["Where the time goes (all questions, mean over runs) and how often each draft position was accepted:", "",
-           "| Method | Policy | Drafted (tokens/step) | Drafting (s) | Verification (s) | Wall (s) | Acceptance by draft position |",
-           "|---|---|---:|---:|---:|---:|---|"]
+           "| Method | Policy | Drafted (tokens/step) | Drafting (s) | Verification (s) | Wall (s) | Target forward (ms/step) "
+           "| Overhead (ms/step) | Overhead (% of a one-token forward) | Acceptance by draft position |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for line in lines:
         runs = [r for r in (e.summary["overall"]["acceptance_by_position"] for e in line.ok) if r]
         # per position, the mean over the runs that drafted there (None: a position none drafted at)
@@ -514,7 +540,8 @@ def _time_table(lines: list[Line]) -> str:
         positions = " · ".join(_fmt(fmean(values) if values else None, "") for values in by_position) or "–"
         out.append(f"| {md(line.method_id)} | {md(line.policy)} | {_fmt(line.drafted_per_step, '')} | "
                    f"{_fmt(line.mean('overall', 'draft_seconds'), '')} | {_fmt(line.mean('overall', 'verify_seconds'), '')} | "
-                   f"{line.mean('overall', 'seconds'):.1f} | {positions} |")
+                   f"{line.mean('overall', 'seconds'):.1f} | {_milliseconds(line.per_step('forward'))} | "
+                   f"{_milliseconds(line.per_step('overhead'))} | {_percent(line.per_step('overhead_share'))} | {positions} |")
     return "\n".join(out)
 
 
@@ -565,6 +592,145 @@ def _spec_bench_tables(data: SpecBenchLeaderboard) -> str:
     return "\n".join(out)
 
 
+# Targets ---------------------------------------------------------------------------------------
+
+# The project's speed targets on a CPU, for one run of `specatlas bench` on Spec-Bench questions.
+BEST_LOSSLESS = 2.0  # × our baseline overall, the best lossless method
+TUNED_FLOOR = 1.0  # × our baseline, every cost-aware row in every category
+WIDE_ROWS, WIDE_RATIO = 8, 1.3  # a forward over 8 new tokens at most 1.3× a one-token forward
+OVERHEAD_SHARE = 0.10  # per-step overhead, as a share of a one-token forward
+PLD, HF_GENERATE = "saxena2023prompt", "hf-generate"
+LLAMACPP_GREEDY, LLAMACPP_LOOKUP = "llamacpp-greedy", "llamacpp-prompt-lookup"
+Target = tuple[str, str, bool | None]  # what is asked, what the run measured, met (None: not measured)
+
+
+def targets_markdown(run: Run, name: str) -> str:
+    """The speed targets measured on one run, each with what the run measured and whether it is met;
+    then the cost-aware rows below 1.00× in a category and every timed row's per-step time."""
+    entries = {method.id: Entry(run, name, method, run.summary.get(method.id)) for method in run.methods}
+    ok = {row: e for row, e in entries.items() if e.failure is None}
+    tuned = [e for e in entries.values() if e.method.kind == "specatlas" and e.policy == DEFAULT_POLICY]
+    below = [(e.method.id, category, metrics["speedup"]) for e in tuned if e.failure is None
+             for category, metrics in e.summary.items() if category not in ("overall", "lossless")
+             and metrics["speedup"] is not None and metrics["speedup"] < TUNED_FLOOR]
+    timed = [(row, t) for row, e in ok.items() if (t := e.step_time) is not None]
+    untimed = [row for row, e in ok.items() if e.method.kind == "specatlas" and e.step_time is None]
+    targets = [*_best_lossless(ok), _tuned(tuned, below), _wide_forward(run.cost_curve), _overhead(timed, untimed),
+               _baseline_vs_generate(run, entries), _pld_vs_llamacpp(run, entries, ok)]
+    out = [f"## Speed targets: {md(name)}", "", f"{md(Table.of(run).title)}. Speedups are Spec-Bench's (mean "
+           "per-question throughput over our baseline's in the same run) unless said otherwise.", "",
+           "| Target | Measured | Met |", "|---|---|---|"]
+    out += [f"| {asked} | {measured} | {'–' if met is None else 'yes' if met else '**no**'} |"
+            for asked, measured, met in targets]
+    if below:
+        out += ["", f"**Cost-aware rows below {TUNED_FLOOR:.2f}× in a category**", "",
+                "| Row | Category | Speedup |", "|---|---|---:|"]
+        out += [f"| {md(row)} | {md(SUBTASKS.get(category, category))} | {value:.3f}× |" for row, category, value in below]
+    if timed:
+        out += ["", f"**Per-step time** (ms per decoding step; a one-token forward costs "
+                f"{_milliseconds(forward_cost(run.cost_curve, 1))} ms on the cost curve)", "",
+                "| Row | Steps | Step | Drafting | Target forward | Overhead | Overhead (% of a one-token forward) |",
+                "|---|---:|---:|---:|---:|---:|---:|"]
+        out += [f"| {md(row)} | {t.steps} | {_milliseconds(t.total)} | {_milliseconds(t.drafting)} | "
+                f"{_milliseconds(t.forward)} | {_milliseconds(t.overhead)} | {_percent(t.overhead_share)} |" for row, t in timed]
+    return "\n".join(out)
+
+
+def _uses_trained_head(row_id: str) -> bool:
+    spec = resolve(method_paper_id(row_id))
+    return bool(spec and spec.trained_head)
+
+
+def _best_lossless(ok: dict[str, Entry]) -> list[Target]:
+    lossless = [e for e in ok.values() if e.method.kind == "specatlas" and e.method.id != BASELINE and e.method.lossless]
+    without = [e for e in lossless if not _uses_trained_head(e.method.id)]
+    out = []
+    for asked, rows, goal in ((f"Best lossless method ≥ {BEST_LOSSLESS:.1f}× our baseline overall (trained heads allowed)",
+                               lossless, BEST_LOSSLESS),
+                              ("Best lossless method without trained heads (reported)", without, None)):
+        best = max(rows, key=lambda e: e.summary["overall"]["speedup"], default=None)
+        if best is None:
+            out.append((asked, "no lossless method measured", None))
+            continue
+        speedup = best.summary["overall"]["speedup"]
+        heads = " (trained heads)" if _uses_trained_head(best.method.id) else ""
+        out.append((asked, f"{md(best.method.id)}{heads}: {speedup:.2f}×", None if goal is None else speedup >= goal))
+    return out
+
+
+def _tuned(tuned: list[Entry], below: list[tuple[str, str, float]]) -> Target:
+    asked = f"Every method's tuned (cost-aware) row ≥ {TUNED_FLOOR:.1f}× in every category"
+    if not tuned:
+        return asked, "no cost-aware rows in this run", None
+    failed = [e for e in tuned if e.failure is not None]
+    rows = {row for row, _, _ in below}
+    measured = (f"{len(rows)} of {len(tuned)} rows below in some category (listed below)" if rows
+                else f"all {len(tuned) - len(failed)} measured rows at or above")
+    if failed:
+        measured += "; failed: " + ", ".join(md(e.method.id) for e in failed)
+    return asked, measured, not rows and not failed
+
+
+def _wide_forward(curve: dict[int, float]) -> Target:
+    wide, one = forward_cost(curve, WIDE_ROWS), forward_cost(curve, 1)
+    how = "" if WIDE_ROWS in curve else f"; {WIDE_ROWS} interpolated"
+    return (f"A forward over {WIDE_ROWS} new tokens ≤ {WIDE_RATIO}× a one-token forward (cost curve)",
+            f"{wide / one:.2f}× ({_milliseconds(wide)} ms / {_milliseconds(one)} ms{how})", wide / one <= WIDE_RATIO)
+
+
+def _overhead(timed: list[tuple[str, StepTime]], untimed: list[str]) -> Target:
+    """`untimed`: SpecAtlas rows whose verifications ran outside the counted forward (`step_time`)."""
+    asked = f"Per-step overhead ≤ {OVERHEAD_SHARE:.0%} of a one-token forward"
+    if not timed:
+        return asked, "no row timed its steps", None
+    within = [row for row, t in timed if t.overhead_share <= OVERHEAD_SHARE]
+    worst_row, worst = max(timed, key=lambda item: item[1].overhead_share)
+    base = dict(timed).get(BASELINE)
+    measured = (f"{len(within)} of {len(timed)} rows within" + (f"; baseline {_percent(base.overhead_share)}" if base else "")
+                + f"; most: {md(worst_row)} {_milliseconds(worst.overhead)} ms ({_percent(worst.overhead_share)}) (table below)")
+    if untimed:
+        measured += "; not split (verified outside the counted forward): " + ", ".join(md(row) for row in untimed)
+    return asked, measured, len(within) == len(timed) and not untimed
+
+
+def _not_run(entries: dict[str, Entry], *rows: str) -> str | None:
+    """Why a comparison of `rows` is not measured; None when each has samples. A failed lossless
+    check does not stop a speed comparison: the speeds were measured."""
+    why = []
+    for row in rows:
+        entry = entries.get(row)
+        if entry is None:
+            why.append(f"this run has no {md(row)} row")
+        elif entry.method.error:
+            why.append(f"{md(row)} could not run: {md(entry.method.error)}")
+        elif entry.summary is None:
+            why.append(f"{md(row)} has no samples")
+    return "not measured: " + "; ".join(why) if why else None
+
+
+def _baseline_vs_generate(run: Run, entries: dict[str, Entry]) -> Target:
+    asked = "Our baseline ≥ transformers `generate` (same kernels)"
+    missing = _not_run(entries, BASELINE, HF_GENERATE)
+    if missing:
+        return asked, missing, None
+    ratio = speedup_over(run, BASELINE, HF_GENERATE)
+    return (asked, f"our baseline {ratio:.2f}× `generate`'s throughput; kernels: ours {md(kernels(run.config))}, "
+            f"`generate` {md(entries[HF_GENERATE].method.setup)}", ratio >= 1.0)
+
+
+def _pld_vs_llamacpp(run: Run, entries: dict[str, Entry], ok: dict[str, Entry]) -> Target:
+    asked = "Our PLD's speedup ≥ llama.cpp prompt lookup's over its own greedy"
+    ours = max((e for e in ok.values() if method_paper_id(e.method.id) == PLD),
+               key=lambda e: e.summary["overall"]["speedup"], default=None)
+    missing = _not_run(entries, LLAMACPP_GREEDY, LLAMACPP_LOOKUP) or (None if ours else f"not measured: no {PLD} row")
+    if missing:
+        return asked, missing, None
+    theirs = speedup_over(run, LLAMACPP_LOOKUP, LLAMACPP_GREEDY)
+    mine = ours.summary["overall"]["speedup"]
+    return (asked, f"{md(ours.method.id)} {mine:.2f}× over our baseline; {LLAMACPP_LOOKUP} {theirs:.2f}× over "
+            f"{LLAMACPP_GREEDY}", mine >= theirs)
+
+
 # Command ---------------------------------------------------------------------------------------
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -573,12 +739,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     action.add_argument("--check", action="store_true",
                         help=f"exit 1 if results/{PAGE_FILE} differs from what the result files say")
     action.add_argument("--print", action="store_true", help="print the full page (with reported numbers) instead")
+    action.add_argument("--targets", type=Path, metavar="RESULT",
+                        help="print, as Markdown, the speed targets (best lossless speedup, tuned rows per category, "
+                             "8-token forward cost, per-step overhead, peers) measured on one result file")
     action.add_argument("--fastest", action="store_true",
                         help="print, as `specatlas run` arguments, the lossless method measured fastest on the embedded "
                              "model on this hardware (else on any, said so on stderr); exit 1 when none is (make demo)")
 
 
 def execute(args: argparse.Namespace) -> int:
+    if args.targets:
+        try:
+            run = load(args.targets)
+        except ValueError as exc:
+            print(f"specatlas leaderboard: {args.targets}: {exc}", file=sys.stderr)
+            return 1
+        sys.stdout.write(targets_markdown(run, args.targets.name) + "\n")
+        return 0
     results_dir = args.results or repo_root() / "results"
     if not results_dir.is_dir():
         print(f"specatlas leaderboard: no results folder at {results_dir}", file=sys.stderr)

@@ -15,6 +15,7 @@ import json
 import math
 import os
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
 from typing import Annotated, Literal
@@ -219,7 +220,7 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
     seconds = sum(t.wall_seconds for t in turns)
     base_turns = [t for s in base for t in s.turns]
     base_rate = sum(len(t.tokens) for t in base_turns) / sum(t.wall_seconds for t in base_turns)
-    base_mean = fmean(map(_throughput, base))
+    speedup = _speedup(mine, base)
     steps = sum(t.steps for t in turns)
     predicted = predicted_speedup(turns, curve)
     drafted, accepted = _positions(turns)
@@ -229,7 +230,7 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
         "tokens": tokens,
         "seconds": round(seconds, 4),
         # None when the baseline produced no tokens: there is nothing to be faster than.
-        "speedup": round(fmean(map(_throughput, mine)) / base_mean, 4) if base_mean else None,
+        "speedup": round(speedup, 4) if speedup is not None else None,
         "speedup_total": round(tokens / seconds / base_rate, 4) if base_rate else None,
         "mean_accepted": round(tokens / steps, 4) if steps else None,
         "predicted": round(predicted, 4) if predicted is not None else None,
@@ -237,6 +238,26 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
         "draft_seconds": round(sum(t.draft_seconds for t in timed), 4) if timed else None,
         "verify_seconds": round(sum(t.verify_seconds for t in timed), 4) if timed else None,
     }
+
+
+def _speedup(mine: list[Sample], base: list[Sample]) -> float | None:
+    """Spec-Bench's speedup of `mine` over `base` (the same units, in order): the mean per-question
+    throughput over the mean of `base`'s; None when `base` produced no tokens."""
+    base_mean = fmean(map(_throughput, base))
+    return fmean(map(_throughput, mine)) / base_mean if base_mean else None
+
+
+def speedup_over(run: Run, method_id: str, reference_id: str) -> float | None:
+    """Spec-Bench's speedup of one row of `run` over another row of it (not necessarily the
+    baseline: another engine's plain decoding), on the (question, repeat) units both measured;
+    None when they share none or the reference produced no tokens."""
+    units: dict[str, dict[tuple[str, int], Sample]] = {method_id: {}, reference_id: {}}
+    for sample in run.samples:
+        if sample.method in units:
+            units[sample.method][(sample.question_id, sample.repeat)] = sample
+    mine, reference = units[method_id], units[reference_id]
+    keys = [key for key in mine if key in reference]
+    return _speedup([mine[k] for k in keys], [reference[k] for k in keys]) if keys else None
 
 
 def predicted_speedup(turns: list[Turn], curve: dict[int, float], drafting: bool = False) -> float | None:
@@ -248,15 +269,59 @@ def predicted_speedup(turns: list[Turn], curve: dict[int, float], drafting: bool
     widths: Counter[int] = Counter()
     for t in turns:
         widths.update(t.widths)
-    seconds = sum(_cost(curve, w) * n for w, n in widths.items())
+    seconds = sum(forward_cost(curve, w) * n for w, n in widths.items())
     if drafting:
         seconds += sum(t.draft_seconds or 0.0 for t in turns)
     if not steps or not seconds:
         return None
-    return sum(len(t.tokens) for t in turns) / steps * _cost(curve, 1) * sum(widths.values()) / seconds
+    return sum(len(t.tokens) for t in turns) / steps * forward_cost(curve, 1) * sum(widths.values()) / seconds
 
 
-def _cost(curve: dict[int, float], width: int) -> float:
+@dataclass(frozen=True)
+class StepTime:
+    """Seconds per decoding step, by where they went (see `step_time`)."""
+
+    steps: int
+    drafting: float
+    forward: float
+    overhead: float
+    one_token: float  # c(1): a one-token target forward, from the run's cost curve
+
+    @property
+    def total(self) -> float:
+        return self.drafting + self.forward + self.overhead
+
+    @property
+    def overhead_share(self) -> float:
+        """The overhead as a fraction of a one-token forward."""
+        return self.overhead / self.one_token
+
+
+def step_time(turns: list[Turn], curve: dict[int, float]) -> StepTime | None:
+    """Where the decoding steps of `turns` spent their time, per step. A step is one pass of the
+    engine's loop (`decoding.SpeculativeDecoder.steps`; `Turn.steps` counts them, the prefill
+    excluded, so mean accepted tokens are tokens / steps): drafting (`draft_seconds`, the draft-
+    length policy's choice included), then one verification (`verify_seconds`). Of the
+    verification, `forward` is the target forwards at the widths the steps fed, priced by the
+    run's cost curve, and `overhead` the rest: building the tree mask and positions, acceptance,
+    KV rollback, commit, and attention over a context longer than the curve's (the baseline's
+    overhead is this floor). The prefill and the loop's bookkeeping between steps are in no step:
+    result files do not record them apart. None where a turn's drafting and verification are not
+    timed (peers), or its widths do not count one forward per step (a verification resumed from an
+    early exit runs outside the counted forward)."""
+    if not turns or any(t.draft_seconds is None or t.verify_seconds is None or sum(t.widths.values()) != t.steps
+                        for t in turns):
+        return None
+    steps = sum(t.steps for t in turns)
+    if not steps:
+        return None
+    forward = sum(forward_cost(curve, w) * n for t in turns for w, n in t.widths.items())
+    verify = sum(t.verify_seconds for t in turns)
+    return StepTime(steps, sum(t.draft_seconds for t in turns) / steps, forward / steps, (verify - forward) / steps,
+                    forward_cost(curve, 1))
+
+
+def forward_cost(curve: dict[int, float], width: int) -> float:
     """c(width), interpolated linearly between measured widths; outside them, proportional to the
     nearest (a curve from another tool may lack width 1)."""
     if width in curve:
