@@ -239,14 +239,17 @@ def test_redrafter_draft_vocabulary_round_trips_and_a_mismatched_layout_fails_in
     loaded = load(tmp_path / "d", target, "tiny").head
     assert loaded.to_target(torch.arange(5)).tolist() == used.tolist()
     x, e = torch.randn(3, H), torch.randn(3, H)
-    torch.testing.assert_close(loaded.logits(x, loaded.step(torch.zeros_like(x), e)), head.logits(x, head.step(torch.zeros_like(x), e)))
+    state = torch.zeros_like(x)
+    torch.testing.assert_close(loaded.logits(x, loaded.step(state, e)), head.logits(x, head.step(state, e)))
     from safetensors.torch import load_file
     weights = load_file(tmp_path / "d" / "model.safetensors")
-    bad = {"no d2t": (config, {k: v for k, v in weights.items() if k != "d2t"}, "names a draft vocabulary of 5 tokens but the weights have no d2t"),
+    without = {k: v for k, v in weights.items() if k != "d2t"}
+    bad = {"no d2t": (config, without, "names a draft vocabulary of 5 tokens but the weights have no d2t"),
            "d2t of another size": (config | {"draft_vocab_size": 4}, weights, "d2t must be 4 whole-number offsets"),
-           "d2t twice the same id": (config, weights | {"d2t": torch.tensor([1, 3, 2, 6, 11])}, "onto the same target id twice"),
-           "d2t past the vocabulary": (config, weights | {"d2t": torch.tensor([1, 3, 3, 6, 12])}, "outside the target's vocabulary"),
-           "full projection, d2t": (config, weights | {"lm_head.2.weight": torch.zeros(V, H)}, "projects to 16 tokens, not its draft vocabulary of 5")}
+           "d2t twice the same id": (config, weights | {"d2t": torch.tensor([1, 3, 2, 6, 11])}, "same target id twice"),
+           "d2t past the vocabulary": (config, weights | {"d2t": torch.tensor([1, 3, 3, 6, 12])}, "outside the target's"),
+           "full projection, d2t": (config, weights | {"lm_head.2.weight": torch.zeros(V, H)},
+                                    "projects to 16 tokens, not its draft vocabulary of 5")}
     for name, (cfg, w, message) in bad.items():
         with pytest.raises(CheckpointError, match=message):
             load(write(tmp_path / name.replace(" ", "-"), cfg, w, "model.safetensors"), target)
