@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import shlex
 import sys
 from pathlib import Path
 
@@ -49,6 +50,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                                      "model, else ./<family>-head)")
     parser.add_argument("--budget-minutes", type=number(float, 0, MAX_MINUTES, above=True), default=45.0, help="stop training after this long (the schedule is in steps; a budget stop is recorded and a rerun resumes)")
     parser.add_argument("--steps", type=number(int, 1, MAX_STEPS), help="training steps (default: the family's; the budget may stop earlier)")
+    parser.add_argument("--stop-at", type=number(int, 1, MAX_STEPS), metavar="STEP",
+                        help="end at this step of the --steps schedule (a model card's command uses it to remake a "
+                             "run the budget stopped)")
     parser.add_argument("--data", type=Path, help="a `specatlas train-data` folder (default: the shipped data for the "
                                                    "embedded model, else ./train-data-<model>)")
     parser.add_argument("--tokens", type=number(int, 1, MAX_TOKENS), help="train on the first data shards holding this many answer tokens "
@@ -81,6 +85,8 @@ def execute(args: argparse.Namespace) -> int:
         hint = f"; closest: {', '.join(close)}" if close else ""
         raise CommandError(f"no trainable head for {args.method!r}{hint}; trainable: "
                            f"{', '.join(family.paper for family in FAMILIES.values())}")
+    if args.stop_at is not None and args.stop_at > (args.steps or trainer.default_steps):
+        raise CommandError(f"--stop-at {args.stop_at} is past the schedule's {args.steps or trainer.default_steps} steps")
     torch.manual_seed(args.seed)
     family = trainer.name
 
@@ -97,17 +103,15 @@ def execute(args: argparse.Namespace) -> int:
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     output = output or checked(default_output(trainer, loaded.name))
-    command = " ".join(["specatlas", "train", args.method] + _without_output(sys.argv[sys.argv.index(args.method) + 1 :])
-                       if args.method in sys.argv else ["specatlas", "train", args.method])
     result = train_one(trainer, loaded, args.data or train_data.default_folder(loaded.name), args.tokens, output,
-                       args.budget_minutes, args.steps, args.seed, command)
+                       args.budget_minutes, args.steps, args.seed, card_command(args), args.stop_at)
     (output / TRAIN_MARKER).write_text("written by specatlas train, which may write here again\n", encoding="utf-8")
     print(f"specatlas train: wrote {output} ({result})", file=sys.stderr)
     return 0
 
 
 def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: Path, budget_minutes: float,
-              steps: int | None, seed: int, command: str) -> str:
+              steps: int | None, seed: int, command: str, stop: int | None = None) -> str:
     """Train `trainer`'s module on the data in `data` (its first `tokens` answer tokens) and save it to `output`."""
     print(f"specatlas train: {trainer.paper} ({trainer.name}) for {loaded.name}; data in {data}", file=sys.stderr)
     shards, held_out = train_data.load(data, loaded.tokenizer, tokens)
@@ -119,16 +123,16 @@ def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: P
     print(f"specatlas train: data: {len(features.tokens)} conversations ({len(features.held_out)} held out), "
           f"{answer_tokens} answer tokens, {sum(map(len, features.tokens))} tokens", file=sys.stderr)
     draft_model = default_draft_model(loaded.model, None) if trainer.uses_draft_model else None
-    return trainer.train(loaded, features, folder, output, budget_minutes, steps, seed, command, tqdm, draft_model)
+    return trainer.train(loaded, features, folder, output, budget_minutes, steps, seed, command, tqdm, draft_model, stop)
 
 
-def _without_output(argv: list[str]) -> list[str]:
-    """The command line without --output: the model card's command writes the folder it sits in."""
-    kept, skip = [], False
-    for arg in argv:
-        if skip or arg == "--output" or arg.startswith("--output="):
-            skip = arg == "--output"
-            continue
-        kept.append(arg)
-    return kept
-
+def card_command(args: argparse.Namespace) -> str:
+    """The command a model card prints, less the schedule (`training.reproducing` adds --steps and
+    --stop-at as the run went): what shapes the weights, never --output (the card's command writes
+    the folder it sits in) nor --budget-minutes (it only stops a run)."""
+    parts = ["specatlas", "train", args.method]
+    for flag, value in (("--model", args.model), ("--device", None if args.device == "auto" else args.device),
+                        ("--data", args.data), ("--tokens", args.tokens), ("--seed", args.seed or None)):
+        if value is not None:
+            parts += [flag, shlex.quote(str(value))]
+    return " ".join(parts + ["--trust-remote-code"] * bool(args.trust_remote_code))

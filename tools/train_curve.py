@@ -72,8 +72,7 @@ def execute(args: argparse.Namespace) -> int:
             print(f"specatlas train-curve: {size} tokens already measured", file=sys.stderr)
             continue
         output = cache_root() / "train-curve" / loaded.name / f"{family.name}-{size}"
-        command = f"specatlas train {family.paper} --tokens {size} --seed {args.seed}" + \
-                  (f" --steps {args.steps}" if args.steps else "")
+        command = f"specatlas train {family.paper} --tokens {size} --seed {args.seed}"  # the card adds --steps
         train_one(family, loaded, data, size, output, args.budget_minutes, args.steps, args.seed, command)
         card = json.loads((output / "training.json").read_text(encoding="utf-8"))
         shards, held_out = train_data.load(data, loaded.tokenizer, tokens=1)

@@ -120,11 +120,11 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
         return (model.config.num_hidden_layers,)
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress,
-              draft_model=None) -> str:
+              draft_model=None, stop=None) -> str:
         """Train on `features` (cached in `folder`) and save to `output`. The run is a function of
         its config: the seed fixes the initial weights here and every step's draws in `train_loop`,
         and its resume checkpoint is keyed by the whole config, so a changed seed, schedule, setting
-        or data never resumes another run."""
+        or data never resumes another run. `stop`: end at that step of the schedule (`Run.stop`)."""
         data = hashlib.sha256()
         for tokens in features.tokens:
             data.update(tokens.numpy().astype("int64").tobytes() + b"|")
@@ -133,7 +133,7 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
                   "data": {"conversations": len(features.tokens), "sha256": data.hexdigest()}}
         key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
         torch.manual_seed(seed)
-        run = Run(self.name, seed, steps, folder / f"{self.name}-{key}.ckpt", config, draft_model)
+        run = Run(self.name, seed, steps, folder / f"{self.name}-{key}.ckpt", config, draft_model, stop)
         return self.fit(loaded, features, run, output, budget_minutes, command, progress)
 
     def fit(self, loaded, features, run: Run, output, budget_minutes, command, progress) -> str:
@@ -148,7 +148,9 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
 def _schedule(card: dict) -> str:
     """How the run ended, when the card records it: its schedule ran out, or the time budget stopped it."""
     if card.get("stopped_by") == "budget":
-        return f" of {card['planned_steps']} planned (stopped by the time budget)"
+        return f" of {card['planned_steps']} planned (stopped by the time budget; the command below stops at the same step)"
+    if card.get("stopped_by") == "stop":
+        return f" of {card['planned_steps']} planned (stopped there by --stop-at)"
     return f" (seed {card['config']['seed']})" if "config" in card else ""
 
 
@@ -160,3 +162,24 @@ def layer_config(config: dict, what: str) -> LayerConfig:
         raise CheckpointError(f"config.json lacks {exc.args[0]!r}, needed to build the {what} layer") from None
     except ValueError as exc:
         raise CheckpointError(f"config.json: {exc}, needed to build the {what} layer") from None
+
+
+def draft_vocabulary(d2t: torch.Tensor, t2d: torch.Tensor | None, draft_vocab: int, vocab: int, what: str) -> torch.Tensor:
+    """t2d, the target ids a draft vocabulary maps to, checked against d2t (target id = draft id +
+    d2t[draft id], EAGLE-3's map, also ReDrafter's here): one whole-number offset per draft token,
+    each landing on a distinct target id inside the vocabulary, in increasing order as EAGLE-3
+    writes them. A layout without t2d (vLLM's, ReDrafter's) has it made from d2t. `what` names the
+    head in the one-line error."""
+    if d2t.dtype.is_floating_point or d2t.dtype == torch.bool or d2t.shape != (draft_vocab,):
+        raise CheckpointError(f"{what} d2t must be {draft_vocab} whole-number offsets, got {d2t.dtype} of shape "
+                              f"{tuple(d2t.shape)}")
+    targets = torch.arange(draft_vocab) + d2t.long()
+    if targets.min() < 0 or targets.max() >= vocab or (draft_vocab > 1 and not (targets.diff() > 0).all()):
+        raise CheckpointError(f"{what} d2t maps draft ids outside the target's vocabulary of {vocab} or onto "
+                              "the same target id twice")
+    mapped = torch.zeros(vocab, dtype=torch.bool)
+    mapped[targets] = True
+    if t2d is not None and (t2d.shape != (vocab,) or not torch.equal(t2d.bool(), mapped)):
+        raise CheckpointError(f"{what} t2d does not mark the {draft_vocab} target ids d2t maps to (a mask over "
+                              f"the target's vocabulary of {vocab})")
+    return mapped if t2d is None else t2d

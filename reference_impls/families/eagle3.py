@@ -14,7 +14,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from specatlas.impls.engine.errors import CheckpointError
-from specatlas.impls.families.base import layer_config
+from specatlas.impls.families.base import draft_vocabulary, layer_config
 from specatlas.impls.families.eagle import (EAGLE2_DEPTH, EAGLE2_TOP_K, EAGLE2_TOTAL, EagleDrafter, EagleFamily,
                                             chain_acceptance, llama_config, published_renames)
 from specatlas.impls.families.blocks import MLP, Attention, HeadCache, LayerConfig, RMSNorm, StepCache, eagle3_layers
@@ -73,26 +73,6 @@ class Eagle3Head(nn.Module):
         return draft_ids + self.d2t[draft_ids]
 
 
-def _draft_vocabulary(d2t: torch.Tensor, t2d: torch.Tensor | None, draft_vocab: int, vocab: int) -> torch.Tensor:
-    """t2d, the target ids the draft vocabulary maps to, checked against d2t (target id = draft id +
-    d2t[draft id]): one whole-number offset per draft token, each landing on a distinct target id
-    inside the vocabulary, in increasing order as EAGLE-3 writes them. vLLM's layout drops t2d; it
-    is made from d2t."""
-    if d2t.dtype.is_floating_point or d2t.dtype == torch.bool or d2t.shape != (draft_vocab,):
-        raise CheckpointError(f"EAGLE-3 d2t must be {draft_vocab} whole-number offsets, got {d2t.dtype} of shape "
-                              f"{tuple(d2t.shape)}")
-    targets = torch.arange(draft_vocab) + d2t.long()
-    if targets.min() < 0 or targets.max() >= vocab or (draft_vocab > 1 and not (targets.diff() > 0).all()):
-        raise CheckpointError(f"EAGLE-3 d2t maps draft ids outside the target's vocabulary of {vocab} or onto "
-                              "the same target id twice")
-    mapped = torch.zeros(vocab, dtype=torch.bool)
-    mapped[targets] = True
-    if t2d is not None and (t2d.shape != (vocab,) or not torch.equal(t2d.bool(), mapped)):
-        raise CheckpointError(f"EAGLE-3 t2d does not mark the {draft_vocab} target ids d2t maps to (a mask over "
-                              f"the target's vocabulary of {vocab})")
-    return mapped if t2d is None else t2d
-
-
 # EAGLE-3 keeps the 32k most frequent of Llama-3's 128k tokens. SmolLM2's 49k vocabulary would allow a
 # quarter, 12,288, but its training answers use fewer distinct tokens than that (~5k in 263 answers):
 # the draft vocabulary is every token the target chose in the training answers, at most 8,192 (the
@@ -137,7 +117,7 @@ class Eagle3Family(EagleFamily):
                                   f"the target has {vocab}")
         draft_vocab = config.get("draft_vocab_size") or vocab
         if "d2t" in weights:
-            weights["t2d"] = _draft_vocabulary(weights["d2t"], weights.get("t2d"), draft_vocab, vocab)
+            weights["t2d"] = draft_vocabulary(weights["d2t"], weights.get("t2d"), draft_vocab, vocab, "EAGLE-3")
         eagle = config.get("eagle_config")
         aux = config.get("eagle_aux_hidden_state_layer_ids") or \
             (eagle.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle, dict) else None) or eagle3_layers(layers)

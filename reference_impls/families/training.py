@@ -217,7 +217,7 @@ def shared_prompt_prefix(features: Features) -> int:
 class Progress:
     step: int = 0
     planned: int = 0  # the schedule's length in steps
-    stopped_by: str = ""  # "steps" (the schedule ran out) or "budget" (the time budget stopped it first)
+    stopped_by: str = ""  # "steps" (the schedule ran out), "budget" (the time budget stopped it first) or "stop" (`Run.stop`)
     seconds: float = 0.0
     losses: list[float] = field(default_factory=list)  # mean loss per logged interval
     running: list[float] = field(default_factory=list)  # losses of the interval in progress
@@ -256,7 +256,7 @@ def _progress(saved: object, planned: int | None) -> Progress:
     whole = lambda v: type(v) is int and v >= 0  # noqa: E731
     finite = lambda v: type(v) is float and math.isfinite(v) and v >= 0  # noqa: E731
     if not (whole(progress.step) and whole(progress.planned) and progress.step <= (planned or progress.step)
-            and progress.stopped_by in ("", "steps", "budget") and finite(progress.seconds)
+            and progress.stopped_by in ("", "steps", "budget", "stop") and finite(progress.seconds)
             and all(type(x) is float and math.isfinite(x) for x in [*progress.losses, *progress.running])):
         raise ValueError(f"its progress is not a run's ({str(saved)[:80]})")
     return progress
@@ -296,6 +296,10 @@ class Run:
     # (draft model, what it is) for a family that trains on a draft model's states (SpecDec++):
     # given by the caller, since the default draft model is itself a family's head.
     draft_model: tuple | None = None
+    # End at this step of the schedule (`--stop-at`): what a budget-stopped run reached, so its
+    # weights are made again exactly (the cosine schedule is the planned one's). Not in `config`:
+    # the stopped run is a prefix of the whole one and shares its resume checkpoint.
+    stop: int | None = None
 
 
 clock = time.monotonic  # what the budget is measured with (a test stops a run at a chosen step)
@@ -310,7 +314,8 @@ def train_loop(module, optimizer, batches, loss_fn, run: Run, budget_minutes: fl
     (`stopped_by`); (module, optimizer, progress) are saved to `run.checkpoint` every few minutes
     and at the end, and a later call resumes from them as if never stopped."""
     checkpoint, max_steps, seed = run.checkpoint, run.steps, run.seed
-    state = resume(checkpoint, module, optimizer, max_steps)
+    end = min(run.stop or max_steps, max_steps)
+    state = resume(checkpoint, module, optimizer, end)  # a checkpoint past the stop is not this run's
     state.planned = max_steps
     budget = budget_minutes * 60
     peak = [group.setdefault("initial_lr", group["lr"]) for group in optimizer.param_groups]
@@ -325,7 +330,7 @@ def train_loop(module, optimizer, batches, loss_fn, run: Run, budget_minutes: fl
                      "progress": dataclasses.asdict(state)}, checkpoint)
 
     module.train()
-    while state.step < max_steps and clock() - started < budget:
+    while state.step < end and clock() - started < budget:
         factor = min(1.0, (state.step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * state.step / max_steps))
         for group, lr in zip(optimizer.param_groups, peak):
             group["lr"] = lr * factor
@@ -347,7 +352,7 @@ def train_loop(module, optimizer, batches, loss_fn, run: Run, budget_minutes: fl
         if clock() - last_save > 180:
             save()
             last_save = clock()
-    state.stopped_by = "steps" if state.step >= max_steps else "budget"
+    state.stopped_by = "steps" if state.step >= max_steps else "stop" if state.step >= end else "budget"
     if bar:
         bar.close()
     module.eval()
@@ -379,11 +384,20 @@ def finish(family, run: Run, module, loaded, features, train_ids, test_ids, stat
             "train_tokens": tokens, "train_answer_tokens": answer_tokens, "held_out_conversations": len(test_ids),
             "steps": state.step, "planned_steps": state.planned, "stopped_by": state.stopped_by, "config": run.config,
             "train_seconds": round(state.seconds), "final_loss": round(state.losses[-1], 4) if state.losses else None, "loss_curve": [round(x, 4) for x in state.losses[:: max(1, len(state.losses) // 20)]],
-            "held_out": accuracy, "command": command, "torch": torch.__version__,
+            "held_out": accuracy, "command": reproducing(command, state), "torch": torch.__version__,
             "data_source": features.source} | (notes or {})
     family.save(module, output, loaded.model, loaded.name, extra, card)
     return f"{state.step} steps in {state.seconds / 60:.1f} min, loss {card['final_loss']}, " \
            f"held-out mean accepted tokens (top-1 chain) {accuracy['mean_accepted_tokens_chain']}"
+
+
+def reproducing(command: str, state: Progress) -> str:
+    """The command that makes these weights again: `command` (`specatlas train` with its data, seed
+    and model, no schedule or budget) plus the schedule, `--steps` planned, and `--stop-at` the step
+    reached when the run ended early. A budget stop depends on the machine; the stop step does not,
+    and `--steps` alone would anneal the cosine to zero at another step."""
+    stop = f" --stop-at {state.step}" if state.step < state.planned else ""
+    return f"{command} --steps {state.planned}{stop}"
 
 
 def teacher_forced(features: Features, conversations: list[int], start: int, layer: int, depth: int):

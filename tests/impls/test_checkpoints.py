@@ -17,7 +17,7 @@ from specatlas.impls.families.eagle import EagleHead
 from specatlas.impls.families.eagle3 import Eagle3Head
 from specatlas.impls.families.hydra import HydraHeads
 from specatlas.impls.families.medusa import MedusaHeads
-from specatlas.impls.families.redrafter import RecurrentDrafter
+from specatlas.impls.families.redrafter import DRAFT_VOCAB, RecurrentDrafter
 from specatlas.impls.families.blocks import HeadCache, LayerConfig
 from tests.impls.toy import tiny_llama
 
@@ -222,6 +222,53 @@ def test_redrafter_published_layout_computes_its_recurrence(tmp_path, target):
         load(write(tmp_path / "m", REDRAFTER_CONFIG, weights, "model.safetensors"), target)
     with pytest.raises(CheckpointError, match="num_draft_layers = 100 is not a size"):
         load(write(tmp_path / "n", REDRAFTER_CONFIG | {"num_draft_layers": 100}, redrafter_weights(), "model.safetensors"), target)
+
+
+def test_redrafter_draft_vocabulary_round_trips_and_a_mismatched_layout_fails_in_one_line(tmp_path, target):
+    """The layout `specatlas train` writes: the projection over a draft vocabulary, `d2t` mapping its
+    ids to target ids (EAGLE-3's map). It saves and loads with the same outputs; a config or d2t that
+    does not match the weights is one line, and the published full-vocabulary layout still loads."""
+    torch.manual_seed(0)
+    used = torch.tensor([1, 4, 5, 9, 15])
+    head = FAMILIES["redrafter"].head(H, V, used)
+    for parameter in head.parameters():  # exactly representable in float16
+        parameter.data = (torch.randn_like(parameter) * 0.3).half().float()
+    FAMILIES["redrafter"].save(head, tmp_path / "d", target, "tiny")
+    config = json.loads((tmp_path / "d" / "config.json").read_text())
+    assert config["draft_vocab_size"] == 5 and config["vocab_size"] == V and config["exit_dim"] == H
+    loaded = load(tmp_path / "d", target, "tiny").head
+    assert loaded.to_target(torch.arange(5)).tolist() == used.tolist()
+    x, e = torch.randn(3, H), torch.randn(3, H)
+    state = torch.zeros_like(x)
+    torch.testing.assert_close(loaded.logits(x, loaded.step(state, e)), head.logits(x, head.step(state, e)))
+    from safetensors.torch import load_file
+    weights = load_file(tmp_path / "d" / "model.safetensors")
+    without = {k: v for k, v in weights.items() if k != "d2t"}
+    bad = {"no d2t": (config, without, "names a draft vocabulary of 5 tokens but the weights have no d2t"),
+           "d2t of another size": (config | {"draft_vocab_size": 4}, weights, "d2t must be 4 whole-number offsets"),
+           "d2t twice the same id": (config, weights | {"d2t": torch.tensor([1, 3, 2, 6, 11])}, "same target id twice"),
+           "d2t past the vocabulary": (config, weights | {"d2t": torch.tensor([1, 3, 3, 6, 12])}, "outside the target's"),
+           "full projection, d2t": (config, weights | {"lm_head.2.weight": torch.zeros(V, H)},
+                                    "projects to 16 tokens, not its draft vocabulary of 5")}
+    for name, (cfg, w, message) in bad.items():
+        with pytest.raises(CheckpointError, match=message):
+            load(write(tmp_path / name.replace(" ", "-"), cfg, w, "model.safetensors"), target)
+    old = {k: v for k, v in redrafter_weights().items()}
+    old["lm_head.2.weight"] = torch.zeros(5, 2 * H)
+    with pytest.raises(CheckpointError, match="projects to 5 tokens, not the target's vocabulary of 16 \\(no d2t\\)"):
+        load(write(tmp_path / "old", REDRAFTER_CONFIG, old, "model.safetensors"), target)
+    assert not hasattr(load(write(tmp_path / "published", REDRAFTER_CONFIG, redrafter_weights(), "model.safetensors"),
+                            target).head, "d2t")
+
+
+def test_redrafter_head_for_the_embedded_model_ships_in_a_few_megabytes():
+    """SmolLM2-135M's sizes (H 576, 49,152 tokens): the paper's full projection at exit_dim 2H is
+    ~115 MB in float16; the head `specatlas train redrafter` writes is under 10 MB."""
+    head = FAMILIES["redrafter"].head(576, 49152, torch.arange(DRAFT_VOCAB))
+    size = sum(t.numel() * (2 if t.is_floating_point() else t.element_size()) for t in head.state_dict().values())
+    assert size < 10e6, f"{size / 1e6:.1f} MB"
+    published = sum(p.numel() * 2 for p in RecurrentDrafter(576, 49152).parameters())
+    assert published > 100e6
 
 
 def test_unsupported_hydra_heads_fail_clearly(tmp_path, target):

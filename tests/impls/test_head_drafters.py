@@ -21,7 +21,7 @@ from specatlas.impls.engine.verification import RejectionSampling
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution
 
 PROMPT = [1, 2, 1]
-KINDS = ["medusa", "blockwise", "hydra", "eagle", "eagle2", "eagle3", "fr-spec", "redrafter"]
+KINDS = ["medusa", "blockwise", "hydra", "eagle", "eagle2", "eagle3", "fr-spec", "redrafter", "redrafter-d2t"]
 SMALL_TREE = ((0,), (1,), (0, 0), (0, 1), (1, 0))
 
 
@@ -44,6 +44,10 @@ def toy_drafter(kind):
     embed = torch.randn(VOCAB, VOCAB, generator=generator, dtype=torch.float64)
     if kind == "redrafter":  # 4 beams of 3 drafts: a tree of up to 12 nodes
         return ReDrafterDrafter(random_(RecurrentDrafter(VOCAB, VOCAB, 1), 8), embed, ToyLM.LAYERS, width=4, length=4)
+    if kind == "redrafter-d2t":  # the layout `specatlas train` writes: draft ids 0, 1 are target tokens 0, 2
+        head = random_(RecurrentDrafter(VOCAB, VOCAB, 1, exit_dim=VOCAB, draft_vocab_size=2), 8)
+        head.d2t.copy_(torch.tensor([0, 1]))
+        return ReDrafterDrafter(head, embed, ToyLM.LAYERS, width=4, length=4)
     if kind == "hydra":
         return HydraDrafter(random_(HydraHeads(VOCAB, 2), 3), embed, lm_head, ToyLM.LAYERS, tree=SMALL_TREE)
     if kind == "eagle3":
@@ -100,12 +104,13 @@ def proposals(kind, length=4):
     return drafter, seen
 
 
-@pytest.mark.parametrize("kind", ["eagle3", "fr-spec"])
+@pytest.mark.parametrize("kind", ["eagle3", "fr-spec", "redrafter-d2t"])
 def test_a_draft_vocabulary_bounds_every_drafted_token(kind):
     drafter, seen = proposals(kind)
     assert sum(len(draft.tokens) for draft in seen) > 0
-    assert {token for draft in seen for token in draft.tokens} <= {0, 2}
-    assert drafter.vocabulary.tolist() in ([0, 2], [2, 0])
+    assert {token for draft in seen for token in draft.tokens} == {0, 2}  # both, mapped to target ids
+    vocabulary = drafter.heads.to_target(torch.arange(2)) if kind == "redrafter-d2t" else drafter.vocabulary
+    assert vocabulary.tolist() in ([0, 2], [2, 0])
 
 
 def test_hydra_ranks_each_branch_after_its_own_tokens():
@@ -232,7 +237,8 @@ def test_greedy_identity_on_the_embedded_model_with_any_head(embedded, tmp_path,
     head = {"medusa": lambda: MedusaHeads(config.hidden_size, 4), "hydra": lambda: HydraHeads(config.hidden_size, 4),
             "eagle": lambda: EagleHead(config),
             "eagle3": lambda: Eagle3Head(config, config.hidden_size, model.config.vocab_size, 4096),
-            "redrafter": lambda: RecurrentDrafter(config.hidden_size, model.config.vocab_size)}[family]()
+            "redrafter": lambda: FAMILIES["redrafter"].head(config.hidden_size, model.config.vocab_size,
+                                                            torch.arange(0, model.config.vocab_size, 12))}[family]()
     generator = torch.Generator().manual_seed(0)
     for parameter in head.parameters():
         parameter.data = torch.randn(parameter.shape, generator=generator) * 0.02

@@ -6,6 +6,7 @@ a draft model handed to the builder)."""
 
 import copy
 
+import pytest
 import torch
 
 from specatlas.impls.engine.decoding import SpeculativeDecoder
@@ -94,3 +95,35 @@ def test_two_requests_with_an_update_between_them_sample_the_target():
         worst = max(abs(got.get((a, b), 0.0) - p[a] * q[b]) for a in p for b in q)
         assert worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"
     assert 0 in updated and 1 in updated  # some branches updated the drafter between the requests, some did not
+
+
+@pytest.mark.parametrize("planted", [False, True], ids=["own-layers", "planted-shared-weights-trained"])
+def test_a_drafter_sharing_the_targets_weights_is_exact_and_training_them_is_caught(planted):
+    """A distilled drafter shares the target's embeddings and final norm. Learning only its own layers,
+    two requests with an update between them are enumerated as two samples of the target. A planted
+    bug, the update given every parameter of the drafter model (the shared ones too), moves the
+    target between the requests; the enumeration must see it. The tiny target's logits depend little
+    on its embeddings, so the move is ~1e-4 in probability: a hundred times the tolerance."""
+    target = tiny_llama(seed=1, layers=2, vocab=3)
+    first, second, length = [1, 2, 1], [2, 0], 2
+    updated = []
+
+    def run(rng):
+        served = copy.deepcopy(target)  # each branch from the same start (the planted bug moves it)
+        layers = DraftLayers.from_target(served, 1, torch.arange(3))
+        model = layers.drafter(served)
+        trainable = list(model.parameters()) if planted else list(layers.parameters())
+        decoder = online(served, model, trainable, interval=1, learning_rate=0.5, gamma=1)
+        a = decoder.generate(first, length, SAMPLINGS[0], rng).tokens
+        b = decoder.generate(second, length, SAMPLINGS[0], rng).tokens
+        updated.append(decoder.drafter.updates)
+        return tuple(a), tuple(b)
+
+    got = enumerate_outputs(run)
+    p, q = (sequence_distribution(FullPrefix(target), prompt, length, SAMPLINGS[0]) for prompt in (first, second))
+    worst = max(abs(got.get((a, b), 0.0) - p[a] * q[b]) for a in p for b in q)
+    assert 0 in updated and 1 in updated
+    if planted:
+        assert worst > 1e-5, f"the planted bug moved the distribution by only {worst:.2e}"
+    else:
+        assert worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"

@@ -74,9 +74,9 @@ def test_features_are_an_unpadded_forwards_states_and_greedy_tokens_cached_per_s
 HEADS = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter"]  # every family but FR-Spec (not a head)
 
 
-def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0, stop_after_steps=None):
+def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0, stop_after_steps=None, stop=None):
     """`specatlas train <family>` on the tiny model; `stop_after_steps`: a time budget that runs out
-    after that many steps (a fake clock that advances one minute per step)."""
+    after that many steps (a fake clock that advances one minute per step); `stop`: `--stop-at`."""
     trainer = FAMILIES[family]
     monkeypatch.setattr(trainer, "off_policy_warmup", 2, raising=False)  # DistillSpec: on-policy batches from step 2
     features = training.features(loaded, tiny_shards(loaded), trainer.layers(loaded.model), cache)
@@ -87,7 +87,8 @@ def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0,
         monkeypatch.setattr(training, "clock", lambda: next(ticks) * 60 / calls_per_step)
         budget = stop_after_steps + 0.5
     draft_model = default_draft_model(loaded.model, None) if trainer.uses_draft_model else None
-    summary = trainer.train(loaded, features, cache, output, budget, steps, seed, "specatlas train x", None, draft_model)
+    summary = trainer.train(loaded, features, cache, output, budget, steps, seed, "specatlas train x", None, draft_model,
+                            stop)
     monkeypatch.setattr(training, "clock", training.time.monotonic)
     return summary, json.loads((output / "training.json").read_text())
 
@@ -111,6 +112,62 @@ def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(tmp_path, loaded,
     assert want.family == got.family == family
     for key, value in want.head.state_dict().items():
         assert torch.equal(value, got.head.state_dict()[key]), key
+
+
+def test_a_budget_stopped_runs_card_command_remakes_its_weights_exactly(tmp_path, loaded, monkeypatch):
+    """The card of a run the budget stopped at step 2 of 6 prints --steps 6 --stop-at 2 and no budget;
+    that run, from nothing, ends on the same weights. --steps 2 alone would not: its cosine schedule
+    reaches zero at step 2."""
+    cache = tmp_path / "data"
+    _, stopped = train(loaded, tmp_path, "medusa", monkeypatch, cache, tmp_path / "stopped", stop_after_steps=2)
+    assert stopped["stopped_by"] == "budget" and stopped["command"] == "specatlas train x --steps 6 --stop-at 2"
+    assert "```\nspecatlas train x --steps 6 --stop-at 2\n```" in (tmp_path / "stopped" / "README.md").read_text()
+    for leftover in cache.glob("*.ckpt"):  # a new machine: nothing to resume
+        leftover.unlink()
+    _, again = train(loaded, tmp_path, "medusa", monkeypatch, cache, tmp_path / "again", stop=2)
+    assert (again["steps"], again["stopped_by"], again["command"]) == (2, "stop", stopped["command"])
+    assert "2 steps of 6 planned (stopped there by --stop-at)" in (tmp_path / "again" / "README.md").read_text()
+    _, short = train(loaded, tmp_path, "medusa", monkeypatch, cache, tmp_path / "short", steps=2)
+    assert short["command"] == "specatlas train x --steps 2"
+    heads = {name: load(tmp_path / name, loaded.model, "tiny").head.state_dict() for name in ("stopped", "again", "short")}
+    assert all(torch.equal(value, heads["again"][key]) for key, value in heads["stopped"].items())
+    assert not all(torch.equal(value, heads["short"][key]) for key, value in heads["stopped"].items())
+
+
+def test_the_card_command_keeps_what_shapes_the_weights_and_parses_back():
+    import shlex
+
+    from specatlas.cli import build_parser, main
+    from specatlas.train import card_command
+
+    argv = ["train", "specdecpp", "--budget-minutes", "10", "--steps", "1000", "--tokens", "250000", "--output", "out",
+            "--data", "my data", "--seed", "3"]
+    command = training.reproducing(card_command(build_parser(argv).parse_args(argv)),
+                                   training.Progress(step=532, planned=1000, stopped_by="budget"))
+    assert command == "specatlas train specdecpp --data 'my data' --tokens 250000 --seed 3 --steps 1000 --stop-at 532"
+    again = build_parser(shlex.split(command)[1:]).parse_args(shlex.split(command)[1:])
+    assert (again.steps, again.stop_at, again.tokens, str(again.data), again.seed, again.output) == \
+        (1000, 532, 250000, "my data", 3, None)
+    assert main(["train", "medusa", "--steps", "5", "--stop-at", "6"]) == 2
+
+
+def test_shipped_cards_of_stopped_runs_print_the_command_that_remakes_them():
+    """Every shipped head trained on a step schedule (its card records `planned_steps`): the card's
+    command parses as `specatlas train`, runs its schedule, and stops where the run stopped."""
+    import shlex
+
+    from specatlas.cli import build_parser
+    from specatlas.paths import repo_root
+
+    cards = [json.loads(path.read_text()) for path in (repo_root() / "reference_impls/trained_heads").glob("*/training.json")]
+    scheduled = [card for card in cards if "planned_steps" in card]
+    assert {card["family"] for card in scheduled if card["stopped_by"] == "budget"} >= {"specdecpp", "pass"}
+    for card in scheduled:
+        argv = shlex.split(card["command"])[1:]
+        args = build_parser(argv).parse_args(argv)
+        stop = card["steps"] if card["steps"] < card["planned_steps"] else None
+        assert (args.steps, args.stop_at, args.seed) == (card["planned_steps"], stop, card["config"]["seed"]), card["family"]
+        assert "--budget-minutes" not in argv
 
 
 def test_another_seed_or_schedule_never_resumes_a_run(tmp_path, loaded, monkeypatch):

@@ -26,7 +26,6 @@ from specatlas.impls.families.hydra import HydraHeads
 from specatlas.impls.families.kangaroo import KangarooAdapter
 from specatlas.impls.families.medusa import MedusaHeads
 from specatlas.impls.families.pass_tokens import LookAheadTokens
-from specatlas.impls.families.redrafter import RecurrentDrafter
 from specatlas.impls.families.specdecpp import AcceptanceHead
 from specatlas.impls.families.blocks import LayerConfig
 from specatlas.impls.drafters.model_free.retrieval import Datastore
@@ -95,7 +94,7 @@ class TinyWorld:
                 "distillspec": lambda: DraftLayers(target, 2, VOCAB // 2),
                 "pass": lambda: LookAheadTokens(config.hidden_size, 6),
                 "specdecpp": lambda: AcceptanceHead(self.draft_model.config.hidden_size),
-                "redrafter": lambda: RecurrentDrafter(config.hidden_size, VOCAB)}[family]()
+                "redrafter": lambda: FAMILIES["redrafter"].head(config.hidden_size, VOCAB, torch.arange(0, VOCAB, 2))}[family]()
         randomise(head, seed)
         for name, buffer in head.named_buffers():  # vocabularies: the first half of the ids
             if name.endswith("draft_vocab"):
