@@ -149,6 +149,22 @@ def test_a_model_cache_that_names_code_is_converted_again(tmp_path):
     assert "auto_map" in models.cache_problem(folder)
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+@pytest.mark.parametrize("name, legacy", [("pytorch_model.bin", False), ("pytorch_model.bin", True),
+                                          ("pytorch_model-00001-of-00002.bin", False)])
+def test_a_model_folder_with_planted_pickled_weights_is_refused_without_reading_them(tmp_path, marker, name, legacy):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 16, "hidden_size": 8,
+                                                    "num_hidden_layers": 1, "num_attention_heads": 2,
+                                                    "intermediate_size": 16}))
+    plant(folder / name, marker, legacy)
+    with pytest.raises(ModelLoadError) as caught:
+        models.load_model(str(folder), torch.device("cpu"), torch.float32)
+    one_line(str(caught.value))
+    assert str(folder) in str(caught.value) and "safetensors" in str(caught.value)
+
+
 # A model folder with its own code ---------------------------------------------------------------
 
 def remote_code_folder(tmp_path: Path, marker: Path, where: str = "config.json") -> Path:
