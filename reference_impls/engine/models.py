@@ -319,7 +319,6 @@ def check_folder(folder: Path, shown: str, trust_remote_code: bool) -> None:
 INDEX = "model.safetensors.index.json"
 INDEX_BYTES = 64 << 20  # the largest published indexes (100k tensors) are ~10 MB
 MAX_SHARDS = 1024  # the largest published checkpoints have a few hundred shards
-PICKLED = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.ckpt")
 
 
 def weights_header(folder: Path) -> dict | None:
@@ -329,7 +328,7 @@ def weights_header(folder: Path) -> dict | None:
     cannot be read safely: pickled weights only (.bin: unpickling runs code), an index over
     INDEX_BYTES or naming over MAX_SHARDS shards, a shard outside the folder, or a damaged file."""
     if not (folder / "model.safetensors").exists() and not (folder / INDEX).exists():
-        pickled = [name for name in PICKLED if (folder / name).exists()] or sorted(p.name for p in folder.glob("*.bin"))[:1]
+        pickled = sorted(p.name for p in (*folder.glob("*.bin"), *folder.glob("*.bin.index.json")))
         if pickled:
             raise ValueError(f"holds only pickled PyTorch weights ({pickled[0]}), which can run code when read; "
                              "convert them to safetensors (model.safetensors)")
@@ -339,20 +338,20 @@ def weights_header(folder: Path) -> dict | None:
     try:
         index = read_json(folder / INDEX, INDEX_BYTES)
     except ReadError as exc:
-        raise ValueError(f"has an {INDEX} that {exc}") from None
+        raise ValueError(f"has a {INDEX} that {exc}") from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not (isinstance(weight_map, dict) and weight_map
             and all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items())):
-        raise ValueError(f"has an {INDEX} without a weight_map of tensor names to file names")
+        raise ValueError(f"has a {INDEX} without a weight_map of tensor names to file names")
     shards = sorted(set(weight_map.values()))
     if len(shards) > MAX_SHARDS:
-        raise ValueError(f"has an {INDEX} naming {len(shards):,} shards; at most {MAX_SHARDS:,} are accepted")
+        raise ValueError(f"has a {INDEX} naming {len(shards):,} shards; at most {MAX_SHARDS:,} are accepted")
     header = {}
     for shard in shards:
         entries = _shard_header(folder, shard)
         missing = [key for key, name in weight_map.items() if name == shard and key not in entries]
         if missing:
-            raise ValueError(f"has an {INDEX} placing {missing[0]!r} in {shard}, which does not hold it")
+            raise ValueError(f"has a {INDEX} placing {missing[0]!r} in {shard}, which does not hold it")
         header |= entries
     return header
 
@@ -371,7 +370,7 @@ def _shard_header(folder: Path, name: str) -> dict:
     if not real.is_file():
         raise ValueError(f"has no regular file {name}" + (" (it is missing)" if not path.exists() else ""))
     try:
-        return {key: value for key, value in safetensors_header(real).items() if key != "__metadata__"}
+        return {key: value for key, value in safetensors_header(path).items() if key != "__metadata__"}
     except OSError as exc:
         raise ValueError(f"has an unreadable {name} ({exc.strerror or exc})") from None
     except ValueError as exc:

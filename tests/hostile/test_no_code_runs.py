@@ -124,6 +124,15 @@ def test_a_datastore_with_a_pickled_array_is_refused_in_one_line(tmp_path, marke
     assert "store.npz" in str(caught.value)
 
 
+def test_a_pickled_datastore_at_datastore_builds_output_is_inspected_without_unpickling(tmp_path, marker):
+    """`datastore build --output` looks inside an existing file to see whether it wrote it."""
+    from specatlas import datastore
+
+    path = tmp_path / "ds.npz"
+    np.savez(path, tokens=np.array([Payload(marker)], dtype=object), suffixes=np.arange(1), meta=np.array("{}"))
+    datastore._earlier_output(path)  # names only: the object array is never loaded
+
+
 def test_a_planted_draft_and_verify_search_is_searched_again(tmp_path, marker, monkeypatch, capsys):
     monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))
     model = tiny_llama(3, layers=6)
