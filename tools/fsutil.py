@@ -11,12 +11,14 @@ command may write" below): `output_dir`, `output_file` and `output_place`.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import stat
 import tempfile
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -107,6 +109,47 @@ def create_unique(path: Path, data: str | bytes) -> Path:
         n += 1
         candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
     return candidate
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append the complete line `line` to `path`, fsynced, as one write under an exclusive lock:
+    processes appending to one file at once never interleave or lose each other's lines, and a
+    reader holding the lock (`locked_file`) never sees another writer's line half written."""
+    data = (line if line.endswith("\n") else line + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(data)
+        while view:  # a regular file takes it in one write; a short write (disk full) continues
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextmanager
+def locked_file(path: Path, mode: str = "r+b"):
+    """`path` opened with an exclusive lock held (the lock `append_line` takes)."""
+    with open(path, mode) as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        yield f
+
+
+def update_json(path: Path, change: Callable[[object], object], limit: int = 64 << 20) -> object:
+    """Read-modify-write of the JSON file `path` under a lock on its sidecar `.<name>.lock`:
+    `change` gets the current document (None when missing or unreadable) and returns the new one,
+    written atomically. Two processes adding entries at once both keep theirs (a plain read, then
+    atomic_write, would keep only the later writer's). Returns what was written."""
+    path = Path(path)
+    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            current = read_json(path, limit)
+        except ReadError:
+            current = None
+        new = change(current)
+        atomic_write(path, json.dumps(new, indent=1) + "\n")
+    return new
 
 
 def writable_dir(folder: Path, what: str = "folder") -> Path:

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from specatlas.cli import MAX_MINUTES, MAX_NEW_TOKENS, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError, number
-from specatlas.fsutil import atomic_write
+from specatlas.fsutil import update_json
 
 SIZES = (32_000, 128_000, 512_000, 2_000_000)
 
@@ -77,17 +77,16 @@ def execute(args: argparse.Namespace) -> int:
         card = json.loads((output / "training.json").read_text(encoding="utf-8"))
         shards, held_out = train_data.load(data, loaded.tokenizer, tokens=1)
         prompts = [c.prompt for _, conversations in shards[:held_out] for c in conversations][: args.prompts]
-        curve["points"].append({
+        point = {
             "requested_tokens": size, "train_answer_tokens": card["train_answer_tokens"],
             "train_conversations": card["train_conversations"], "steps": card["steps"],
             "stopped_by": card["stopped_by"], "final_loss": card["final_loss"], "config": card["config"],
             "chain": card["held_out"], "paper_method": paper_method_acceptance(family, loaded, output, prompts,
-                                                                              args.max_new_tokens)})
-        curve["points"].sort(key=lambda entry: entry["requested_tokens"])
+                                                                              args.max_new_tokens)}
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, (json.dumps(curve, indent=1) + "\n").encode())
-        print(f"specatlas train-curve: {size} tokens -> {json.dumps(curve['points'][-1]['paper_method'])}",
-              file=sys.stderr)
+        curve = update_json(path, lambda saved, point=point: with_point(saved if _is_curve(saved, family.name) else curve,
+                                                                         point))
+        print(f"specatlas train-curve: {size} tokens -> {json.dumps(point['paper_method'])}", file=sys.stderr)
     return 0
 
 
@@ -96,6 +95,18 @@ def curves_dir() -> Path:
     from specatlas.paths import repo_root
 
     return repo_root() / "results" / "training"
+
+
+def with_point(curve: dict, point: dict) -> dict:
+    """`curve` with `point` in place of any earlier point of its size, points by size. Applied to the
+    file as it is when written (update_json), so a run measuring other sizes at once keeps its points."""
+    points = [p for p in curve["points"] if p["requested_tokens"] != point["requested_tokens"]] + [point]
+    return curve | {"points": sorted(points, key=lambda p: p["requested_tokens"])}
+
+
+def _is_curve(curve, family: str) -> bool:
+    return (isinstance(curve, dict) and curve.get("family") == family and isinstance(curve.get("points"), list)
+            and all(isinstance(p, dict) and type(p.get("requested_tokens")) is int for p in curve["points"]))
 
 
 def read_curve(path: Path, family: str, model: str) -> dict:
@@ -108,8 +119,7 @@ def read_curve(path: Path, family: str, model: str) -> dict:
         curve = read_json(path, 4 << 20)
     except ReadError as exc:
         raise CommandError(f"{path}: {exc}") from None
-    if not isinstance(curve, dict) or curve.get("family") != family or not isinstance(curve.get("points"), list) \
-            or not all(isinstance(p, dict) and type(p.get("requested_tokens")) is int for p in curve["points"]):
+    if not _is_curve(curve, family):
         raise CommandError(f"{path}: not this family's acceptance-vs-data curve (family, points with requested_tokens)")
     return curve
 

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from specatlas.fsutil import atomic_write
+from specatlas.fsutil import update_json
 
 ROWS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 96, 128)  # row counts measured
 DEFAULT, PACKED = "mkl", "onednn-packed"  # torch's default float32 kernel; oneDNN on a weight packed once
@@ -140,9 +140,11 @@ def choices(shapes: set[tuple[int, int]], cache_dir: Path | None) -> dict[str, d
     table: dict[str, dict] = {}
     if path and path.is_file():
         try:
-            saved = json.loads(path.read_text(encoding="utf-8"))
-            table = {name: timing for name, timing in saved["shapes"].items() if _valid(timing)}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            table = _saved_shapes(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            table = None
+        if table is None:
+            table = {}
             print(f"specatlas: ignoring the damaged kernel choices {path}; measuring again", file=sys.stderr)
     missing = sorted(f"{o}x{i}" for o, i in shapes if f"{o}x{i}" not in table)
     if missing:
@@ -152,8 +154,17 @@ def choices(shapes: set[tuple[int, int]], cache_dir: Path | None) -> dict[str, d
             table[name] = measure(*map(int, name.split("x")))
         if path:
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, json.dumps({"machine": here, "shapes": table}, indent=1).encode())
+            # Merged under a lock: shapes another process measured meanwhile are kept.
+            update_json(path, lambda saved: {"machine": here, "shapes": (_saved_shapes(saved) or {}) | table})
     return table
+
+
+def _saved_shapes(saved) -> dict | None:
+    """The valid timings of a saved choices file; None when it is not one."""
+    try:
+        return {name: timing for name, timing in saved["shapes"].items() if _valid(timing)}
+    except (KeyError, TypeError, AttributeError):
+        return None
 
 
 def _valid(timing) -> bool:

@@ -106,7 +106,7 @@ _CACHE_FILES = ("config.json", "generation_config.json", "tokenizer_config.json"
 
 def cache_problem(target: Path) -> str | None:
     """Why the converted cache folder cannot be used, or None when it is complete. Cheap: reads
-    the JSON files and the safetensors header, whose offsets must fit the file's size."""
+    the JSON files and the safetensors header (`safetensors_header`)."""
     weights = target / "model.safetensors"
     if not target.is_dir():
         return "is not a folder" if target.exists() or target.is_symlink() else "does not exist"
@@ -125,18 +125,34 @@ def cache_problem(target: Path) -> str | None:
         if "auto_map" in config:  # the conversion never writes one
             return f"has a {name} that names code to run (auto_map)"
     try:
-        size = weights.stat().st_size
-        with weights.open("rb") as f:
-            header_len = int.from_bytes(f.read(8), "little")
-            if not 2 <= header_len <= min(size - 8, 100 << 20):
-                return "has a truncated model.safetensors (no valid header)"
-            header = json.loads(f.read(header_len))
-        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
-        return "has a damaged model.safetensors (unreadable header)"
-    if 8 + header_len + end != size:
-        return f"has a truncated model.safetensors ({size:,} bytes of {8 + header_len + end:,})"
+        header = safetensors_header(weights)
+    except OSError as exc:
+        return f"has an unreadable model.safetensors ({exc.strerror or exc})"
+    except ValueError as exc:
+        return f"has a {exc}"
     return _sizes_problem(configs["config.json"], header)
+
+
+HEADER_BYTES = 100 << 20  # a safetensors header lists names, shapes and offsets: megabytes at most
+
+
+def safetensors_header(path: Path) -> dict:
+    """The JSON header of the safetensors file `path`, read only after its stated length fits the
+    file and HEADER_BYTES, and returned only when the tensors' offsets end exactly at the file's
+    end. ValueError otherwise, whose text reads after "has a" ("truncated model.safetensors (...)")."""
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        header_len = int.from_bytes(f.read(8), "little")
+        if not 2 <= header_len <= min(size - 8, HEADER_BYTES):
+            raise ValueError(f"truncated {path.name} (no valid header)")
+        try:
+            header = json.loads(f.read(header_len))
+            end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+            raise ValueError(f"damaged {path.name} (unreadable header)") from None
+    if not isinstance(end, int) or 8 + header_len + end != size:
+        raise ValueError(f"truncated {path.name} ({size:,} bytes of {8 + header_len + end:,})")
+    return header
 
 
 def _sizes_problem(config: dict, header: dict) -> str | None:
@@ -231,8 +247,10 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
             warnings.simplefilter("ignore")
             try:  # the local HF cache first: no network round trips for models already downloaded
                 tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True, trust_remote_code=trust_remote_code)
+                # A local folder's weights are the safetensors check_folder read: never a pickle beside them.
                 model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=True,
-                                                             trust_remote_code=trust_remote_code)
+                                                             trust_remote_code=trust_remote_code,
+                                                             use_safetensors=True if isinstance(source, Path) else None)
             except OSError:
                 if isinstance(source, Path):
                     raise  # a local folder: its own error (a corrupt config.json...) says what is wrong
@@ -270,7 +288,8 @@ CONFIG_BYTES = 4 << 20  # a model's config.json or tokenizer_config.json is kilo
 def check_folder(folder: Path, shown: str, trust_remote_code: bool) -> None:
     """ModelLoadError, before transformers reads anything, when the folder's config.json or
     tokenizer_config.json is oversized or not a JSON object, names code to run (unless
-    `trust_remote_code`), or asks for sizes its model.safetensors does not hold."""
+    `trust_remote_code`) or its own weights file, holds weights that cannot be read safely
+    (`weights_header`), or asks for sizes its weights do not hold."""
     configs = {}
     for name in ("config.json", "tokenizer_config.json"):
         if not (folder / name).exists():
@@ -283,21 +302,79 @@ def check_folder(folder: Path, shown: str, trust_remote_code: bool) -> None:
             raise ModelLoadError(f"model folder {shown}: {name} is not a JSON object")
         if config.get("auto_map") and not trust_remote_code:
             raise ModelLoadError(f"refusing model folder {shown}: its {name} {REMOTE_CODE}")
-    weights = folder / "model.safetensors"
-    if weights.is_file():
-        try:
-            with weights.open("rb") as f:
-                header_len = int.from_bytes(f.read(8), "little")
-                if not 2 <= header_len <= min(weights.stat().st_size - 8, 100 << 20):
-                    raise ValueError("no valid header")
-                header = json.loads(f.read(header_len))
-            # Llama-style names (model.layers.N, model.embed_tokens): other layouts are left to transformers.
-            llama = any(key.startswith("model.embed_tokens.") or key == "lm_head.weight" for key in header)
-            problem = _sizes_problem(configs["config.json"], header) if llama else None
-        except (OSError, ValueError, AttributeError, TypeError) as exc:
-            problem = f"has a damaged model.safetensors ({first_line(exc)})"
+    if "transformers_weights" in configs.get("config.json", {}):  # would load a file of its choosing
+        raise ModelLoadError(f"refusing model folder {shown}: its config.json names its own weights file "
+                             "(transformers_weights); keep model.safetensors or model.safetensors.index.json")
+    try:
+        header = weights_header(folder)
+    except ValueError as exc:
+        raise ModelLoadError(f"model folder {shown} {exc}") from None
+    # Llama-style names (model.layers.N, model.embed_tokens): other layouts are left to transformers.
+    if header and any(key.startswith("model.embed_tokens.") or key == "lm_head.weight" for key in header):
+        problem = _sizes_problem(configs.get("config.json", {}), header)
         if problem:
             raise ModelLoadError(f"model folder {shown} {problem}")
+
+
+INDEX = "model.safetensors.index.json"
+INDEX_BYTES = 64 << 20  # the largest published indexes (100k tensors) are ~10 MB
+MAX_SHARDS = 1024  # the largest published checkpoints have a few hundred shards
+
+
+def weights_header(folder: Path) -> dict | None:
+    """Every tensor's header entry in the folder's safetensors weights (one file, or the shards
+    its index names), read within bounds; None when the folder holds no weights transformers would
+    load (it says so itself). ValueError, phrased to follow "model folder X", when the weights
+    cannot be read safely: pickled weights only (.bin: unpickling runs code), an index over
+    INDEX_BYTES or naming over MAX_SHARDS shards, a shard outside the folder, or a damaged file."""
+    if not (folder / "model.safetensors").exists() and not (folder / INDEX).exists():
+        pickled = sorted(p.name for p in (*folder.glob("*.bin"), *folder.glob("*.bin.index.json")))
+        if pickled:
+            raise ValueError(f"holds only pickled PyTorch weights ({pickled[0]}), which can run code when read; "
+                             "convert them to safetensors (model.safetensors)")
+        return None
+    if (folder / "model.safetensors").exists():
+        return _shard_header(folder, "model.safetensors")
+    try:
+        index = read_json(folder / INDEX, INDEX_BYTES)
+    except ReadError as exc:
+        raise ValueError(f"has a {INDEX} that {exc}") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not (isinstance(weight_map, dict) and weight_map
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items())):
+        raise ValueError(f"has a {INDEX} without a weight_map of tensor names to file names")
+    shards = sorted(set(weight_map.values()))
+    if len(shards) > MAX_SHARDS:
+        raise ValueError(f"has a {INDEX} naming {len(shards):,} shards; at most {MAX_SHARDS:,} are accepted")
+    header = {}
+    for shard in shards:
+        entries = _shard_header(folder, shard)
+        missing = [key for key, name in weight_map.items() if name == shard and key not in entries]
+        if missing:
+            raise ValueError(f"has a {INDEX} placing {missing[0]!r} in {shard}, which does not hold it")
+        header |= entries
+    return header
+
+
+def _shard_header(folder: Path, name: str) -> dict:
+    """The header of the safetensors file `name` in `folder`, which must be a plain file name whose
+    file lies in the folder (or, in a Hugging Face cache snapshot, in the cache's blobs/)."""
+    path = folder / name
+    if Path(name).name != name or name in ("", ".", "..") or "\\" in name or "\0" in name:
+        raise ValueError(f"names a weights file outside the folder ({name!r})")
+    home = folder.resolve()
+    real = path.resolve()
+    blobs = home.parent.parent / "blobs" if home.parent.name == "snapshots" else None
+    if real.parent != home and not (blobs and real.parent == blobs):
+        raise ValueError(f"has a weights file {name} that links outside the folder ({real})")
+    if not real.is_file():
+        raise ValueError(f"has no regular file {name}" + (" (it is missing)" if not path.exists() else ""))
+    try:
+        return {key: value for key, value in safetensors_header(path).items() if key != "__metadata__"}
+    except OSError as exc:
+        raise ValueError(f"has an unreadable {name} ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise ValueError(f"has a {exc}") from None
 
 
 def _looks_like_path(name: str) -> bool:

@@ -12,12 +12,14 @@ run's key and seed (`train`) are here rather than in `checkpoints` and `training
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from specatlas.fsutil import atomic_write
 from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.blocks import LayerConfig
 from specatlas.impls.families.training import Run
@@ -64,23 +66,27 @@ class Family:
 
     def save(self, head: nn.Module, folder: Path, target, base_model: str, extra: dict | None = None,
              card: dict | None = None) -> Path:
-        """Write `head` in the family's published layout: config.json + float16 weights (+ README.md card)."""
-        from safetensors.torch import save_file
+        """Write `head` in the family's published layout: config.json + float16 weights (+ README.md card).
+        Each file is written whole and renamed into place (atomic_write): a kill, or another run
+        saving to the same folder, never leaves a torn file."""
+        from safetensors.torch import save
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         tensors = {key: (value.detach().to(torch.float16) if value.is_floating_point() else value.detach()).contiguous().cpu()
                    for key, value in head.state_dict().items()}
         if self.weight_file.endswith(".safetensors"):
-            save_file(tensors, str(folder / self.weight_file), metadata={"format": "pt"})
+            atomic_write(folder / self.weight_file, save(tensors, metadata={"format": "pt"}))
         else:  # Hydra's code reads only its .pt file (torch.load)
-            torch.save(tensors, folder / self.weight_file)
+            buffer = io.BytesIO()
+            torch.save(tensors, buffer)
+            atomic_write(folder / self.weight_file, buffer.getvalue())
         config = self.config_for(head, target) | {"base_model_name_or_path": base_model, "torch_dtype": "float16"} \
             | (extra or {})
-        (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        atomic_write(folder / "config.json", json.dumps(config, indent=2) + "\n")
         if card is not None:
-            (folder / "README.md").write_text(self.model_card(config, card))
-            (folder / "training.json").write_text(json.dumps(card, indent=2) + "\n")
+            atomic_write(folder / "README.md", self.model_card(config, card))
+            atomic_write(folder / "training.json", json.dumps(card, indent=2) + "\n")
         return folder
 
     def model_card(self, config: dict, card: dict) -> str:

@@ -1,6 +1,8 @@
 """Writes of records, results, checkpoints, caches and the site are atomic: a kill at any point
 leaves either the old file or the new one, and exclusive creation never replaces a file."""
 
+import json
+import multiprocessing
 import os
 import random
 import signal
@@ -128,3 +130,66 @@ def test_read_limited_refuses_what_is_not_a_small_regular_file(tmp_path, kind):
     with pytest.raises(fsutil.ReadError):
         fsutil.read_limited(path, 1000)
     assert time.monotonic() - start < 1
+
+
+# Two processes writing one path at once ---------------------------------------------------------
+
+def _in_parallel(*jobs) -> None:
+    """Run each job in its own forked process, all released together; fail on any failure."""
+    start = multiprocessing.get_context("fork").Barrier(len(jobs))
+
+    def run(job):
+        start.wait()
+        job()
+
+    processes = [multiprocessing.get_context("fork").Process(target=run, args=(job,)) for job in jobs]
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join(30)
+    assert [p.exitcode for p in processes] == [0] * len(jobs)
+
+
+def test_two_runs_appending_to_one_bench_partial_file_keep_every_line(tmp_path):
+    """Lines of 40 KB (several buffer sizes) from two writers, while a third process keeps
+    reopening the file as a restarted run does (which drops a last line cut short)."""
+    from specatlas.bench.results import Checkpoint
+
+    path = tmp_path / ".partial-0123456789abcdef.jsonl"
+    path.touch()
+
+    def writer(name):
+        return lambda: [fsutil.append_line(path, json.dumps({"w": name, "i": i, "pad": name * 40_000}))
+                        for i in range(60)]
+
+    def reopener():
+        for _ in range(60):
+            Checkpoint(path)
+
+    _in_parallel(writer("a"), writer("b"), reopener)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]  # every line whole
+    assert sorted((x["w"], x["i"]) for x in lines) == sorted((w, i) for w in "ab" for i in range(60))
+
+
+def test_two_processes_adding_to_one_cache_file_keep_both_entries(tmp_path):
+    path = tmp_path / "weights-sha256.json"
+
+    def adder(name):
+        return lambda: [fsutil.update_json(path, lambda saved, i=i: (saved or {}) | {f"{name}{i}": i})
+                        for i in range(40)]
+
+    _in_parallel(adder("a"), adder("b"))
+    assert json.loads(path.read_text()) == {f"{w}{i}": i for w in "ab" for i in range(40)}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".weights-sha256.json.lock", "weights-sha256.json"]
+
+
+def test_two_processes_replacing_one_result_or_checkpoint_leave_one_whole_file(tmp_path):
+    path = tmp_path / "medusa.ckpt"
+    contents = {name: name.encode() * 300_000 for name in ("a", "b")}
+
+    def replacer(name):
+        return lambda: [fsutil.atomic_write(path, contents[name]) for _ in range(15)]
+
+    _in_parallel(replacer("a"), replacer("b"))
+    assert path.read_bytes() in contents.values()
+    assert [p.name for p in tmp_path.iterdir()] == ["medusa.ckpt"]  # no temp file left behind

@@ -320,6 +320,9 @@ def file_text(name: str, text: str):
     return lambda folder: (folder / name).write_text(text)
 
 
+INDEX = "model.safetensors.index.json"
+SHARDS = ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors")
+
 MODEL_FOLDERS = [
     ("300-layers", config_with(num_hidden_layers=300), "300 layers"),
     ("vocabulary-of-a-billion", config_with(vocab_size=10**9), "[1000000000, 32]"),
@@ -331,9 +334,64 @@ MODEL_FOLDERS = [
     ("tokenizer-config-damaged", file_text("tokenizer_config.json", "{oops"), "tokenizer_config.json not valid JSON"),
     ("tokenizer-config-a-list", file_text("tokenizer_config.json", "[1]"), "tokenizer_config.json is not a JSON object"),
     ("tokenizer-json-damaged", file_text("tokenizer.json", "{oops"), "cannot load model"),
-    ("weights-truncated", lambda folder: os.truncate(folder / "model.safetensors", 100), "damaged model.safetensors"),
+    ("weights-truncated", lambda folder: os.truncate(folder / "model.safetensors", 100), "truncated model.safetensors"),
+    ("weights-cut-short", lambda folder: os.truncate(folder / "model.safetensors", 4000), "(4,000 bytes of"),
     ("weights-missing", lambda folder: (folder / "model.safetensors").unlink(), "no file named model.safetensors"),
+    ("weights-named-by-config", config_with(transformers_weights="other.safetensors"), "transformers_weights"),
+    # Sharded weights: the index and every shard are bounded and kept inside the folder.
+    ("sharded-300-layers", lambda f: (sharded(f), config_with(num_hidden_layers=300)(f)), "300 layers"),
+    ("index-10000-shards", lambda f: index(f, {f"t{i}": f"shard-{i}.safetensors" for i in range(10_000)}),
+     "naming 10,000 shards; at most 1,024"),
+    ("index-giant", lambda f: (sharded(f), os.truncate(f / INDEX, (64 << 20) + 1)), "at most 67,108,864"),
+    ("index-a-list", lambda f: (sharded(f), (f / INDEX).write_text("[]")), "without a weight_map"),
+    ("index-map-of-numbers", lambda f: index(f, {"model.embed_tokens.weight": 1}), "without a weight_map"),
+    ("index-shard-dot-dot", lambda f: index(f, {"model.embed_tokens.weight": "../model/model.safetensors"}),
+     "outside the folder ('../model/model.safetensors')"),
+    ("index-shard-absolute", lambda f: index(f, {"model.embed_tokens.weight": str(f / "model.safetensors")}),
+     "outside the folder"),
+    ("index-shard-is-the-folder", lambda f: index(f, {"model.embed_tokens.weight": ".."}), "outside the folder ('..')"),
+    ("shard-links-outside", lambda f: (sharded(f), relink(f / SHARDS[0], f.parent / "elsewhere.safetensors")),
+     "links outside the folder"),
+    ("shard-links-to-a-device", lambda f: (sharded(f), relink(f / SHARDS[0], Path("/dev/zero"))), "links outside"),
+    ("shard-missing", lambda f: (sharded(f), (f / SHARDS[1]).unlink()), f"has no regular file {SHARDS[1]}"),
+    ("shard-truncated", lambda f: (sharded(f), os.truncate(f / SHARDS[1], 300)), f"truncated {SHARDS[1]}"),
+    ("index-places-a-tensor-wrongly", lambda f: (sharded(f), index(f, json.loads((f / INDEX).read_text())["weight_map"]
+                                                                    | {"model.norm.weight": SHARDS[0]})),
+     f"placing 'model.norm.weight' in {SHARDS[0]}"),
+    # Pickled weights are never read: unpickling can run code.
+    ("bin-only", lambda f: pickled(f, "pytorch_model.bin"), "pickled PyTorch weights (pytorch_model.bin)"),
+    ("bin-shards-only", lambda f: pickled(f, "pytorch_model-00001-of-00002.bin"), "convert them to safetensors"),
+    ("bin-index-only", lambda f: pickled(f, "pytorch_model.bin.index.json"), "pytorch_model.bin.index.json"),
 ]
+
+
+def sharded(folder: Path) -> None:
+    """The folder's weights split in two shards with their index, as save_pretrained shards them."""
+    tensors = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    keys = sorted(tensors)
+    halves = {SHARDS[0]: keys[: len(keys) // 2], SHARDS[1]: keys[len(keys) // 2 :]}
+    for shard, names in halves.items():
+        save_file({k: tensors[k] for k in names}, str(folder / shard), metadata={"format": "pt"})
+    index(folder, {k: shard for shard, names in halves.items() for k in names})
+
+
+def index(folder: Path, weight_map: dict) -> None:
+    (folder / INDEX).write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    (folder / "model.safetensors").unlink(missing_ok=True)
+
+
+def relink(path: Path, target: Path) -> None:
+    if not target.exists():
+        shutil.copy(path, target)
+    path.unlink()
+    path.symlink_to(target)
+
+
+def pickled(folder: Path, name: str) -> None:
+    """Pickled weights in place of the safetensors file (a plain tensor: the check must not open it)."""
+    torch.save({"model.embed_tokens.weight": torch.zeros(1)}, folder / name)
+    (folder / "model.safetensors").unlink()
 
 
 @pytest.mark.parametrize("name, damage, message", MODEL_FOLDERS, ids=[c[0] for c in MODEL_FOLDERS])
@@ -346,7 +404,11 @@ def test_a_damaged_or_lying_model_folder_is_refused_in_one_line(model_folder, na
     assert message in str(caught.value) and str(folder) in str(caught.value)
 
 
-def test_the_intact_model_folder_loads(model_folder):
-    """The folder the cases above damage is a good one: each refusal is the damage's."""
+@pytest.mark.parametrize("layout", ["one-file", "sharded"])
+def test_the_intact_model_folder_loads(model_folder, layout):
+    """The folder the cases above damage is a good one, whole or sharded: each refusal is the damage's."""
+    if layout == "sharded":
+        sharded(model_folder)
     loaded = load_model(str(model_folder), torch.device("cpu"), torch.float32)
     assert loaded.model.config.num_hidden_layers == 2
+    assert torch.equal(loaded.model.model.norm.weight, tiny_llama(0, layers=2).model.norm.weight)

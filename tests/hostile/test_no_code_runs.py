@@ -124,6 +124,15 @@ def test_a_datastore_with_a_pickled_array_is_refused_in_one_line(tmp_path, marke
     assert "store.npz" in str(caught.value)
 
 
+def test_a_pickled_datastore_at_datastore_builds_output_is_inspected_without_unpickling(tmp_path, marker):
+    """`datastore build --output` looks inside an existing file to see whether it wrote it."""
+    from specatlas import datastore
+
+    path = tmp_path / "ds.npz"
+    np.savez(path, tokens=np.array([Payload(marker)], dtype=object), suffixes=np.arange(1), meta=np.array("{}"))
+    datastore._earlier_output(path)  # names only: the object array is never loaded
+
+
 def test_a_planted_draft_and_verify_search_is_searched_again(tmp_path, marker, monkeypatch, capsys):
     monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))
     model = tiny_llama(3, layers=6)
@@ -147,6 +156,22 @@ def test_a_model_cache_that_names_code_is_converted_again(tmp_path):
     header = json.dumps({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
     (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 4)
     assert "auto_map" in models.cache_problem(folder)
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+@pytest.mark.parametrize("name, legacy", [("pytorch_model.bin", False), ("pytorch_model.bin", True),
+                                          ("pytorch_model-00001-of-00002.bin", False)])
+def test_a_model_folder_with_planted_pickled_weights_is_refused_without_reading_them(tmp_path, marker, name, legacy):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "vocab_size": 16, "hidden_size": 8,
+                                                    "num_hidden_layers": 1, "num_attention_heads": 2,
+                                                    "intermediate_size": 16}))
+    plant(folder / name, marker, legacy)
+    with pytest.raises(ModelLoadError) as caught:
+        models.load_model(str(folder), torch.device("cpu"), torch.float32)
+    one_line(str(caught.value))
+    assert str(folder) in str(caught.value) and "safetensors" in str(caught.value)
 
 
 # A model folder with its own code ---------------------------------------------------------------

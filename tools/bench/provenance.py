@@ -11,7 +11,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from specatlas.fsutil import WriteError, atomic_write
+from specatlas.fsutil import WriteError, update_json
 from specatlas.paths import repo_root
 
 
@@ -95,9 +95,9 @@ def weights_sha256(model) -> str | None:
                     one.update(block)
             cache[key] = one.hexdigest()
         digests.append(cache[key])
-    try:
+    try:  # merged under a lock: another process's digests written meanwhile are kept
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(cache_file, json.dumps(cache, indent=1, sort_keys=True))
+        update_json(cache_file, lambda saved: (saved if isinstance(saved, dict) else {}) | cache)
     except (OSError, WriteError):
         pass  # a read-only cache only costs a re-hash next time
     # One file: its plain sha256, checkable with sha256sum. Several: the hash of their hashes.

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from specatlas.fsutil import ReadError, atomic_write, read_json
+from specatlas.fsutil import ReadError, append_line, atomic_write, locked_file, read_json
 
 SCHEMA_VERSION = 1
 BASELINE = "baseline"
@@ -467,7 +466,8 @@ class Checkpoint:
 
     def _read(self) -> None:
         complete = 0
-        with self.path.open("rb") as f:
+        # Locked: a run appending to the same file at once never has its line cut as "short".
+        with locked_file(self.path) as f:
             for number, line in enumerate(f, 1):
                 if not line.endswith(b"\n"):
                     break  # only the last line can lack its newline: the write a kill cut short
@@ -482,7 +482,7 @@ class Checkpoint:
                     self.items.append(item)
                 else:
                     self.skipped.append(number)
-        os.truncate(self.path, complete)
+            f.truncate(complete)
 
     def append(self, item: dict) -> None:
         self._write(item)
@@ -493,11 +493,9 @@ class Checkpoint:
         self.header = header
 
     def _write(self, item: dict) -> None:
-        # One line per write, fsynced: a kill leaves the old lines plus at most a partial last line.
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(item, ensure_ascii=False, separators=(",", ":")) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        # One locked write per line: a kill leaves the old lines plus at most a partial last line,
+        # and two runs appending at once keep every line of both.
+        append_line(self.path, json.dumps(item, ensure_ascii=False, separators=(",", ":")))
 
 
 def _is_header(item) -> bool:
