@@ -12,7 +12,9 @@ def turn(tokens, seconds, steps=None, widths=None, drafted=None, accepted=None, 
             "verify_seconds": seconds / 2 if timed else None, "drafted_at": drafted, "accepted_at": accepted}
 
 
-def build_run(samples, methods=("baseline", "fast"), hardware=HARDWARE, temperature=0.0, errors=None, names=None):
+def build_run(samples, methods=("baseline", "fast"), hardware=HARDWARE, temperature=0.0, errors=None, names=None,
+              fields=None):
+    """`fields`: method id -> entries of its `methods` record to set (kind, lossless, relative_to...)."""
     config = {"methods": list(methods), "prompt_set": {"id": "test-set", "sha256": "ab" * 32},
               "question_ids": sorted({s["question_id"] for s in samples}),
               "model": {"target": "tiny", "target_sha256": "cd" * 32, "drafter": None, "drafter_sha256": None},
@@ -26,7 +28,7 @@ def build_run(samples, methods=("baseline", "fast"), hardware=HARDWARE, temperat
               sessions=[{"started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00",
                          "git_commit": "0" * 40, "git_dirty": False, "units": len(samples)}],
               methods=[{"id": m, "name": names.get(m, m), "kind": "specatlas", "lossless": True, "setup": "",
-                        "error": errors.get(m)} for m in methods],
+                        "error": errors.get(m), **(fields or {}).get(m, {})} for m in methods],
               samples=samples, summary={})
     run.summary = summarize(run)
     return run
