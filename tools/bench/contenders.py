@@ -229,8 +229,8 @@ def llamacpp_peer(peer_id: str, threads: int) -> Contender:
         return Turn(tokens, wall, len(widths), dict(Counter(widths[1:])))
 
     setup = (f"llama-cpp-python {llama_cpp.__version__} on {gguf.name}, n_threads={threads}, n_ctx={llm.n_ctx()}; "
-             + ("LlamaPromptLookupDecoding(max_ngram_size=2, num_pred_tokens=10), the library's defaults"
-                if lookup else "greedy, no draft model"))
+             + (f"LlamaPromptLookupDecoding(max_ngram_size={lookup.max_ngram_size}, num_pred_tokens="
+                f"{lookup.num_pred_tokens}), the library's defaults" if lookup else "greedy, no draft model"))
     return Contender(peer_id, PEERS[peer_id], "peer", False, setup, generate, relative_to=LLAMACPP_GREEDY)
 
 
