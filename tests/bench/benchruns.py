@@ -14,21 +14,22 @@ def turn(tokens, seconds, steps=None, widths=None, drafted=None, accepted=None, 
 
 
 def build_run(samples, methods=("baseline", "fast"), hardware=HARDWARE, temperature=0.0, errors=None, names=None,
-              kinds=None):
+              fields=None):
+    """`fields`: method id -> entries of its `methods` record to set (kind, lossless, relative_to...)."""
     config = {"methods": list(methods), "prompt_set": {"id": "test-set", "sha256": "ab" * 32},
               "question_ids": sorted({s["question_id"] for s in samples}),
               "model": {"target": "tiny", "target_sha256": "cd" * 32, "drafter": None, "drafter_sha256": None},
               "device": "cpu", "dtype": "float32", "max_new_tokens": 4, "repeats": 1, "temperature": temperature,
               "seed": 0, "draft_length": "auto", "torch_threads": 2, "torch": "2", "transformers": "5"}
-    errors, names, kinds = errors or {}, names or {}, kinds or {}
+    errors, names = errors or {}, names or {}
     run = Run(schema_version=SCHEMA_VERSION, config_hash=config_hash(config), config=config,
               provenance={"started": "2026-01-01T00:00:00+00:00", "packages": PACKAGES, "hardware": hardware,
                           "prompt_set_file": "test.jsonl", "arguments": {}},
               cost_curve={1: 0.01, 2: 0.012, 4: 0.016, 8: 0.024},
               sessions=[{"started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:01:00+00:00",
                          "git_commit": "0" * 40, "git_dirty": False, "units": len(samples)}],
-              methods=[{"id": m, "name": names.get(m, m), "kind": kinds.get(m, "specatlas"), "lossless": True, "setup": "",
-                        "error": errors.get(m)} for m in methods],
+              methods=[{"id": m, "name": names.get(m, m), "kind": "specatlas", "lossless": True, "setup": "",
+                        "error": errors.get(m), **(fields or {}).get(m, {})} for m in methods],
               samples=samples, summary={})
     run.summary = summarize(run)
     return run

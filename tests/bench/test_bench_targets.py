@@ -40,7 +40,7 @@ def targets_run(llamacpp=False):
         rows[LLAMACPP[1]] = ({"1": 0.4, "2": 0.4}, dict(timed=False))
     samples = [sample(row, q, CATEGORY[q], turn(TOKENS[q], seconds, **shared))
                for row, (per_question, shared) in rows.items() for q, seconds in per_question.items()]
-    return build_run(samples, methods=tuple(rows), kinds={"hf-generate": "peer", LLAMACPP[0]: "peer", LLAMACPP[1]: "peer"})
+    return build_run(samples, methods=tuple(rows), fields={m: {"kind": "peer"} for m in ("hf-generate", *LLAMACPP)})
 
 
 def turns_of(run, row):

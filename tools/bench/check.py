@@ -10,7 +10,7 @@ summary equal, within rounding, to the one recomputed from its own samples) and,
 - its samples are the ones configured: known methods and questions, every question and repeat of
   every method that ran, no turn longer than max_new_tokens;
 - every method row that ran has its lossless check, and under greedy decoding a method that
-  claims to be lossless matched the baseline token for token.
+  claims to be lossless matched the baseline (or the row it is measured against) token for token.
 
 Each problem is one line, `FILE: problem`; the exit status is 0 when every file passes, else 1.
 """
@@ -22,7 +22,7 @@ import re
 import sys
 from pathlib import Path
 
-from specatlas.bench.results import BASELINE, Run, load
+from specatlas.bench.results import BASELINE, Run, load, references
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -156,13 +156,18 @@ def lossless_problems(run: Run) -> list[str]:
             continue  # its row says why it could not run; missing samples are named by sample_problems
         check = run.summary.get(method.id, {}).get("lossless")
         if check is None:
-            out.append(f"method {method.id}: no lossless check (no sample shares a question with the baseline)")
+            out.append(f"method {method.id}: no lossless check (no sample shares a question with "
+                       f"{' and '.join(map(_named, dict.fromkeys(references(method))))})")
         elif greedy and method.lossless and check["status"] != "pass":
             first = check["first_divergence"]
             out.append(f"method {method.id}: claims to be lossless but {check['compared'] - check['identical']} of "
-                       f"{check['compared']} outputs differ from the baseline's (first: question {first['question_id']}, "
+                       f"{check['compared']} outputs differ from {_named(references(method)[1])}'s (first: question {first['question_id']}, "
                        f"turn {first['turn']}, token {first['position']})")
     return out
+
+
+def _named(row_id: str) -> str:
+    return "the baseline" if row_id == BASELINE else row_id
 
 
 # Command ---------------------------------------------------------------------------------------

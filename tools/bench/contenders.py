@@ -8,6 +8,7 @@ kinds, so mean accepted tokens and the verification widths are comparable across
 from __future__ import annotations
 
 import copy
+import hashlib
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -19,6 +20,8 @@ import torch
 from specatlas.bench.results import BASELINE
 from specatlas.impls.engine.cpu_kernels import default_kernels, packed_layers
 from specatlas.impls.engine.draft_length import FIXED, PAPER, DraftLengthPolicy, calibrate
+from specatlas.impls.engine.errors import first_line
+from specatlas.impls.engine.models import embedded_gguf, names_embedded
 from specatlas.impls.methods.core import default_draft_model
 from specatlas.impls.registry import MethodSpec
 from specatlas.impls.engine.sampling import Randomness, Sampling
@@ -27,11 +30,26 @@ from specatlas.impls.engine.sampling import Randomness, Sampling
 # the value transformers' documentation uses; max_matching_ngram_size keeps its default (2).
 # Assisted generation keeps transformers' default schedule (num_assistant_tokens=20, adapted
 # online by the "heuristic" rule), with the same drafter as our draft-model methods.
+# llama.cpp (through llama-cpp-python) runs the GGUF file the embedded model ships in, with its
+# own kernels on its own quantized weights: our baseline is no yardstick for it, so each llama.cpp
+# row's speedup is over llama.cpp's own greedy decoding in the same run (Method.relative_to).
+# Prompt lookup keeps llama-cpp-python's defaults (LlamaPromptLookupDecoding: max_ngram_size=2,
+# num_pred_tokens=10). Neither row claims token identity: llama.cpp's forward is not
+# batch-invariant (a verification over several tokens rounds its quantized products differently
+# from one-token steps, logits moving by tenths), so prompt lookup follows llama.cpp greedy until a
+# near-tie flips; the bench counts the identical outputs instead.
+LLAMACPP_GREEDY = "llamacpp-greedy"
+LLAMACPP = {
+    LLAMACPP_GREEDY: "llama.cpp greedy",
+    "llamacpp-prompt-lookup": "llama.cpp prompt lookup",
+}
 PEERS = {
     "hf-generate": "transformers generate",
     "hf-prompt-lookup": "transformers prompt lookup",
     "hf-assisted": "transformers assisted generation",
+    **LLAMACPP,
 }
+LLAMACPP_INSTALL = "run `make setup`, or pip install -e '.[peers]'"
 
 
 # Every decoder makes this generation untimed before it is measured (bench, advise, run --compare),
@@ -63,12 +81,14 @@ class Contender:
     generate: Callable[[list[int], int, float, int, set[int]], Turn] | None
     error: str | None = None  # why it could not run; it then has no samples
     policy: str | None = None  # draft-length policy: "paper", "cost-aware" or "fixed" (None: no drafter)
+    relative_to: str | None = None  # the row its speedup is over (results.Method.relative_to); None: the baseline
 
     @property
     def record(self) -> dict:
         """Its entry in a result file's `methods` (results.Method)."""
-        return {"id": self.id, "name": self.name, "kind": self.kind, "lossless": self.lossless, "setup": self.setup,
-                "error": self.error, "policy": self.policy}
+        out = {"id": self.id, "name": self.name, "kind": self.kind, "lossless": self.lossless, "setup": self.setup,
+               "error": self.error, "policy": self.policy}
+        return {**out, "relative_to": self.relative_to} if self.relative_to else out
 
 
 def policy_of(method_id: str, policy: DraftLengthPolicy) -> str | None:
@@ -152,6 +172,68 @@ def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
     if packed_layers(target):
         setup += "; transformers' default kernels, as shipped (SpecAtlas decoders: packed oneDNN linears)"
     return Contender(peer_id, PEERS[peer_id], "peer", True, setup, generate)
+
+
+def llamacpp_problem(model_name: str | None) -> str | None:
+    """Why the llama.cpp peers cannot run with this --model, in one line; None when they can."""
+    if not names_embedded(model_name):
+        return f"the llama.cpp peers run the embedded model's own GGUF file only, not --model {model_name}"
+    try:
+        import llama_cpp  # noqa: F401
+    except (ImportError, OSError, RuntimeError) as exc:  # not installed, or its shared library will not load
+        return f"the llama.cpp peers need llama-cpp-python ({first_line(exc)}): {LLAMACPP_INSTALL}"
+    return None
+
+
+def llamacpp_build() -> dict:
+    """What a llama.cpp row depends on besides our code: the binding's version, the native
+    library's build (instruction sets, backends) and the weights file."""
+    import llama_cpp
+
+    gguf = embedded_gguf()
+    return {"llama_cpp_python": llama_cpp.__version__,
+            "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
+            "gguf": gguf.name, "gguf_sha256": hashlib.sha256(gguf.read_bytes()).hexdigest()}
+
+
+def llamacpp_peer(peer_id: str, threads: int) -> Contender:
+    """llama.cpp greedy or prompt lookup on the embedded model's GGUF file, fed our prompt token ids."""
+    import llama_cpp
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    lookup = LlamaPromptLookupDecoding() if peer_id != LLAMACPP_GREEDY else None
+    gguf = embedded_gguf()
+    # n_ctx=0: the model's training context, so no prompt is cut; threads as torch's, like ours.
+    llm = llama_cpp.Llama(str(gguf), n_ctx=0, n_threads=threads, n_threads_batch=threads, draft_model=lookup,
+                          verbose=False)
+    widths: list[int] = []
+    evaluate = llm.eval
+
+    def counted(tokens):  # one eval is one forward of the model (prefill, a step, or a step with drafts)
+        widths.append(len(tokens))
+        evaluate(tokens)
+
+    llm.eval = counted
+
+    def generate(prompt, max_new_tokens, temperature, seed, stop):
+        widths.clear()
+        llm.reset()  # else llama-cpp-python reuses the previous generation's cache for a shared prefix
+        llm.set_seed(seed)
+        tokens = []
+        start = time.perf_counter()
+        # temp=0 is greedy; else pure temperature sampling, as ours (no top-k, top-p or min-p cut).
+        for token in llm.generate(prompt, temp=temperature, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
+            tokens.append(token)
+            if token in stop or len(tokens) == max_new_tokens:
+                break
+        wall = time.perf_counter() - start
+        # As transformers' peers: the prefill forward commits the first token, so every forward is a step.
+        return Turn(tokens, wall, len(widths), dict(Counter(widths[1:])))
+
+    setup = (f"llama-cpp-python {llama_cpp.__version__} on {gguf.name}, n_threads={threads}, n_ctx={llm.n_ctx()}; "
+             + (f"LlamaPromptLookupDecoding(max_ngram_size={lookup.max_ngram_size}, num_pred_tokens="
+                f"{lookup.num_pred_tokens}), the library's defaults" if lookup else "greedy, no draft model"))
+    return Contender(peer_id, PEERS[peer_id], "peer", False, setup, generate, relative_to=LLAMACPP_GREEDY)
 
 
 def cost_curve(target, max_width: int = 64) -> dict[int, float]:

@@ -30,7 +30,7 @@ from specatlas.bench import charts
 from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS, prompt_set_name
-from specatlas.bench.results import BASELINE, Run, StepTime, forward_cost, load, speedup_over, step_time, write_atomic
+from specatlas.bench.results import BASELINE, Run, StepTime, forward_cost, load, references, speedup_over, step_time, write_atomic
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.validate import validate
 from specatlas.fsutil import WriteError, output_file, output_place, starts_with
@@ -71,8 +71,8 @@ class Entry:
         if check["status"] == "fail" and self.method.lossless:
             first = check["first_divergence"]
             return (f"lossless check failed: {check['compared'] - check['identical']} of {check['compared']} outputs "
-                    f"differ from the baseline's (first: question {first['question_id']}, turn {first['turn']}, "
-                    f"token {first['position']})")
+                    f"differ from {_named(references(self.method)[1])}'s (first: question {first['question_id']}, "
+                    f"turn {first['turn']}, token {first['position']})")
         return None
 
     @property
@@ -133,6 +133,18 @@ class Line:
     @property
     def method(self):
         return self.ok[0].method if self.ok else self.entries[0].method
+
+    @property
+    def own_engine(self) -> bool:
+        """Another engine's row (llama.cpp), its speedup over that engine's own greedy decoding: never
+        ranked beside speedups over our baseline."""
+        return references(self.method)[0] != BASELINE
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        values = [e.summary["overall"]["tokens"] / e.summary["overall"]["seconds"] for e in self.ok
+                  if e.summary["overall"]["seconds"]]
+        return fmean(values) if values else None
 
     def values(self, category: str, metric: str) -> list[float]:
         return [e.summary[category][metric] for e in self.ok
@@ -349,6 +361,11 @@ def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: 
         "- **Kind**: *SpecAtlas* is this repository's reference implementation of the paper; *peer* "
         "is another library's implementation (transformers), run on the same machine, model and "
         "prompts, as a check on ours.",
+        "- **Other engines** (llama.cpp through llama-cpp-python, on the GGUF file the embedded model "
+        "ships in, with its own quantized kernels): each row's speedup is over that engine's own greedy "
+        "decoding in the same run, with its absolute tokens per second; *Same tokens as* compares its "
+        "greedy outputs with its own greedy's (its greedy row: with our baseline's, which decodes the "
+        "dequantized float32 weights, so rounding may differ).",
         "- **Lossless** (identical outputs / compared): every greedy output compared token by "
         "token with the baseline's.",
         "- **Target forward** and **overhead** (ms per decoding step): a step drafts, then verifies in one "
@@ -393,10 +410,11 @@ def _breakable(cell: str) -> str:
 def _group_markdown(table: Table, members: list[tuple[Run, str]], link: Linker, raw: FileLinker, headline: bool) -> str:
     out = [f"## {md(table.title)}", ""]
     lines = _lines(members)
-    ranked = sorted((line for line in lines if line.ranked), key=lambda line: -line.mean("overall", "speedup"))
+    ranked = sorted((line for line in lines if line.ranked and not line.own_engine), key=lambda line: -line.mean("overall", "speedup"))
+    engines = [line for line in lines if line.ranked and line.own_engine]
     broken = [(line, e) for line in lines for e in line.entries if e.failure is not None]
-    categories = [c for c in SUBTASKS if any(c in e.summary for line in ranked for e in line.ok)]
-    categories += sorted({c for line in ranked for e in line.ok for c in e.summary} - {*SUBTASKS, "overall", "lossless"})
+    categories = [c for c in SUBTASKS if any(c in e.summary for line in ranked + engines for e in line.ok)]
+    categories += sorted({c for line in ranked + engines for e in line.ok for c in e.summary} - {*SUBTASKS, "overall", "lossless"})
     policies = len({line.policy for line in lines} - {NO_POLICY}) > 1
 
     def name(line: Line) -> str:
@@ -406,7 +424,8 @@ def _group_markdown(table: Table, members: list[tuple[Run, str]], link: Linker, 
     out += [("The largest run on this hardware: its headline table. " if headline else
              "Another table on this hardware; its headline table, the largest run, is above. ")
             + f"Raw results: {files}. Weights sha256 {md(table.model_digest)}…, prompt set {md(table.prompt_id)} "
-            f"sha256 {md(table.prompt_digest)}…; {len(ranked)} ranked rows.", "",
+            f"sha256 {md(table.prompt_digest)}…; {len(ranked)} ranked rows"
+            + (f", and {len(engines)} of other engines against their own greedy decoding (below)." if engines else "."), "",
             "| # | Method | Policy | Overall speedup | Tokens/s ratio | Accepted (tokens/forward) | Predicted speedup "
             "| Drafter | Kind | Lossless (identical/compared) | Runs |",
             "|---:|---|---|---:|---:|---:|---:|---|---|---|---:|"]
@@ -445,6 +464,8 @@ def _group_markdown(table: Table, members: list[tuple[Run, str]], link: Linker, 
                     "Mean accepted tokens against measured speedup: a point far right but low "
                     "loses its accepted tokens to drafting and verification cost")]
         out += ["", _time_table(ranked)]
+    if engines:
+        out += ["", _engines_table(engines, categories)]
     if broken:
         out += ["", "**Failed (not ranked)**", "", "| Method | Policy | Why | Run |", "|---|---|---|---|"]
         out += [f"| {_method_cell(e.method, link)} | {md(line.policy)} | {md(e.failure)} | {md(e.file)} |"
@@ -476,7 +497,8 @@ def _runs_block(members: list[tuple[Run, str]], lines: list[Line]) -> str:
                 cells.append("failed")
             else:
                 cells.append(_fmt(entry.summary["overall"]["speedup"]))
-        out.append(f"| {md(line.method_id)} | {md(line.policy)} | " + " | ".join(cells) + " |")
+        shown = line.method_id + (f" (over {references(line.method)[0]})" if line.own_engine else "")
+        out.append(f"| {md(shown)} | {md(line.policy)} | " + " | ".join(cells) + " |")
     out += ["", "</details>"]
     return "\n".join(out)
 
@@ -526,6 +548,30 @@ def _lossless_cell(line: Line) -> str:
     if "fail" in statuses:  # only lossy-by-design methods get here: failures are not ranked
         return f"lossy by design: {identical}/{compared} identical"
     return md("n/a (" + "; ".join(dict.fromkeys(c["reason"] for c in checks if "reason" in c)) + ")")
+
+
+def _engines_table(lines: list[Line], categories: list[str]) -> str:
+    """Another engine's rows, each against that engine's own greedy decoding in the same run: its
+    kernels and weights file are not ours, so only its own plain decoding is a fair yardstick."""
+    out = ["**Other engines, each against its own greedy decoding** (same machine, model, prompts and threads; "
+           "not ranked with the rows above, whose speedups are over our baseline):", "",
+           "| Method | Speedup over its own greedy | Tokens/s | "
+           + " | ".join(md(SUBTASKS.get(c, c)) for c in categories) + " | Accepted (tokens/forward) | Same tokens as | Runs |",
+           "|---|---:|---:|" + "---:|" * len(categories) + "---:|---|---:|"]
+    for line in sorted(lines, key=lambda line: (references(line.method)[0] != line.method_id, line.method_id)):
+        faster_than, same_as = references(line.method)
+        checks = [e.summary["lossless"] for e in line.ok]
+        identical, compared = sum(c.get("identical", 0) for c in checks), sum(c.get("compared", 0) for c in checks)
+        same = f"{md(_named(same_as))}: {identical}/{compared}" if compared else "n/a (sampled)"
+        cells = [f"{md(line.method.name)} ({md(line.method_id)})", f"**{line.cell('overall', 'speedup')}** over {md(faster_than)}",
+                 _fmt(line.tokens_per_second, ""), *(_fmt(line.mean(c, "speedup")) for c in categories),
+                 line.cell("overall", "mean_accepted", ""), same, str(len(line.ok))]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def _named(row_id: str) -> str:
+    return "our baseline" if row_id == BASELINE else row_id
 
 
 def _time_table(lines: list[Line]) -> str:
@@ -834,7 +880,7 @@ def measured_rows(results_dir: Path, loaded: Loaded | None = None) -> list[Measu
         device = ", ".join(sorted({str(run.config.get("device", "")) for run, _ in members}))
         out += [Measured(line.method_id, line.policy, line.mean("overall", "speedup"), len(line.ok), table.hardware,
                          table.model, line.mean("overall", "mean_accepted"), table, device, line.method.kind)
-                for line in _lines(members) if line.ranked]
+                for line in _lines(members) if line.ranked and not line.own_engine]
     return sorted(out, key=lambda m: -m.speedup)
 
 

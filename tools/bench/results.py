@@ -98,6 +98,10 @@ class Method(_Strict):
     setup: str
     error: str | None
     policy: str | None = None  # "paper", "cost-aware" or "fixed"; absent in older results
+    # The row this one's speedup is over, and whose greedy tokens it must reproduce when lossless;
+    # None: the baseline. Another engine's rows (llama.cpp) are measured against its own greedy
+    # decoding, that row itself against our baseline's tokens (see `references`).
+    relative_to: str | None = None
 
 
 class Session(_Strict):
@@ -178,10 +182,12 @@ def config_hash(config: dict) -> str:
 # Metrics ---------------------------------------------------------------------------------------
 
 def summarize(run: Run) -> dict:
-    """Per method: metrics overall and per category, and the lossless check against the baseline.
+    """Per method: metrics overall and per category, and the lossless check against the baseline
+    (or the rows `references` names).
 
     speedup: Spec-Bench's, the mean per-question throughput (tokens / seconds over all turns of a
-    question and repeat) divided by the baseline's on the same questions. speedup_total: total
+    question and repeat) divided by the baseline's (or its relative_to row's) on the same
+    questions. speedup_total: total
     tokens over total time, divided likewise. mean_accepted: tokens per target forward that
     committed tokens. predicted: the speedup if drafting were free, from mean_accepted and the
     measured cost curve (a plain step costs c(1); a forward over w tokens costs c(w)).
@@ -189,12 +195,13 @@ def summarize(run: Run) -> dict:
     by_method: dict[str, dict[tuple[str, int], Sample]] = {}
     for sample in run.samples:
         by_method.setdefault(sample.method, {})[(sample.question_id, sample.repeat)] = sample
-    base = by_method.get(BASELINE, {})
     greedy = run.config.get("temperature", 0) == 0
     out = {}
     for method in run.methods:
+        faster_than, same_as = references(method)
+        base, same = by_method.get(faster_than, {}), by_method.get(same_as, {})
         mine = by_method.get(method.id, {})
-        keys = [key for key in mine if key in base]
+        keys = [key for key in mine if key in base and key in same]
         if not keys:
             continue
         groups = {"overall": list(keys)}
@@ -203,10 +210,16 @@ def summarize(run: Run) -> dict:
         out[method.id] = {
             name: _metrics([mine[k] for k in group], [base[k] for k in group], run.cost_curve) for name, group in groups.items()
         }
-        out[method.id]["lossless"] = _lossless_check(mine, base, keys) if greedy else {
+        out[method.id]["lossless"] = _lossless_check(mine, same, keys) if greedy else {
             "status": "not applicable", "reason": f"sampling at temperature {run.config['temperature']:g} "
             f"(seed {run.config['seed']}): token identity is not expected"}
     return out
+
+
+def references(method: Method) -> tuple[str, str]:
+    """(the row its speedup is over, the row whose greedy tokens its lossless check compares with)."""
+    faster_than = method.relative_to or BASELINE
+    return faster_than, BASELINE if faster_than == method.id else faster_than
 
 
 def _throughput(sample: Sample) -> float:

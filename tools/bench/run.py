@@ -18,7 +18,7 @@ from pathlib import Path
 
 from specatlas.bench import provenance
 from specatlas.bench import questions as qs
-from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, dumps, summarize
+from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, dumps, references, summarize
 from specatlas.cli import add_trust_remote_code, number
 from specatlas.fsutil import WriteError, create_unique, output_place, writable_dir
 from specatlas.impls.engine.draft_length import CHOICES, DraftLengthPolicy
@@ -35,9 +35,9 @@ class BenchError(Exception):
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("methods", nargs="*", metavar="ID",
                         help="method ids or aliases from the registry, or peer ids (hf-generate, hf-prompt-lookup, "
-                             "hf-assisted); the baseline is always measured")
+                             "hf-assisted, llamacpp-greedy, llamacpp-prompt-lookup); the baseline is always measured")
     parser.add_argument("--all", action="store_true", help="every method in the registry, plus the peers")
-    parser.add_argument("--no-peers", action="store_true", help="with --all: leave out the transformers peers")
+    parser.add_argument("--no-peers", action="store_true", help="with --all: leave out the transformers and llama.cpp peers")
     parser.add_argument("--list", action="store_true", help="list the method and peer ids and exit")
     parser.add_argument("--questions", type=Path, default=None,
                         help="Spec-Bench style JSONL (question_id, category, turns); default: the built-in set")
@@ -105,6 +105,21 @@ def chosen_ids(names: list[str], everything: bool, peers: bool) -> tuple[list[st
     return list(dict.fromkeys(methods)), list(dict.fromkeys(peer_ids))
 
 
+def llamacpp_ids(peer_ids: list[str], model: str | None, named: list[str]) -> list[str]:
+    """`peer_ids` without the llama.cpp peers when they cannot run (another --model, llama-cpp-python
+    missing): a BenchError when one was named, else a line on stderr saying why they are left out."""
+    from specatlas.bench.contenders import LLAMACPP, llamacpp_problem
+
+    chosen = [p for p in peer_ids if p in LLAMACPP]
+    problem = llamacpp_problem(model) if chosen else None
+    if problem is None:
+        return peer_ids
+    if {n.strip().lower() for n in named} & set(chosen):
+        raise BenchError(problem)
+    print(f"specatlas bench: leaving out {', '.join(chosen)}: {problem}", file=sys.stderr)
+    return [p for p in peer_ids if p not in LLAMACPP]
+
+
 def check_numbers(args) -> None:
     problem = number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     if problem:
@@ -151,6 +166,7 @@ def bench(args) -> Path:
     chosen = qs.select(prompt_set.questions, args.categories, args.limit_per_category)
     out = writable_dir(output_place(args.out or _default_out(), "results", allowed=_default_out()), "results folder")
     method_ids, peer_ids = chosen_ids(args.methods, args.all, not args.no_peers)
+    peer_ids = llamacpp_ids(peer_ids, args.model, args.methods)
 
     import torch
     from tqdm import tqdm
@@ -190,7 +206,8 @@ def bench(args) -> Path:
         checkpoint.start({
             "config_hash": digest, "config": config, "cost_curve": cs.cost_curve(target.model),
             "provenance": {"started": now(), "packages": versions, "hardware": provenance.hardware(device),
-                           "prompt_set_file": _shown(prompt_set.path), "arguments": _arguments(args)},
+                           "prompt_set_file": _shown(prompt_set.path), "arguments": _arguments(args),
+                           **({"llama_cpp": cs.llamacpp_build()} if set(peer_ids) & set(cs.LLAMACPP) else {})},
         })
     checkpoint.append({"session": {"started": now(), "git_commit": git["commit"], "git_dirty": git["dirty"]}})
 
@@ -201,7 +218,10 @@ def bench(args) -> Path:
     stop = eos_ids(target.model, target.tokenizer)
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else min(stop)
     contenders += [built(lambda p=p: cs.peer(p, target.model, draft_model, pad), p, cs.PEERS[p], "peer", True)
-                   for p in peer_ids]
+                   for p in peer_ids if p not in cs.LLAMACPP]
+    contenders += [built(lambda p=p: cs.llamacpp_peer(p, torch.get_num_threads()), p, cs.PEERS[p], "peer", False,
+                         relative_to=cs.LLAMACPP_GREEDY)
+                   for p in peer_ids if p in cs.LLAMACPP]
     if contenders[0].error:
         raise BenchError(f"the baseline cannot run: {contenders[0].error}")
 
@@ -260,7 +280,8 @@ def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def built(build, method_id: str, name: str, kind: str, lossless: bool, policy: str | None = None):
+def built(build, method_id: str, name: str, kind: str, lossless: bool, policy: str | None = None,
+          relative_to: str | None = None):
     """The contender, or one that records why it could not be built (a peer transformers refuses,
     a method that needs what this model lacks): a long run must not die for one row."""
     from specatlas.bench.contenders import Contender
@@ -268,7 +289,7 @@ def built(build, method_id: str, name: str, kind: str, lossless: bool, policy: s
     try:
         return build()
     except Exception as exc:  # noqa: BLE001 - any failure is reported in the result row
-        return Contender(method_id, name, kind, lossless, "", None, _reason(exc), policy)
+        return Contender(method_id, name, kind, lossless, "", None, _reason(exc), policy, relative_to)
 
 
 def attempt(contender, call):
@@ -328,5 +349,8 @@ def _print_summary(run: Run) -> None:
             print(f"{method.id:26} did not run: {method.error}")
             continue
         overall = summary["overall"]
+        faster_than, same_as = references(method)
         print(f"{method.id:26} {overall['speedup']:>7.2f}x {overall['speedup_total']:>13.2f}x "
-              f"{overall['mean_accepted'] or 0:>9.2f}  {summary['lossless']['status']}")
+              f"{overall['mean_accepted'] or 0:>9.2f}  {summary['lossless']['status']}"
+              + (f"  (speedup over {faster_than}, {overall['tokens'] / overall['seconds']:.1f} tokens/s; tokens "
+                 f"compared with {same_as}'s)" if faster_than != BASELINE else ""))
