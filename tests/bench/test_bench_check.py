@@ -14,7 +14,7 @@ from benchruns import build_run, sample, turn
 
 from specatlas.bench import results
 from specatlas.bench.leaderboard import measured_markdown
-from specatlas.bench.results import config_hash, dumps, summarize
+from specatlas.bench.results import config_hash, summarize
 from specatlas.cli import main
 from specatlas.paths import repo_root
 
