@@ -307,6 +307,12 @@ def output_dir(path: Path, what: str, marker: str, allowed: Path | None = None,
     empty, holds `marker` (written by the command's earlier build), or passes `legacy` (an output of
     a version that wrote no marker). Anything else is refused with a one-line WriteError."""
     target = output_place(path, what, allowed)
+    _check_owned(path, target, what, marker, legacy)
+    return target
+
+
+def _check_owned(path: Path, target: Path, what: str, marker: str, legacy: Callable[[Path], bool] | None) -> None:
+    """Refuse (WriteError) the folder `target` unless it is new, empty, holds `marker` or passes `legacy`."""
     if target.exists() and not target.is_dir():
         raise _refusal(path, what, "it exists and is not a folder")
     if target.is_dir() and not (target / marker).is_file() and not (legacy and legacy(target)):
@@ -317,7 +323,6 @@ def output_dir(path: Path, what: str, marker: str, allowed: Path | None = None,
         if not empty:
             raise _refusal(path, what, f"the folder holds files this command did not write (no {marker} in it); "
                                        "choose a new or empty folder")
-    return target
 
 
 def install_dir(staging: Path, target: Path, marker: str, what: str) -> None:
@@ -330,6 +335,46 @@ def install_dir(staging: Path, target: Path, marker: str, what: str) -> None:
         if foreign:
             raise _refusal(target, what, f"it holds {', '.join(foreign[:3])}, which a build does not write")
     replace_dir(staging, target)
+
+
+def build_dir(path: Path, fill: Callable[[Path], None], marker: str, what: str,
+              legacy: Callable[[Path], bool] | None = None, keep: Callable[[str], bool] | None = None) -> Path:
+    """Make the folder `path` whole at once: `fill` writes every file into a fresh sibling folder,
+    which is then swapped in (install_dir), so a kill leaves the old folder or the new one, and two
+    processes building the same folder end with one of theirs whole, never a mix. The old folder is
+    replaced only under output_dir's rule, checked again here (the command's first check may be
+    hours old) under a lock on the parent folder held until the swap; its files that `keep` names
+    and `fill` did not write are carried into the new folder (another command's files beside ours).
+    Returns the folder's absolute path."""
+    target = _absolute(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        lock = os.open(target.parent, os.O_RDONLY)
+    except OSError as exc:
+        raise WriteError(f"cannot write {what} to {path}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by close
+        _check_owned(path, target, what, marker, legacy)
+        try:
+            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-new-", dir=target.parent))
+        except OSError as exc:
+            raise WriteError(f"cannot write {what} to {path}: {exc.strerror or exc}") from None
+        try:
+            os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; the folder is a normal one
+            fill(staging)
+            if keep is not None and target.is_dir():
+                for old in target.iterdir():
+                    new = staging / old.name
+                    if keep(old.name) and old.is_file() and not old.is_symlink() and not new.exists():
+                        shutil.copy2(old, new)
+            install_dir(staging, target, marker, what)
+        except OSError as exc:
+            raise WriteError(f"cannot write {what} to {path}: {exc.strerror or exc}") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    finally:
+        os.close(lock)
+    return target
 
 
 def starts_with(prefix: str) -> Callable[[Path], bool]:

@@ -36,6 +36,7 @@ from specatlas.fsutil import WriteError, output_dir
 from specatlas.impls.families import training
 from specatlas.impls.engine.checkpoints import SHIPPED_HEADS, shipped_head_folder
 from specatlas.impls.families import FAMILIES, Family
+from specatlas.impls.families.base import HEAD_MARKER, earlier_head
 from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model, pick_device
 from specatlas.impls.methods.core import default_draft_model
 from specatlas import train_data
@@ -59,10 +60,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                                    "(default: all)")
     parser.add_argument("--seed", type=number(int, 0, MAX_SEED), default=0)
     add_trust_remote_code(parser)
-
-
-# In every folder `specatlas train` writes: a later run may write there again (fsutil.output_dir).
-TRAIN_MARKER = ".specatlas-train"
 
 
 def resolve(name: str) -> Family | None:
@@ -92,8 +89,7 @@ def execute(args: argparse.Namespace) -> int:
 
     def checked(output: Path) -> Path:
         try:
-            return output_dir(output, f"the {family} head", TRAIN_MARKER, allowed=SHIPPED_HEADS,
-                              legacy=lambda folder: (folder / "training.json").is_file())
+            return output_dir(output, f"the {family} head", HEAD_MARKER, allowed=SHIPPED_HEADS, legacy=earlier_head)
         except WriteError as exc:
             raise CommandError(str(exc)) from None
 
@@ -103,9 +99,11 @@ def execute(args: argparse.Namespace) -> int:
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     output = output or checked(default_output(trainer, loaded.name))
-    result = train_one(trainer, loaded, args.data or train_data.default_folder(loaded.name), args.tokens, output,
-                       args.budget_minutes, args.steps, args.seed, card_command(args), args.stop_at)
-    (output / TRAIN_MARKER).write_text("written by specatlas train, which may write here again\n", encoding="utf-8")
+    try:  # the head folder is checked again when saved: something else may have written there since
+        result = train_one(trainer, loaded, args.data or train_data.default_folder(loaded.name), args.tokens, output,
+                           args.budget_minutes, args.steps, args.seed, card_command(args), args.stop_at)
+    except WriteError as exc:
+        raise CommandError(str(exc)) from None
     print(f"specatlas train: wrote {output} ({result})", file=sys.stderr)
     return 0
 

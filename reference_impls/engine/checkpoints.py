@@ -22,13 +22,12 @@ from torch import nn
 from specatlas.fsutil import ReadError, read_json
 from specatlas.impls.engine.errors import CheckpointError, ModelLoadError, first_line, unpickle_failure
 from specatlas.impls.families import FAMILIES, Family
+from specatlas.impls.families.base import WEIGHT_FILES
 from specatlas.impls.engine.models import EMBEDDED, _hub_reachable
 
 # The heads, adapters and drafter trained for the embedded model, one folder per family:
 # `<EMBEDDED>-<family>` (`shipped_head_folder`). Tests point it elsewhere.
 SHIPPED_HEADS = Path(__file__).resolve().parent.parent / "trained_heads"
-WEIGHT_FILES = ("model.safetensors", "medusa_lm_head.safetensors", "pytorch_model.bin", "medusa_lm_head.pt",
-                "hydra_lm_head.pt", "model.pt")
 
 
 class HeadNotShipped(ModelLoadError):

@@ -14,15 +14,29 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from specatlas.fsutil import atomic_write
+from specatlas.fsutil import build_dir
 from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.blocks import LayerConfig
 from specatlas.impls.families.training import Run
+
+# In every head folder the project writes (`Family.save`, `specatlas train`): a later save may replace it.
+HEAD_MARKER = ".specatlas-train"
+# The weight files a head folder may hold, in the order the checkpoint loader looks for them.
+WEIGHT_FILES = ("model.safetensors", "medusa_lm_head.safetensors", "pytorch_model.bin", "medusa_lm_head.pt",
+                "hydra_lm_head.pt", "model.pt")
+# What a saved head is made of: a later save of any family drops these from the old folder, keeps the rest.
+HEAD_FILES = frozenset({*WEIGHT_FILES, "config.json", "README.md", "training.json"})
+
+
+def earlier_head(folder: Path) -> bool:
+    """A head saved before the marker existed: its model card's training.json is there."""
+    return (folder / "training.json").is_file()
 
 
 class Family:
@@ -67,27 +81,37 @@ class Family:
     def save(self, head: nn.Module, folder: Path, target, base_model: str, extra: dict | None = None,
              card: dict | None = None) -> Path:
         """Write `head` in the family's published layout: config.json + float16 weights (+ README.md card).
-        Each file is written whole and renamed into place (atomic_write): a kill, or another run
-        saving to the same folder, never leaves a torn file."""
+        The folder is made whole at once (fsutil.build_dir): a kill, or another run saving to the
+        same folder, leaves one run's head complete, never a mix of two. Files beside it that are no
+        head's (FR-Spec's ranking beside the EAGLE head) are kept."""
         from safetensors.torch import save
 
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
         tensors = {key: (value.detach().to(torch.float16) if value.is_floating_point() else value.detach()).contiguous().cpu()
                    for key, value in head.state_dict().items()}
         if self.weight_file.endswith(".safetensors"):
-            atomic_write(folder / self.weight_file, save(tensors, metadata={"format": "pt"}))
+            weights = save(tensors, metadata={"format": "pt"})
         else:  # Hydra's code reads only its .pt file (torch.load)
             buffer = io.BytesIO()
             torch.save(tensors, buffer)
-            atomic_write(folder / self.weight_file, buffer.getvalue())
+            weights = buffer.getvalue()
         config = self.config_for(head, target) | {"base_model_name_or_path": base_model, "torch_dtype": "float16"} \
             | (extra or {})
-        atomic_write(folder / "config.json", json.dumps(config, indent=2) + "\n")
+        files = {self.weight_file: weights, "config.json": json.dumps(config, indent=2) + "\n"}
         if card is not None:
-            atomic_write(folder / "README.md", self.model_card(config, card))
-            atomic_write(folder / "training.json", json.dumps(card, indent=2) + "\n")
-        return folder
+            files |= {"README.md": self.model_card(config, card), "training.json": json.dumps(card, indent=2) + "\n"}
+        return self.write(folder, files, keep=lambda name: name not in HEAD_FILES)
+
+    def write(self, folder: Path, files: dict[str, str | bytes], keep) -> Path:
+        """`files` (name: text or bytes) written as the head folder `folder` (fsutil.build_dir, with
+        the marker `specatlas train` recognises); the old folder's files that `keep` names are carried over."""
+        def fill(staging: Path) -> None:
+            for name, data in files.items():
+                with open(staging / name, "wb") as f:
+                    f.write(data.encode("utf-8") if isinstance(data, str) else data)
+                    f.flush()
+                    os.fsync(f.fileno())
+
+        return build_dir(folder, fill, HEAD_MARKER, f"the {self.name} head", legacy=earlier_head, keep=keep)
 
     def model_card(self, config: dict, card: dict) -> str:
         held = card["held_out"]

@@ -3,7 +3,7 @@ FR-Spec drafts with (`methods.heads.fr_spec` reads it)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
 
 import torch
 
@@ -40,14 +40,14 @@ class FrSpecFamily(Family):
         ranked += [token for token in range(vocab) if token not in seen][: size - len(ranked)]
         missing = sorted(eos_ids(loaded.model, loaded.tokenizer) - set(ranked))
         ranked = ranked[: size - len(missing)] + missing
-        output = Path(output)
-        output.mkdir(parents=True, exist_ok=True)
-        torch.save(ranked, output / f"freq_{size}.pt")
         held = torch.cat([features.greedy[c][features.prompt_lengths[c] - 1 :] for c in test_ids])
         covered = float(torch.isin(held, torch.tensor(ranked)).float().mean())
         summary = f"{len(ranked)} token ids in freq_{size}.pt; they cover {covered:.2%} of the held-out answer tokens"
-        (output / f"freq_{size}.md").write_text(
-            f"# FR-Spec token ranking for {loaded.name}\n\n{summary} ({len(test_ids)} held-out conversations); "
-            f"counted on {len(train_ids)} conversations of {features.source or 'the target answers'}, then filled in id order (see `families.fr_spec.FrSpecFamily`).\n\nReproduce (writes this file):\n\n"
-            f"```\n{command}\n```\n", encoding="utf-8")
+        buffer = io.BytesIO()
+        torch.save(ranked, buffer)
+        card = (f"# FR-Spec token ranking for {loaded.name}\n\n{summary} ({len(test_ids)} held-out conversations); "
+                f"counted on {len(train_ids)} conversations of {features.source or 'the target answers'}, then filled in id order (see `families.fr_spec.FrSpecFamily`).\n\nReproduce (writes this file):\n\n"
+                f"```\n{command}\n```\n")
+        # Into the EAGLE head's folder, whose files stay (every other file is carried over).
+        self.write(output, {f"freq_{size}.pt": buffer.getvalue(), f"freq_{size}.md": card}, keep=lambda name: True)
         return summary

@@ -13,6 +13,7 @@ from specatlas.bench.results import load
 QUESTIONS = [
     {"question_id": "chat", "category": "writing", "turns": ["Name a colour.", "Name another one."]},
     {"question_id": "fact", "category": "qa", "turns": ["What is the capital of France?"]},
+    {"question_id": "too-long", "category": "qa", "turns": ["word " * 9000]},  # past the model's 8192 tokens
 ]
 
 
@@ -45,6 +46,7 @@ def test_small_bench_end_to_end_with_resume_after_kill(tmp_path):
     second = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr[-2000:]
     assert "bench:" in second.stderr  # the progress bar goes to stderr
+    assert "specatlas bench: leaving out question too-long: its prompt: the prompt has " in second.stderr
     files = sorted(p.name for p in out.iterdir())
     assert len(files) == 1 and files[0].endswith(".json")  # no checkpoint or temp file left
     run = load(out / files[0])  # schema, config hash and summary all check out
@@ -60,6 +62,8 @@ def test_small_bench_end_to_end_with_resume_after_kill(tmp_path):
     assert all(len(s.turns) == (2 if s.question_id == "chat" else 1) for s in run.samples)
 
     config, provenance = run.config, run.provenance
+    assert config["question_ids"] == ["chat", "fact"]
+    assert [note["question_id"] for note in provenance["left_out_questions"]] == ["too-long"]
     assert config["prompt_set"]["sha256"] == hashlib.sha256(questions.read_bytes()).hexdigest()
     assert len(config["model"]["target_sha256"]) == 64
     assert config["device"] == "cpu" and config["dtype"] == "float32" and config["temperature"] == 0

@@ -193,3 +193,75 @@ def test_two_processes_replacing_one_result_or_checkpoint_leave_one_whole_file(t
     _in_parallel(replacer("a"), replacer("b"))
     assert path.read_bytes() in contents.values()
     assert [p.name for p in tmp_path.iterdir()] == ["medusa.ckpt"]  # no temp file left behind
+
+
+
+# A saved head folder is replaced whole -----------------------------------------------------------
+
+SEEDS = {"a": 1, "b": 2}  # each run saves a head of its own random weights, with its name in config.json
+
+
+def _medusa(run: str):
+    import torch
+
+    from specatlas.impls.families.medusa import MedusaHeads
+
+    head = MedusaHeads(8, num_heads=2)
+    with torch.no_grad():
+        for parameter in head.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=torch.Generator().manual_seed(SEEDS[run])))
+    return head
+
+
+def _save(folder, run: str, head=None) -> None:
+    from types import SimpleNamespace
+
+    from specatlas.impls.families import FAMILIES
+
+    target = SimpleNamespace(config=SimpleNamespace(hidden_size=8, vocab_size=16))
+    FAMILIES["medusa"].save(head or _medusa(run), folder, target, "tiny", {"run": run})
+
+
+def _saved_run(folder) -> str:
+    """The run whose config.json `folder` holds, after checking that its weights are that run's too."""
+    import torch
+    from safetensors.torch import load_file
+
+    run = json.loads((folder / "config.json").read_text())["run"]
+    want, got = _medusa(run).state_dict(), load_file(folder / "medusa_lm_head.safetensors")
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k].half()) for k in want), run
+    return run
+
+
+def test_two_processes_saving_heads_to_one_folder_leave_one_whole_head(tmp_path):
+    folder = tmp_path / "medusa-head"
+    heads = {run: _medusa(run) for run in SEEDS}  # made before the fork: the processes only save
+    _in_parallel(*[lambda run=run: [_save(folder, run, heads[run]) for _ in range(6)] for run in SEEDS])
+    assert sorted(p.name for p in folder.iterdir()) == [".specatlas-train", "config.json", "medusa_lm_head.safetensors"]
+    assert _saved_run(folder) in SEEDS
+    assert [p.name for p in tmp_path.iterdir()] == ["medusa-head"]  # no staging or old folder left behind
+
+
+def test_a_head_is_not_saved_over_a_folder_of_someone_elses_files(tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "config.json").write_text("mine\n")
+    (folder / "todo.txt").write_text("mine too\n")
+    with pytest.raises(fsutil.WriteError, match=r"refusing to write the medusa head to .*notes: the folder holds "
+                                                r"files this command did not write \(no \.specatlas-train in it\)") as caught:
+        _save(folder, "a")
+    assert "\n" not in str(caught.value)
+    assert {p.name: p.read_text() for p in folder.iterdir()} == {"config.json": "mine\n", "todo.txt": "mine too\n"}
+    assert [p.name for p in tmp_path.iterdir()] == ["notes"]
+
+
+def test_a_head_saved_again_keeps_the_files_beside_it_and_drops_the_old_heads(tmp_path):
+    """FR-Spec's ranking beside the head stays; an earlier head's weights of another layout go."""
+    folder = tmp_path / "head"
+    _save(folder, "a")
+    (folder / "freq_4.pt").write_bytes(b"ranking")
+    (folder / "model.safetensors").write_bytes(b"an earlier head's weights")
+    _save(folder, "b")
+    assert sorted(p.name for p in folder.iterdir()) == [".specatlas-train", "config.json", "freq_4.pt",
+                                                       "medusa_lm_head.safetensors"]
+    assert _saved_run(folder) == "b" and (folder / "freq_4.pt").read_bytes() == b"ranking"

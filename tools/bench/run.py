@@ -149,6 +149,31 @@ def encode_conversation(tokenizer, turns: list[str], answers: list[str]) -> list
     return tokenizer("\n\n".join(m["content"] for m in messages)).input_ids
 
 
+def fitting(questions: list, target, max_new_tokens: int) -> tuple[list, list[dict]]:
+    """The questions whose whole conversation fits the target's context (every turn, each answer
+    `max_new_tokens` long), and a note for each left out, also said on stderr; a BenchError when
+    none fits. Checked before measuring: a prompt past the context would otherwise end a method's
+    row at that question (the engine refuses it) or cut its answers short unseen."""
+    from specatlas.impls.engine.decoding import ContextError, room_after
+
+    kept, left_out = [], []
+    for question in questions:
+        turns = len(question.turns)
+        conversation = encode_conversation(target.tokenizer, list(question.turns), [""] * (turns - 1))
+        try:
+            room_after(target.model, conversation, turns * max_new_tokens)
+            kept.append(question)
+        except ContextError as exc:
+            where = f"its {turns} turns, each answer counted at --max-new-tokens" if turns > 1 else "its prompt"
+            reason = f"{where}: {exc}"
+            left_out.append({"question_id": question.id, "reason": reason})
+            print(f"specatlas bench: leaving out question {question.id}: {reason}", file=sys.stderr)
+    if not kept:
+        raise BenchError(f"no chosen question fits {target.name}'s context with --max-new-tokens {max_new_tokens} "
+                         f"(question {left_out[0]['question_id']}: {left_out[0]['reason']})")
+    return kept, left_out
+
+
 def unit_seed(seed: int, question_id: str, repeat: int, turn: int) -> int:
     """The same for every method on a unit, so sampled runs of different methods are comparable."""
     return zlib.crc32(f"{seed}/{question_id}/{repeat}/{turn}".encode())
@@ -182,6 +207,7 @@ def bench(args) -> Path:
     dtype = pick_dtype(args.dtype, device)
     target = load_model(args.model, device, dtype, args.trust_remote_code)
     drafter = load_model(args.draft_model, device, dtype, args.trust_remote_code) if args.draft_model else None
+    chosen, left_out = fitting(chosen, target, args.max_new_tokens)
     versions, git = provenance.packages(), provenance.git_state()
     config = {
         "methods": method_ids + peer_ids,
@@ -207,6 +233,7 @@ def bench(args) -> Path:
             "config_hash": digest, "config": config, "cost_curve": cs.cost_curve(target.model),
             "provenance": {"started": now(), "packages": versions, "hardware": provenance.hardware(device),
                            "prompt_set_file": _shown(prompt_set.path), "arguments": _arguments(args),
+                           **({"left_out_questions": left_out} if left_out else {}),
                            **({"llama_cpp": cs.llamacpp_build()} if set(peer_ids) & set(cs.LLAMACPP) else {})},
         })
     checkpoint.append({"session": {"started": now(), "git_commit": git["commit"], "git_dirty": git["dirty"]}})

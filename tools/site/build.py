@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
-import tempfile
 from pathlib import Path
 
-from specatlas.fsutil import WriteError, install_dir, output_dir, writable_dir
+from specatlas.fsutil import WriteError, build_dir, output_dir
 from specatlas.paths import repo_root
 from specatlas.site.catalog import Catalog
 
@@ -52,22 +50,14 @@ def execute(args: argparse.Namespace) -> int:
         return 0
     from mkdocs.exceptions import Abort
 
-    # Built beside the target, then swapped in: a failed or killed build leaves the old site whole.
+    # Built beside the target, then swapped in (fsutil.build_dir): a failed or killed build leaves the old site whole.
     requested = args.out or repo_root() / "site"
     try:
         out = output_dir(requested, "the site", SITE_MARKER, legacy=_older_build)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-new-", dir=writable_dir(out.parent)))
-    except (WriteError, OSError) as exc:
-        logging.error("%s", exc if isinstance(exc, WriteError) else f"cannot write the site to {requested}: {exc.strerror or exc}")
-        return 1
-    try:
-        build(staging)
-        install_dir(staging, out, SITE_MARKER, "the site")
+        build_dir(requested, build, SITE_MARKER, "the site", legacy=_older_build)
     except (Abort, WriteError) as exc:
         logging.error("%s", exc)
         return 1
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     print(f"site written to {out}")
     return 0
 
