@@ -365,7 +365,13 @@ def build_dir(path: Path, fill: Callable[[Path], None], marker: str, what: str,
             if keep is not None and target.is_dir():
                 for old in target.iterdir():
                     new = staging / old.name
-                    if keep(old.name) and old.is_file() and not old.is_symlink() and not new.exists():
+                    if not keep(old.name) or new.exists() or new.is_symlink():
+                        continue
+                    if old.is_symlink():
+                        new.symlink_to(os.readlink(old))
+                    elif old.is_dir():
+                        shutil.copytree(old, new, symlinks=True)
+                    else:
                         shutil.copy2(old, new)
             install_dir(staging, target, marker, what)
         except OSError as exc:
