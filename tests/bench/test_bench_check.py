@@ -19,7 +19,8 @@ from specatlas.cli import main
 from specatlas.paths import repo_root
 
 COMMITTED = sorted((repo_root() / "results").glob("*.json"))
-LATEST = COMMITTED[-1]
+# The cases below name this run's rows and numbers (a newer run need not have a hu2025sam paper row).
+FIXTURE = repo_root() / "results" / "2026-12-03-smollm2-135m-instruct-cpu-9abfbd69.json"
 
 
 def check(capsys, *paths):
@@ -29,7 +30,7 @@ def check(capsys, *paths):
     return status, out, err.splitlines()
 
 
-def edited(tmp_path, edit, source=LATEST, name="edited.json"):
+def edited(tmp_path, edit, source=FIXTURE, name="edited.json"):
     """A copy of a committed result with `edit(data)` applied."""
     data = json.loads(source.read_text(encoding="utf-8"))
     edit(data)
@@ -85,7 +86,7 @@ def test_a_method_without_a_lossless_check_is_refused(capsys, write_run):
 ])
 def test_a_broken_result_is_refused_in_one_line_naming_file_and_problem(capsys, tmp_path, edit, message):
     path = edited(tmp_path, edit)
-    status, _, err = check(capsys, path, LATEST)
+    status, _, err = check(capsys, path, FIXTURE)
     assert status == 1
     assert len(err) == 1 and err[0].startswith(f"{path}: {message}"), err
 
@@ -121,7 +122,7 @@ def test_wrong_types_are_one_line(capsys, tmp_path, edit, message):
 
 def test_huge_files_folders_and_missing_files_are_refused_before_reading(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(results, "MAX_RESULT_BYTES", 1000)
-    status, _, err = check(capsys, LATEST, tmp_path, tmp_path / "absent.json")
+    status, _, err = check(capsys, FIXTURE, tmp_path, tmp_path / "absent.json")
     assert status == 1 and len(err) == 3
     assert err[0].endswith("bytes; at most 1,000 are accepted") and "is a folder" in err[1] and "cannot be read" in err[2]
 
@@ -129,7 +130,7 @@ def test_huge_files_folders_and_missing_files_are_refused_before_reading(capsys,
 def test_a_valid_run_from_another_machine_gets_its_own_hardware_table(capsys, tmp_path):
     folder = tmp_path / "results"
     folder.mkdir()
-    shutil.copy(LATEST, folder / LATEST.name)
+    shutil.copy(FIXTURE, folder / FIXTURE.name)
 
     def on_h100(data):
         data["provenance"]["hardware"].update(gpu="NVIDIA H100 80GB HBM3", cpu="Intel Xeon Platinum 8480+", cores=26)
