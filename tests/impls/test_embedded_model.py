@@ -11,8 +11,6 @@ from specatlas.cli import main
 from specatlas.impls.engine import kv
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.models import encode_chat, eos_ids
-from specatlas.impls.families import FAMILIES
-from specatlas.impls.families.redrafter import DRAFT_VOCAB
 from specatlas.impls.registry import METHODS
 
 pytestmark = pytest.mark.model
@@ -38,36 +36,21 @@ def baseline_outputs(embedded):
 SPECULATIVE = [m for m in METHODS.values() if m.id != "baseline"]
 
 
-# The heads not shipped yet, built at random for the greedy check (greedy identity holds for any
-# head), in the layout `specatlas train` writes: ReDrafter's, its draft vocabulary standing in as
-# the first DRAFT_VOCAB token ids.
-RANDOM_HEADS = {"redrafter": lambda config: FAMILIES["redrafter"].head(config.hidden_size, config.vocab_size,
-                                                                         torch.arange(DRAFT_VOCAB))}
-
-
-def build(method, model, tmp_path_factory=None, **settings):
+def build(method, model, **settings):
     """A method whose trained piece is not shipped fails under CI (elsewhere it is skipped with the
-    reason: `specatlas train` ships it), unless it is one of `RANDOM_HEADS`, checked with a random head."""
+    reason: `specatlas train` ships it)."""
     from specatlas.impls.engine.checkpoints import HeadNotShipped
 
     try:
         return method.build(model, **settings)
     except HeadNotShipped as exc:
-        if method.trained_head in RANDOM_HEADS and tmp_path_factory is not None:
-            folder = tmp_path_factory.mktemp(method.trained_head)
-            head = RANDOM_HEADS[method.trained_head](model.config)
-            generator = torch.Generator().manual_seed(0)
-            for parameter in head.parameters():
-                parameter.data = torch.randn(parameter.shape, generator=generator) * 0.02
-            FAMILIES[method.trained_head].save(head, folder, model, "smollm2-135m-instruct")
-            return method.build(model, drafter_checkpoint=folder, **settings)
         if os.environ.get("CI"):
             pytest.fail(f"{method.id}: {exc}")
         pytest.skip(str(exc))
 
 
-def assert_greedy_identical(embedded, method, policy, prompts, tokens, want, tmp_path_factory=None):
-    decoder = build(method, embedded.model, tmp_path_factory, policy=policy)
+def assert_greedy_identical(embedded, method, policy, prompts, tokens, want):
+    decoder = build(method, embedded.model, policy=policy)
     stop = eos_ids(embedded.model, embedded.tokenizer)
     drafted = 0
     for prompt, expected in zip(prompts, want):
@@ -82,20 +65,19 @@ QUICK_TOKENS = 32
 
 
 @pytest.mark.parametrize("method", SPECULATIVE, ids=lambda m: m.id)
-def test_greedy_output_is_token_identical_to_baseline(embedded, baseline_outputs, method, tmp_path_factory):
+def test_greedy_output_is_token_identical_to_baseline(embedded, baseline_outputs, method):
     """The quick tier: each method at its paper's settings, one prompt x 32 tokens."""
-    assert_greedy_identical(embedded, method, DraftLengthPolicy.paper(), PROMPTS[:1], QUICK_TOKENS, baseline_outputs,
-                            tmp_path_factory)
+    assert_greedy_identical(embedded, method, DraftLengthPolicy.paper(), PROMPTS[:1], QUICK_TOKENS, baseline_outputs)
 
 
 @pytest.mark.full
 @pytest.mark.parametrize("prompt", range(len(PROMPTS)))
 @pytest.mark.parametrize("policy", [DraftLengthPolicy.paper(), DraftLengthPolicy.cost_aware()], ids=lambda policy: policy.name)
 @pytest.mark.parametrize("method", SPECULATIVE, ids=lambda m: m.id)
-def test_greedy_matrix_is_token_identical_to_baseline(embedded, baseline_outputs, method, policy, prompt, tmp_path_factory):
+def test_greedy_matrix_is_token_identical_to_baseline(embedded, baseline_outputs, method, policy, prompt):
     """The full tier: every method x policy x prompt, 64 tokens (one test per prompt so -n 2 balances)."""
     assert_greedy_identical(embedded, method, policy, PROMPTS[prompt:prompt + 1], NEW_TOKENS,
-                            baseline_outputs[prompt:prompt + 1], tmp_path_factory)
+                            baseline_outputs[prompt:prompt + 1])
 
 
 def test_run_drafts_with_the_papers_gamma_and_says_so(embedded, capsys):
