@@ -6,8 +6,8 @@ read with `torch.load(weights_only=True)`), detects the layout from the keys, bu
 checks it against the target: hidden size, vocabulary and (when the checkpoint names one) base
 model. Any problem is a `CheckpointError` with one line naming the missing or unexpected keys or
 the mismatched shape: a checkpoint never half-loads onto random weights. Each layout's detection
-and building is its family's (`families/`), which also writes it (`Family.save`, float16, with a
-model card). `load_head` is what methods call:
+and building is its family's (`families/`), which also writes it (`Family.save`, with a model
+card; matrices int8, `weight_storage`). `load_head` is what methods call:
 the given checkpoint, else the head shipped for the embedded model in `SHIPPED_HEADS`.
 """
 
@@ -24,6 +24,7 @@ from specatlas.impls.engine.errors import CheckpointError, ModelLoadError, first
 from specatlas.impls.families import FAMILIES, Family
 from specatlas.impls.families.base import WEIGHT_FILES
 from specatlas.impls.engine.models import EMBEDDED, _hub_reachable
+from specatlas.impls.engine.weight_storage import StorageError, unpack
 
 # The heads, adapters and drafter trained for the embedded model, one folder per family:
 # `<EMBEDDED>-<family>` (`shipped_head_folder`). Tests point it elsewhere.
@@ -169,7 +170,10 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
         raise CheckpointError(f"{path}: cannot read weights ({unpickle_failure(exc)})") from None
     if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
         raise CheckpointError(f"{path}: expected a flat dict of tensors")
-    return weights
+    try:
+        return unpack(weights)  # the int8 matrices the project's own heads are stored as
+    except StorageError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
 
 
 def _detect(weights: dict, config: dict, folder: Path) -> tuple[Family, str, dict]:

@@ -12,7 +12,6 @@ run's key and seed (`train`) are here rather than in `checkpoints` and `training
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 from pathlib import Path
@@ -22,6 +21,7 @@ from torch import nn
 
 from specatlas.fsutil import build_dir
 from specatlas.impls.engine.errors import CheckpointError
+from specatlas.impls.engine.weight_storage import pack
 from specatlas.impls.families.blocks import LayerConfig
 from specatlas.impls.families.training import Run
 
@@ -47,7 +47,7 @@ class Family:
     title = ""  # the family as messages name it
     paper, aliases = "", ()  # `specatlas train PAPER|ALIAS`
     uses_draft_model = False  # trains on a draft model's states: `train` takes the draft model
-    weight_file = "model.safetensors"  # the file `save` writes (.safetensors, else torch.save)
+    weight_file = "model.safetensors"  # the file `save` writes
     _not_settings = ("title", "paper", "aliases", "weight_file", "uses_draft_model")
 
     # ----------------------------------------------------------------------------------------
@@ -80,20 +80,14 @@ class Family:
 
     def save(self, head: nn.Module, folder: Path, target, base_model: str, extra: dict | None = None,
              card: dict | None = None) -> Path:
-        """Write `head` in the family's published layout: config.json + float16 weights (+ README.md card).
+        """Write `head` in the family's published key layout, stored as `weight_storage.pack` does
+        (int8 matrices with float16 row scales), with config.json (+ README.md card).
         The folder is made whole at once (fsutil.build_dir): a kill, or another run saving to the
         same folder, leaves one run's head complete, never a mix of two. Files beside it that are no
         head's (FR-Spec's ranking beside the EAGLE head) are kept."""
         from safetensors.torch import save
 
-        tensors = {key: (value.detach().to(torch.float16) if value.is_floating_point() else value.detach()).contiguous().cpu()
-                   for key, value in head.state_dict().items()}
-        if self.weight_file.endswith(".safetensors"):
-            weights = save(tensors, metadata={"format": "pt"})
-        else:  # Hydra's code reads only its .pt file (torch.load)
-            buffer = io.BytesIO()
-            torch.save(tensors, buffer)
-            weights = buffer.getvalue()
+        weights = save(pack(head.state_dict()), metadata={"format": "pt"})
         config = self.config_for(head, target) | {"base_model_name_or_path": base_model, "torch_dtype": "float16"} \
             | (extra or {})
         files = {self.weight_file: weights, "config.json": json.dumps(config, indent=2) + "\n"}
@@ -130,7 +124,7 @@ class Family:
 | Training | {card['steps']} steps{_schedule(card)}, {card['train_seconds'] / 60:.1f} min (float32, CPU), final loss {card['final_loss']} |
 | Held-out acceptance by draft position (top-1 chain, given the earlier drafts accepted) | {by_position} |
 | Held-out mean accepted tokens per step (top-1 chain, bonus token included) | {held['mean_accepted_tokens_chain']} |{untrained}
-| Weights | float16, the family's published layout (loads with `specatlas.impls.engine.checkpoints.load`) |
+| Weights | int8 matrices with a float16 scale per row, vectors float16 (`weight_storage`; the acceptance above is measured on them), in the family's published key layout (loads with `specatlas.impls.engine.checkpoints.load`) |
 | torch | {card['torch']} |
 
 Reproduce (writes this folder):

@@ -1,6 +1,7 @@
 """Hydra (Ankner et al. 2024): sequentially dependent draft heads.
 
-`HydraHeads`' `state_dict()` is zankner/Hydra's `HydraMLP` layout (`hydra_lm_head.pt`): head k
+`HydraHeads`' `state_dict()` is zankner/Hydra's `HydraMLP` layout (published as `hydra_lm_head.pt`;
+`specatlas train` writes the same keys to model.safetensors): head k
 reads the target's final state and the embeddings of the k + 1 tokens before the one it drafts,
 so a branch's candidates depend on the tokens drafted before them.
 """
@@ -72,7 +73,7 @@ class HydraFamily(Family):
     at 1e-3, cosine schedule, 256 positions a step."""
 
     name, num_heads, batch, lr, default_steps = "hydra", 4, 256, 1e-3, 2000
-    title, paper, aliases, weight_file = "Hydra", "ankner2024hydra", ("hydra",), "hydra_lm_head.pt"
+    title, paper, aliases = "Hydra", "ankner2024hydra", ("hydra",)
 
     def detect(self, weights, config):
         if any(key.startswith("hydra_mlp.") for key in weights):

@@ -39,6 +39,7 @@ from torch.nn import functional as F
 from specatlas.fsutil import atomic_write
 from specatlas.impls.engine.errors import unpickle_failure
 from specatlas.impls.engine.models import cache_root
+from specatlas.impls.engine.weight_storage import stored
 
 
 @dataclass
@@ -356,7 +357,8 @@ def train_loop(module, optimizer, batches, loss_fn, run: Run, budget_minutes: fl
     if bar:
         bar.close()
     module.eval()
-    save()
+    save()  # full precision: a longer schedule resumes from it
+    stored(module)  # what is evaluated next is what ships
     return state
 
 

@@ -19,6 +19,8 @@ from specatlas.impls.families.hydra import HydraHeads
 from specatlas.impls.families.medusa import MedusaHeads
 from specatlas.impls.families.redrafter import DRAFT_VOCAB, RecurrentDrafter
 from specatlas.impls.families.blocks import HeadCache, LayerConfig
+from specatlas.impls.engine import weight_storage
+from specatlas.impls.engine.weight_storage import SCALE, pack, stored
 from tests.impls.toy import tiny_llama
 
 H, V, HEADS, KV, HD, I = 32, 16, 4, 2, 8, 64  # tiny_llama's sizes
@@ -231,9 +233,9 @@ def test_redrafter_draft_vocabulary_round_trips_and_a_mismatched_layout_fails_in
     torch.manual_seed(0)
     used = torch.tensor([1, 4, 5, 9, 15])
     head = FAMILIES["redrafter"].head(H, V, used)
-    for parameter in head.parameters():  # exactly representable in float16
-        parameter.data = (torch.randn_like(parameter) * 0.3).half().float()
-    FAMILIES["redrafter"].save(head, tmp_path / "d", target, "tiny")
+    for parameter in head.parameters():
+        parameter.data = torch.randn_like(parameter) * 0.3
+    FAMILIES["redrafter"].save(stored(head), tmp_path / "d", target, "tiny")
     config = json.loads((tmp_path / "d" / "config.json").read_text())
     assert config["draft_vocab_size"] == 5 and config["vocab_size"] == V and config["exit_dim"] == H
     loaded = load(tmp_path / "d", target, "tiny").head
@@ -248,7 +250,8 @@ def test_redrafter_draft_vocabulary_round_trips_and_a_mismatched_layout_fails_in
            "d2t of another size": (config | {"draft_vocab_size": 4}, weights, "d2t must be 4 whole-number offsets"),
            "d2t twice the same id": (config, weights | {"d2t": torch.tensor([1, 3, 2, 6, 11])}, "same target id twice"),
            "d2t past the vocabulary": (config, weights | {"d2t": torch.tensor([1, 3, 3, 6, 12])}, "outside the target's"),
-           "full projection, d2t": (config, weights | {"lm_head.2.weight": torch.zeros(V, H)},
+           "full projection, d2t": (config, {k: v for k, v in weights.items() if not k.startswith("lm_head.2.weight")}
+                                    | {"lm_head.2.weight": torch.zeros(V, H)},
                                     "projects to 16 tokens, not its draft vocabulary of 5")}
     for name, (cfg, w, message) in bad.items():
         with pytest.raises(CheckpointError, match=message):
@@ -263,10 +266,10 @@ def test_redrafter_draft_vocabulary_round_trips_and_a_mismatched_layout_fails_in
 
 def test_redrafter_head_for_the_embedded_model_ships_in_a_few_megabytes():
     """SmolLM2-135M's sizes (H 576, 49,152 tokens): the paper's full projection at exit_dim 2H is
-    ~115 MB in float16; the head `specatlas train redrafter` writes is under 10 MB."""
+    ~115 MB in float16; the head `specatlas train redrafter` writes is under 5 MB."""
     head = FAMILIES["redrafter"].head(576, 49152, torch.arange(DRAFT_VOCAB))
-    size = sum(t.numel() * (2 if t.is_floating_point() else t.element_size()) for t in head.state_dict().values())
-    assert size < 10e6, f"{size / 1e6:.1f} MB"
+    size = sum(t.numel() * t.element_size() for t in pack(head.state_dict()).values())
+    assert size < 5e6, f"{size / 1e6:.1f} MB"
     published = sum(p.numel() * 2 for p in RecurrentDrafter(576, 49152).parameters())
     assert published > 100e6
 
@@ -345,13 +348,15 @@ def outputs(family, head, lm_head, x, features):
 
 
 @pytest.mark.parametrize("family", ["medusa", "hydra", "eagle", "eagle3", "redrafter"])
-def test_save_in_published_layout_then_load_gives_the_same_outputs(tmp_path, target, family):
+def test_save_in_published_layout_then_load_gives_the_same_outputs(tmp_path, target, family, monkeypatch):
+    monkeypatch.setattr(weight_storage, "SMALLEST", 64)  # the tiny heads' matrices go int8 as real ones do
     torch.manual_seed(0)
     layer = LayerConfig.from_dict(llama_config())
     head = {"medusa": lambda: MedusaHeads(H, 3), "hydra": lambda: HydraHeads(H, 3), "eagle": lambda: EagleHead(layer),
             "eagle3": lambda: Eagle3Head(layer, H, V, 8), "redrafter": lambda: RecurrentDrafter(H, V)}[family]()
-    for parameter in head.parameters():  # away from the zero init, and exactly representable in float16
-        parameter.data = (torch.randn_like(parameter) * 0.3).half().float()
+    for parameter in head.parameters():  # away from the zero init
+        parameter.data = torch.randn_like(parameter) * 0.3
+    stored(head)  # what `specatlas train` evaluates and saves: the stored precision
     FAMILIES[family].save(head, tmp_path / family, target, "tiny")
     loaded = load(tmp_path / family, target, "tiny")
     assert loaded.family == family
@@ -391,13 +396,30 @@ class ShapeOnlyTarget(torch.nn.Module):
         self.lm_head = torch.nn.Linear(config["hidden_size"], config["vocab_size"], bias=False)
 
 
+def assert_stored_as_trained(path: Path) -> None:
+    """A head `specatlas train` wrote: every matrix int8 beside its float16 row scales (as
+    `weight_storage.pack` stores them), every other float tensor float16."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        raw = {key: f.get_slice(key) for key in f.keys()}
+    for key, tensor in raw.items():
+        dtype, shape = tensor.get_dtype(), tensor.get_shape()
+        if key.endswith(SCALE):
+            assert dtype == "F16" and raw[key[: -len(SCALE)]].get_dtype() == "I8", key
+        elif len(shape) == 2 and shape[0] * shape[1] >= weight_storage.SMALLEST and dtype not in ("I64", "BOOL"):
+            assert dtype == "I8" and key + SCALE in raw, f"{path.parent.name}: {key} is {dtype}, not int8 with scales"
+        else:
+            assert dtype in ("F16", "I64", "BOOL"), f"{path.parent.name}: {key} is {dtype}"
+
+
 @pytest.mark.parametrize("folder", PUBLISHED, ids=lambda path: path.name)
 def test_shipped_heads_load_and_round_trip_through_the_published_layout(tmp_path, folder):
     config = json.loads((folder / "config.json").read_text())
     target = ShapeOnlyTarget(config)
     shipped = load(folder, target, config["base_model_name_or_path"])
+    assert_stored_as_trained(folder / FAMILIES[shipped.family].weight_file)
     stored = _read_weights(folder)
-    assert all(value.dtype in (torch.float16, torch.int64, torch.bool) for value in stored.values())
     for key, value in shipped.head.state_dict().items():
         assert torch.equal(value.to(stored[key].dtype), stored[key]), key
     FAMILIES[shipped.family].save(shipped.head, tmp_path / "again", target, config["base_model_name_or_path"])
@@ -417,6 +439,7 @@ def test_shipped_heads_load_and_round_trip_through_the_published_layout(tmp_path
 def test_shipped_adapters_and_drafters_round_trip_on_the_embedded_model(tmp_path, embedded, folder):
     config, target = json.loads((folder / "config.json").read_text()), embedded.model
     shipped = load(folder, target, embedded.name)
+    assert_stored_as_trained(folder / FAMILIES[shipped.family].weight_file)
     stored = _read_weights(folder)
     for key, value in shipped.head.state_dict().items():
         assert torch.equal(value.to(stored[key].dtype), stored[key]), key
@@ -435,3 +458,43 @@ def test_shipped_adapters_and_drafters_round_trip_on_the_embedded_model(tmp_path
         torch.testing.assert_close(run(again.head), run(shipped.head))
     card = (folder / "README.md").read_text()
     assert "specatlas train" in card and "Held-out mean accepted tokens" in card
+
+
+def test_stored_weights_are_int8_rows_that_load_back_to_what_was_evaluated(tmp_path, target, monkeypatch):
+    """`pack` keeps each matrix within half a step of its row's int8 grid, vectors in float16 and
+    integers as they are; `stored` rounds a module to exactly what a loader reads back."""
+    torch.manual_seed(0)
+    monkeypatch.setattr(weight_storage, "SMALLEST", 64)
+    state = {"w": torch.randn(64, 128), "zero": torch.zeros(64, 128), "small": torch.randn(4, 8), "bias": torch.randn(64),
+             "ids": torch.arange(7)}
+    packed = pack(state)
+    assert {k: v.dtype for k, v in packed.items()} == {"w": torch.int8, "w" + SCALE: torch.float16, "zero": torch.int8,
+                                                       "zero" + SCALE: torch.float16, "small": torch.float16,
+                                                       "bias": torch.float16, "ids": torch.int64}
+    step = packed["w" + SCALE].float()
+    assert ((packed["w"].float() * step - state["w"]).abs() <= step / 2 + 1e-3 * step).all()
+    assert packed["w"].abs().amax(1).eq(127).all() and packed["zero"].eq(0).all()
+    head = HydraHeads(H, 2)
+    for parameter in head.parameters():
+        parameter.data = torch.randn_like(parameter)
+    before = {k: v.clone() for k, v in head.state_dict().items()}
+    stored(head)
+    assert any(not torch.equal(before[k], v) for k, v in head.state_dict().items())  # it did round
+    FAMILIES["hydra"].save(head, tmp_path / "h", target, "tiny")
+    assert_stored_as_trained(tmp_path / "h" / "model.safetensors")
+    loaded = load(tmp_path / "h", target, "tiny").head.state_dict()
+    assert all(torch.equal(loaded[k], v) for k, v in head.state_dict().items())
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda w: w.pop("0.0.linear.weight" + SCALE), "0.0.linear.weight is int8 without its scales"),
+    (lambda w: w.update({"0.0.linear.weight" + SCALE: torch.ones(3, 1).half()}), "has shape \\(3, 1\\)"),
+    (lambda w: w.update({"0.0.linear.bias" + SCALE: torch.ones(H, 1).half()}), "scales no int8 tensor"),
+])
+def test_a_broken_int8_file_fails_in_one_line_naming_the_key(tmp_path, target, change, message, monkeypatch):
+    monkeypatch.setattr(weight_storage, "SMALLEST", 64)
+    weights = pack(medusa_weights(own_vocab=False))
+    change(weights)
+    with pytest.raises(CheckpointError, match=message):
+        load(write(tmp_path / "m", {"medusa_num_heads": 3, "medusa_num_layers": 1}, weights, "medusa_lm_head.safetensors"),
+             target)
