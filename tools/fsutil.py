@@ -325,13 +325,15 @@ def _check_owned(path: Path, target: Path, what: str, marker: str, legacy: Calla
                                        "choose a new or empty folder")
 
 
-def install_dir(staging: Path, target: Path, marker: str, what: str) -> None:
+def install_dir(staging: Path, target: Path, marker: str, what: str, replaces: Callable[[str], bool] | None = None) -> None:
     """Mark the completely built folder `staging` and swap it in for `target` (replace_dir). A
     target without the marker (an older build, accepted by output_dir's `legacy`) is replaced only
-    when the new build writes every name it holds, so nothing else in it can be lost."""
+    when the new build writes every name it holds or names it as one it `replaces` (an earlier
+    layout of the command's own files), so nothing else in it can be lost."""
     (staging / marker).write_text(f"written by specatlas; {what} may replace this folder\n", encoding="utf-8")
     if target.is_dir() and not (target / marker).is_file():
-        foreign = sorted({p.name for p in target.iterdir()} - {p.name for p in staging.iterdir()})
+        foreign = sorted({p.name for p in target.iterdir() if not (replaces and replaces(p.name))}
+                         - {p.name for p in staging.iterdir()})
         if foreign:
             raise _refusal(target, what, f"it holds {', '.join(foreign[:3])}, which a build does not write")
     replace_dir(staging, target)
@@ -373,7 +375,8 @@ def build_dir(path: Path, fill: Callable[[Path], None], marker: str, what: str,
                         shutil.copytree(old, new, symlinks=True)
                     else:
                         shutil.copy2(old, new)
-            install_dir(staging, target, marker, what)
+            # What `keep` does not carry over is the caller's own: a save may drop it even from a legacy folder.
+            install_dir(staging, target, marker, what, None if keep is None else lambda name: not keep(name))
         except OSError as exc:
             raise WriteError(f"cannot write {what} to {path}: {exc.strerror or exc}") from None
         finally:

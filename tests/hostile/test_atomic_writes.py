@@ -265,3 +265,18 @@ def test_a_head_saved_again_keeps_the_files_beside_it_and_drops_the_old_heads(tm
     assert sorted(p.name for p in folder.iterdir()) == [".specatlas-train", "config.json", "freq_4.pt",
                                                        "medusa_lm_head.safetensors"]
     assert _saved_run(folder) == "b" and (folder / "freq_4.pt").read_bytes() == b"ranking"
+
+
+def test_a_head_saved_over_a_shipped_folder_of_an_earlier_layout_replaces_its_weights(tmp_path):
+    """A clone's shipped head folders carry no marker (it is not committed): a save recognises one by
+    its model card and may drop the earlier layout's weights (Hydra's pickled hydra_lm_head.pt), never
+    the other files beside them."""
+    folder = tmp_path / "head"
+    folder.mkdir()
+    for name, text in {"training.json": "{}", "README.md": "card", "hydra_lm_head.pt": "old weights",
+                       "freq_4.pt": "ranking"}.items():
+        (folder / name).write_text(text)
+    _save(folder, "b")
+    assert sorted(p.name for p in folder.iterdir()) == [".specatlas-train", "config.json", "freq_4.pt",
+                                                       "medusa_lm_head.safetensors"]
+    assert _saved_run(folder) == "b" and (folder / "freq_4.pt").read_text() == "ranking"
