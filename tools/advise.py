@@ -7,9 +7,10 @@ methods where heads exist for this model; draft-model ones with their default dr
 the paper's settings and the cost-aware policy, until the prompts or the time budget run out.
 
 Why the order matters: a few minutes on a slow machine do not reach every method even once, and
-building some costs time of its own (loading a trained head or a drafter). Measured in registry
-order, the budget went on the methods that come first alphabetically, slow ones included, and never
-reached the fast ones. So the budget is spent on promise:
+building some costs time of its own (loading a trained head or a drafter). In registry order the
+budget goes to whichever methods sort first, slow ones included, and the fast ones may never be
+reached. So it is spent on promise (where `specatlas bench` rotates its order from question to
+question against drift, here the order is the point):
 - Each method under each policy gets a prior, its speedup on the committed leaderboard (the result
   files in results/, read as `specatlas leaderboard` reads them, so `specatlas bench` repeats them)
   for this model on this device: from this hardware's tables when any ranks the model there, else
