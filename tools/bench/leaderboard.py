@@ -884,15 +884,24 @@ def measured_rows(results_dir: Path, loaded: Loaded | None = None) -> list[Measu
     return sorted(out, key=lambda m: -m.speedup)
 
 
+def measured_here(results_dir: Path, hardware_label: str, device: str, model: str,
+                  keep: Callable[[Measured], bool] = lambda m: True) -> tuple[list[Measured], bool]:
+    """The ranked rows of SpecAtlas methods (the baseline aside) on `model` and `device` (cpu, cuda,
+    mps) that `keep` keeps, fastest first: from the tables of this hardware (`hardware_label`) when
+    any ranks one, else from every table; the flag says which."""
+    rows = [m for m in measured_rows(results_dir) if m.kind == "specatlas" and m.method_id != BASELINE
+            and m.model == model and m.device == device and keep(m)]
+    here = [m for m in rows if m.hardware == hardware_label]
+    return (here, True) if here else (rows, False)
+
+
 def fastest_here(results_dir: Path, hardware_label: str, device: str, model: str) -> tuple[Measured, bool] | None:
     """The fastest ranked row of a lossless SpecAtlas method (paper settings or cost-aware) on
-    `model` and `device` (cpu, cuda, mps): from the tables of this hardware (`hardware_label`) when
-    any ranks one, else from any table; the flag says which. None when no table ranks one."""
-    rows = [m for m in measured_rows(results_dir) if m.kind == "specatlas" and m.method_id != BASELINE
-            and m.model == model and m.device == device and m.policy in (PAPER_POLICY, DEFAULT_POLICY)
-            and (spec := resolve(m.method_id)) is not None and spec.lossless]
-    here = [m for m in rows if m.hardware == hardware_label]
-    return ((here or rows)[0], bool(here)) if rows else None
+    `model` and `device`, from this hardware's tables when any ranks one (see `measured_here`);
+    None when no table ranks one."""
+    rows, here = measured_here(results_dir, hardware_label, device, model, lambda m: m.policy in (
+        PAPER_POLICY, DEFAULT_POLICY) and (spec := resolve(m.method_id)) is not None and spec.lossless)
+    return (rows[0], here) if rows else None
 
 
 @dataclass(frozen=True)
