@@ -68,10 +68,12 @@ def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], fo
              batch_tokens: int = 4096) -> Features:
     """The target's states at `layers` and greedy tokens for the conversations of `shards`
     ((content hash, [answers.Conversation]) pairs, prompts filled in), computed by one forward
-    over each conversation's tokens and cached per shard and layer set in `folder`: a kill loses
-    at most the shard in progress. Each conversation's last answer token is dropped: no position
-    after it is trained on."""
-    from safetensors.torch import load_file, save
+    over each conversation's tokens and cached in `folder` per shard and layer (with the greedy
+    tokens in each file): a kill loses at most the shard in progress, and a family reading another
+    layer than the ones cached computes only that layer, through the first layers alone when the
+    greedy tokens are cached already (Kangaroo's exit after layer 2: a tenth of a full forward).
+    Each conversation's last answer token is dropped: no position after it is trained on."""
+    from safetensors.torch import save
 
     model, layers = loaded.model, tuple(sorted(set(layers)))
     folder.mkdir(parents=True, exist_ok=True)
@@ -79,20 +81,15 @@ def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], fo
     bar = progress(total=len(shards), desc="target states", unit="shard") if progress else None
     for key, conversations in shards:
         tokens = [torch.tensor(c.prompt + c.answer[:-1]) for c in conversations]
-        path = folder / f"{key[:16]}-{'-'.join(map(str, layers))}.safetensors"
-        try:
-            if path.exists() and not path.is_file():  # a folder or a pipe: never opened, replaced
-                raise ValueError("it is not a regular file")
-            stored = load_file(path) if path.exists() else None
-            problem = stored and _states_problem(stored, sum(map(len, tokens)), layers, model.config)
-            if problem:
-                raise ValueError(problem)
-        except Exception as exc:  # noqa: BLE001 - truncated, foreign or stale file: computed again
-            print(f"specatlas train: recomputing {path} ({type(exc).__name__}: {exc})", file=sys.stderr)
-            stored = None
-        if stored is None:
-            stored = _forward_states(model, tokens, layers, batch_tokens)
-            cache_write(path, save(stored))
+        paths = {layer: folder / f"{key[:16]}-{layer}.safetensors" for layer in layers or ("greedy",)}
+        stored = {}
+        for layer, path in paths.items():
+            stored |= _cached(path, sum(map(len, tokens)), () if layer == "greedy" else (layer,), model.config) or {}
+        missing = tuple(layer for layer in layers if f"hidden.{layer}" not in stored)
+        if missing or "greedy" not in stored:
+            stored |= _forward_states(model, tokens, missing, batch_tokens, stored.get("greedy"))
+            for layer in missing or ("greedy",):
+                cache_write(paths[layer], save({name: stored[name] for name in ("greedy", f"hidden.{layer}") if name in stored}))
         bounds = [0, *itertools.accumulate(map(len, tokens))]
         for i, (c, row) in enumerate(zip(conversations, tokens)):
             span = slice(bounds[i], bounds[i + 1])
@@ -106,6 +103,24 @@ def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], fo
     if bar:
         bar.close()
     return out
+
+
+def _cached(path: Path, count: int, layers: tuple[int, ...], config) -> dict | None:
+    """The states cached in `path` when they are what `_forward_states` writes for this shard and
+    target; None (and a line saying why, when the file is there) otherwise."""
+    from safetensors.torch import load_file
+
+    try:
+        if path.exists() and not path.is_file():  # a folder or a pipe: never opened, replaced
+            raise ValueError("it is not a regular file")
+        stored = load_file(path) if path.exists() else None
+        problem = stored and _states_problem(stored, count, layers, config)
+        if problem:
+            raise ValueError(problem)
+        return stored
+    except Exception as exc:  # noqa: BLE001 - truncated, foreign or stale file: computed again
+        print(f"specatlas train: recomputing {path} ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return None
 
 
 def _states_problem(stored: dict, count: int, layers: tuple[int, ...], config) -> str | None:
@@ -125,12 +140,19 @@ def _states_problem(stored: dict, count: int, layers: tuple[int, ...], config) -
     return None
 
 
-def _forward_states(model, tokens: list[torch.Tensor], layers: tuple[int, ...], batch_tokens: int) -> dict:
+def _forward_states(model, tokens: list[torch.Tensor], layers: tuple[int, ...], batch_tokens: int,
+                    greedy: torch.Tensor | None = None) -> dict:
     """{hidden.<layer>: [N, H] float16, greedy: [N]} over the concatenated conversations, from
-    right-padded batches of similar lengths (a causal mask makes right padding invisible)."""
+    right-padded batches of similar lengths (a causal mask makes right padding invisible). With the
+    `greedy` tokens known and every layer below the last, only the layers up to the deepest one run."""
+    from specatlas.impls.engine.models import shallow_slice
+
+    shallow = greedy is not None and bool(layers) and max(layers) + 1 < model.config.num_hidden_layers
+    # hidden_states[h] of a slice of h + 1 layers is the state after h layers, before the final norm
+    forward = shallow_slice(model, max(layers) + 1).model if shallow else model
     order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
     hidden = {layer: [None] * len(tokens) for layer in layers}
-    greedy = [None] * len(tokens)
+    computed = [None] * len(tokens)
     start = 0
     while start < len(order):
         end = start + 1
@@ -142,14 +164,16 @@ def _forward_states(model, tokens: list[torch.Tensor], layers: tuple[int, ...], 
         mask = torch.zeros(len(batch), width, dtype=torch.long)
         for row, i in enumerate(batch):
             ids[row, : len(tokens[i])], mask[row, : len(tokens[i])] = tokens[i], 1
-        result = model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), output_hidden_states=True)
+        result = forward(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), output_hidden_states=True)
         for row, i in enumerate(batch):
             length = len(tokens[i])
-            greedy[i] = result.logits[row, :length].argmax(-1).cpu()
+            if not shallow:
+                computed[i] = result.logits[row, :length].argmax(-1).cpu()
             for layer in layers:
                 hidden[layer][i] = result.hidden_states[layer][row, :length].to(torch.float16).cpu()
         start = end
-    return {"greedy": torch.cat(greedy)} | {f"hidden.{layer}": torch.cat(hidden[layer]) for layer in layers}
+    return {"greedy": greedy if shallow else torch.cat(computed)} | \
+        {f"hidden.{layer}": torch.cat(hidden[layer]) for layer in layers}
 
 
 def frequency_ranked(features: Features, conversations: list[int], vocab_size: int) -> torch.Tensor:

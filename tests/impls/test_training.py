@@ -61,10 +61,22 @@ def test_features_are_an_unpadded_forwards_states_and_greedy_tokens_cached_per_s
         # The answers are the target's greedy continuation: each answer token is the greedy token before it.
         assert features.greedy[i][len(c.prompt) - 1 :].tolist() == c.answer[: len(features.tokens[i]) - len(c.prompt) + 1]
     stamps = {path: path.stat().st_mtime_ns for path in tmp_path.glob("*.safetensors")}
-    assert len(stamps) == 2
+    assert len(stamps) == 2 * len(layers)  # per shard and layer
     again = training.features(loaded, shards, layers, tmp_path)  # read back, not recomputed
     assert stamps == {path: path.stat().st_mtime_ns for path in tmp_path.glob("*.safetensors")}
     assert all(torch.equal(x, y) for x, y in zip(again.hidden[6], features.hidden[6]))
+    # Another layer, the greedy tokens cached: only the first layers run, and its states are the full forward's.
+    calls = []
+    handle = loaded.model.model.layers[4].register_forward_hook(lambda *args: calls.append(1))
+    try:
+        shallow = training.features(loaded, shards, (1, 3), tmp_path)
+    finally:
+        handle.remove()
+    assert not calls and len(list(tmp_path.glob("*.safetensors"))) == 2 * (len(layers) + 1)
+    for i in range(len(PROMPTS)):
+        forward = loaded.model(input_ids=features.tokens[i][None], output_hidden_states=True)
+        torch.testing.assert_close(shallow.hidden[1][i].float(), forward.hidden_states[1][0], atol=2e-3, rtol=1e-2)
+        assert torch.equal(shallow.hidden[3][i], features.hidden[3][i]) and torch.equal(shallow.greedy[i], features.greedy[i])
     damaged = sorted(stamps)[0]
     damaged.write_bytes(damaged.read_bytes()[:50])
     repaired = training.features(loaded, shards, layers, tmp_path)
