@@ -237,9 +237,11 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec("monea2023pass", "PaSS: parallel speculative sampling with look-ahead tokens", ("pass",),
                    ("learnable-draft-tokens",), ("speculative-sampling",), True, f"{_M}.heads:pass_tokens",
                    trained_head="pass",
-                   paper_settings="k = 6 learned look-ahead tokens appended to the frozen target's forward (its ablation "
-                                  "on their number: the running time falls up to 6); a fully accepted draft's forward "
-                                  "drafts the next, else the next forward drafts only",
+                   paper_settings="k = 6 learned look-ahead tokens appended to the frozen target's forward, our "
+                                  "choice: the paper ablates their number and summaries of it say the running time "
+                                  "falls up to 6, but its text was not reachable to cite a section or a stated "
+                                  "default; a fully accepted draft's forward drafts the next, else the next forward "
+                                  "drafts only",
                    paper_draft=(6, 6)),
         MethodSpec("huang2024specdec", "SpecDec++: adaptive candidate lengths", ("specdec++",),
                    ("independent-tuning-free", "adaptive-draft-length"), ("speculative-sampling",), True,

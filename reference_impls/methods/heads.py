@@ -164,14 +164,10 @@ def kangaroo(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter
     return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, KANGAROO_STEPS, max_depth=KANGAROO_STEPS))
 
 
-# PaSS: k = 6 look-ahead tokens (its ablation on their number: the running time falls up to 6).
-PASS_LOOKAHEAD = 6
-
-
 def pass_tokens(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Monea et al. 2023 (PaSS): the frozen target drafts with learned look-ahead tokens appended to
-    its own verification forward (`PassDrafter`), as many as the checkpoint holds (the paper's 6
-    for the shipped one); speculative sampling keeps the drafts, exact when greedy."""
+    its own verification forward (`PassDrafter`), as many as the checkpoint holds (6 for the shipped
+    one, `PassFamily.count`); speculative sampling keeps the drafts, exact when greedy."""
     checkpoint = load_head(target, "pass", drafter_checkpoint)
     tokens, embeddings = checkpoint.head, target.get_input_embeddings()
     drafter = PassDrafter(embeddings.num_embeddings, len(tokens), checkpoint.describe())

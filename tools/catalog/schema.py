@@ -160,11 +160,13 @@ class LosslessVariant(_Strict):
     """One variant of a method (a verification rule, a training mode) and whether it is lossless.
     Lossless always means: the output distribution of the *unmodified* target model (greedy:
     its identical output). A variant that fine-tunes the target's own weights is compared with the
-    original target, so it is not lossless even if it reproduces the fine-tuned model exactly."""
+    original target, so it is not lossless even if it reproduces the fine-tuned model exactly; the same
+    holds for a quantized copy of the target that verifies in the original's place."""
 
     variant: Line = Field(min_length=2, description="The variant as the paper names it, e.g. 'exact verification', 'typical acceptance', 'Medusa-2 (backbone fine-tuned)'.")
     lossless: bool = Field(description="true when this variant provably keeps the unmodified target's output distribution.")
     modifies_target: bool = Field(False, description="true when this variant trains or fine-tunes the target's own weights; it then cannot be lossless, and the record is tagged target-fine-tuning on the alignment axis.")
+    quantized_target: bool = Field(False, description="true when this variant verifies with a quantized copy of the target (lower-precision weights, activations or KV cache) that is served in place of the original: its output is exactly the quantized model's, not the unmodified target's, so it cannot be lossless. A quantized copy that only drafts, with the original model verifying, leaves this false.")
     note: Note | None = None
 
 
@@ -217,7 +219,7 @@ class Paper(_Strict):
     aliases: list[Annotated[str, Field(pattern=ALIAS_PATTERN, max_length=64)]] = Field(default_factory=list, description="Short method names users type: eagle, medusa, pld.")
     previous_titles: list[Annotated[Line, Field(min_length=4)]] = Field(default_factory=list, description="Earlier titles of the same paper (usually the arXiv preprint's) when the cited version was renamed; kept so searches and citations by the old title still find it.")
     taxonomy: TaxonomyTags
-    lossless: bool | None = Field(description="true when the output distribution provably equals the unmodified target's in every variant the paper proposes; false when any variant relaxes acceptance, approximates, or changes the target's weights (then say which variants are lossless in lossless_variants); null when not a decoding method.")
+    lossless: bool | None = Field(description="true when the output distribution provably equals the unmodified target's in every variant the paper proposes; false when any variant relaxes acceptance, approximates, changes the target's weights or verifies with a quantized replacement of the target (then say which variants are lossless in lossless_variants); null when not a decoding method.")
     lossless_variants: list[LosslessVariant] = Field(default_factory=list, description="Per-variant losslessness when the paper's variants differ, e.g. exact verification (lossless) and typical acceptance (not).")
     builds_on: list[PaperId] = Field(default_factory=list, description="Ids of cataloged papers this work extends.")
     not_duplicate_of: list[PaperId] = Field(default_factory=list, description="Ids of records whose titles are nearly identical but that are different papers.")

@@ -145,7 +145,8 @@ def _cross_record_problems(records: list[Record], taxonomy: Taxonomy, today: dt.
 
 def _check_lossless_variants(record: Record, report) -> None:
     """Lossless means the unmodified target's distribution: a record or variant that trains the
-    target's weights cannot claim it, and the top-level flag agrees with the variants."""
+    target's weights, or verifies with a quantized copy served in its place, cannot claim it, and the
+    top-level flag agrees with the variants."""
     paper = record.paper
     modifying = [f"taxonomy.{facet} '{tag}'" for facet, tags in TARGET_MODIFYING_TAGS.items()
                  for tag in getattr(paper.taxonomy, facet) if tag in tags]
@@ -158,6 +159,10 @@ def _check_lossless_variants(record: Record, report) -> None:
         if variant.lossless and variant.modifies_target:
             report(record, f"lossless_variants[{i}].lossless", f"is true, but '{variant.variant}' modifies the target's "
                    "weights; lossless means the unmodified target's distribution, so set it to false",
+                   "lossless_variants", i, "lossless")
+        if variant.lossless and variant.quantized_target:
+            report(record, f"lossless_variants[{i}].lossless", f"is true, but '{variant.variant}' verifies with a quantized "
+                   "copy served in place of the target; lossless means the unmodified target's distribution, so set it to false",
                    "lossless_variants", i, "lossless")
         # The alignment axis is what the catalog filters and the site's badges read, so a variant that trains
         # the target must show there too, not only in this list.
