@@ -30,7 +30,8 @@ from specatlas.bench import charts
 from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS, prompt_set_name
-from specatlas.bench.results import BASELINE, Run, StepTime, forward_cost, load, references, speedup_over, step_time, write_atomic
+from specatlas.bench.results import (BASELINE, Run, StepTime, divergence, forward_cost, load, references, row_name,
+                                     speedup_over, step_time, write_atomic)
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.validate import validate
 from specatlas.fsutil import WriteError, output_file, output_place, starts_with
@@ -69,10 +70,7 @@ class Entry:
             return "no speedup: the baseline produced no tokens"
         check = self.summary["lossless"]
         if check["status"] == "fail" and self.method.lossless:
-            first = check["first_divergence"]
-            return (f"lossless check failed: {check['compared'] - check['identical']} of {check['compared']} outputs "
-                    f"differ from {_named(references(self.method)[1])}'s (first: question {first['question_id']}, "
-                    f"turn {first['turn']}, token {first['position']})")
+            return f"lossless check failed: {divergence(self.method, check)}"
         return None
 
     @property
@@ -562,16 +560,12 @@ def _engines_table(lines: list[Line], categories: list[str]) -> str:
         faster_than, same_as = references(line.method)
         checks = [e.summary["lossless"] for e in line.ok]
         identical, compared = sum(c.get("identical", 0) for c in checks), sum(c.get("compared", 0) for c in checks)
-        same = f"{md(_named(same_as))}: {identical}/{compared}" if compared else "n/a (sampled)"
+        same = f"{md(row_name(same_as))}: {identical}/{compared}" if compared else "n/a (sampled)"
         cells = [f"{md(line.method.name)} ({md(line.method_id)})", f"**{line.cell('overall', 'speedup')}** over {md(faster_than)}",
                  _fmt(line.tokens_per_second, ""), *(_fmt(line.mean(c, "speedup")) for c in categories),
                  line.cell("overall", "mean_accepted", ""), same, str(len(line.ok))]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
-
-
-def _named(row_id: str) -> str:
-    return "our baseline" if row_id == BASELINE else row_id
 
 
 def _time_table(lines: list[Line]) -> str:

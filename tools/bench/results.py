@@ -222,6 +222,19 @@ def references(method: Method) -> tuple[str, str]:
     return faster_than, BASELINE if faster_than == method.id else faster_than
 
 
+def row_name(row_id: str) -> str:
+    """A row as messages and pages name it."""
+    return "our baseline" if row_id == BASELINE else row_id
+
+
+def divergence(method: Method, check: dict) -> str:
+    """A failed greedy lossless check in words: how many outputs differ from whose, and where first."""
+    first = check["first_divergence"]
+    return (f"{check['compared'] - check['identical']} of {check['compared']} outputs differ from "
+            f"{row_name(references(method)[1])}'s (first: question {first['question_id']}, turn {first['turn']}, "
+            f"token {first['position']})")
+
+
 def _throughput(sample: Sample) -> float:
     return sum(len(t.tokens) for t in sample.turns) / sum(t.wall_seconds for t in sample.turns)
 
