@@ -17,13 +17,13 @@ import pytest
 from benchruns import build_run, sample, turn
 
 from specatlas.bench.leaderboard import measured_markdown, targets_markdown
-from specatlas.bench.results import Turn, load, speedup_over, step_time
+from specatlas.bench.results import LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Turn, load, speedup_over, step_time
 from specatlas.cli import main
 
 from test_bench_leaderboard import table_rows
 
 EAGLE2, PLD = "li2024eagle2@cost-aware", "saxena2023prompt@cost-aware"
-LLAMACPP = ("llamacpp-greedy", "llamacpp-prompt-lookup")
+LLAMACPP = (LLAMACPP_GREEDY, LLAMACPP_LOOKUP)
 TOKENS = {"1": [1, 2, 3, 4], "2": [5, 6, 7, 8]}
 CATEGORY = {"1": "qa", "2": "rag"}
 

@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from specatlas.bench.results import BASELINE
+from specatlas.bench.results import BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP
 from specatlas.impls.engine.cpu_kernels import default_kernels, packed_layers
 from specatlas.impls.engine.draft_length import FIXED, PAPER, DraftLengthPolicy, calibrate
 from specatlas.impls.engine.errors import first_line
@@ -38,10 +38,9 @@ from specatlas.impls.engine.sampling import Randomness, Sampling
 # batch-invariant (a verification over several tokens rounds its quantized products differently
 # from one-token steps, logits moving by tenths), so prompt lookup follows llama.cpp greedy until a
 # near-tie flips; the bench counts the identical outputs instead.
-LLAMACPP_GREEDY = "llamacpp-greedy"
 LLAMACPP = {
     LLAMACPP_GREEDY: "llama.cpp greedy",
-    "llamacpp-prompt-lookup": "llama.cpp prompt lookup",
+    LLAMACPP_LOOKUP: "llama.cpp prompt lookup",
 }
 PEERS = {
     "hf-generate": "transformers generate",

@@ -30,8 +30,8 @@ from specatlas.bench import charts
 from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS, prompt_set_name
-from specatlas.bench.results import (BASELINE, Run, StepTime, divergence, forward_cost, load, references, row_name,
-                                     speedup_over, step_time, write_atomic)
+from specatlas.bench.results import (BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Run, StepTime, divergence, forward_cost,
+                                     load, references, row_name, speedup_over, step_time, write_atomic)
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.validate import validate
 from specatlas.fsutil import WriteError, output_file, output_place, starts_with
@@ -640,7 +640,6 @@ TUNED_FLOOR = 1.0  # × our baseline, every cost-aware row in every category
 WIDE_ROWS, WIDE_RATIO = 8, 1.3  # a forward over 8 new tokens at most 1.3× a one-token forward
 OVERHEAD_SHARE = 0.10  # per-step overhead, as a share of a one-token forward
 PLD, HF_GENERATE = "saxena2023prompt", "hf-generate"
-LLAMACPP_GREEDY, LLAMACPP_LOOKUP = "llamacpp-greedy", "llamacpp-prompt-lookup"
 Target = tuple[str, str, bool | None]  # what is asked, what the run measured, met (None: not measured)
 
 

@@ -25,6 +25,8 @@ from specatlas.fsutil import ReadError, append_line, atomic_write, locked_file, 
 
 SCHEMA_VERSION = 1
 BASELINE = "baseline"
+# Another engine's rows (bench.contenders.LLAMACPP): its greedy decoding is what its rows are measured against.
+LLAMACPP_GREEDY, LLAMACPP_LOOKUP = "llamacpp-greedy", "llamacpp-prompt-lookup"
 
 
 class _Strict(BaseModel):
