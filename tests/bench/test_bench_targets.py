@@ -17,7 +17,7 @@ import pytest
 from benchruns import build_run, sample, turn
 
 from specatlas.bench.leaderboard import measured_markdown, targets_markdown
-from specatlas.bench.results import LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Turn, load, speedup_over, step_time
+from specatlas.bench.results import LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Turn, load, step_time
 from specatlas.cli import main
 
 from test_bench_leaderboard import table_rows
@@ -64,14 +64,6 @@ def test_step_time_is_not_split_where_the_widths_miss_steps():
     plain = Turn.model_validate(turn([1, 2], 1.0, steps=2, widths={1: 2}))
     assert step_time([plain, resumed], {1: 0.01}) is None
     assert step_time([plain], {1: 0.01}) is not None
-
-
-def test_speedup_over_any_row_of_the_run():
-    run = targets_run(llamacpp=True)
-    assert speedup_over(run, "baseline", "hf-generate") == pytest.approx(1.25)
-    assert speedup_over(run, LLAMACPP[1], LLAMACPP[0]) == pytest.approx(1.25)
-    assert speedup_over(run, PLD, "baseline") == pytest.approx(run.summary[PLD]["overall"]["speedup"]) == pytest.approx(1.4)
-    assert speedup_over(run, PLD, "no-such-row") is None
 
 
 def test_leaderboard_time_table_shows_the_per_step_forward_and_overhead(write_run):
