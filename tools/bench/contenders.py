@@ -203,8 +203,10 @@ def llamacpp_peer(peer_id: str, threads: int) -> Contender:
     lookup = LlamaPromptLookupDecoding() if peer_id != LLAMACPP_GREEDY else None
     gguf = embedded_gguf()
     # n_ctx=0: the model's training context, so no prompt is cut; threads as torch's, like ours.
+    # logits_all with a draft model: the library keeps every row's logits then, but sizes its buffer
+    # by the argument, to n_batch (512) rows, so a context past 512 tokens failed to broadcast.
     llm = llama_cpp.Llama(str(gguf), n_ctx=0, n_threads=threads, n_threads_batch=threads, draft_model=lookup,
-                          verbose=False)
+                          logits_all=lookup is not None, verbose=False)
     widths: list[int] = []
     evaluate = llm.eval
 
