@@ -8,7 +8,6 @@ kinds, so mean accepted tokens and the verification widths are comparable across
 from __future__ import annotations
 
 import copy
-import hashlib
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from typing import Callable
 
 import torch
 
+from specatlas.bench.provenance import file_digests
 from specatlas.bench.results import BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP
 from specatlas.impls.engine.cpu_kernels import default_kernels, packed_layers
 from specatlas.impls.engine.draft_length import FIXED, PAPER, DraftLengthPolicy, calibrate
@@ -192,7 +192,7 @@ def llamacpp_build() -> dict:
     gguf = embedded_gguf()
     return {"llama_cpp_python": llama_cpp.__version__,
             "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
-            "gguf": gguf.name, "gguf_sha256": hashlib.sha256(gguf.read_bytes()).hexdigest()}
+            "gguf": gguf.name, "gguf_sha256": file_digests([gguf])[0]}
 
 
 def llamacpp_peer(peer_id: str, threads: int) -> Contender:
