@@ -40,7 +40,9 @@ def targets_run(llamacpp=False):
         rows[LLAMACPP[1]] = ({"1": 0.4, "2": 0.4}, dict(timed=False))
     samples = [sample(row, q, CATEGORY[q], turn(TOKENS[q], seconds, **shared))
                for row, (per_question, shared) in rows.items() for q, seconds in per_question.items()]
-    return build_run(samples, methods=tuple(rows), fields={m: {"kind": "peer"} for m in ("hf-generate", *LLAMACPP)})
+    # llama.cpp rows as bench writes them: measured against llama.cpp greedy (contenders.llamacpp_peer)
+    fields = {"hf-generate": {"kind": "peer"}} | {m: {"kind": "peer", "relative_to": LLAMACPP_GREEDY} for m in LLAMACPP}
+    return build_run(samples, methods=tuple(rows), fields=fields)
 
 
 def turns_of(run, row):

@@ -764,10 +764,10 @@ def _pld_vs_llamacpp(run: Run, entries: dict[str, Entry], ok: dict[str, Entry]) 
     missing = _not_run(entries, LLAMACPP_GREEDY, LLAMACPP_LOOKUP) or (None if ours else f"not measured: no {PLD} row")
     if missing:
         return asked, missing, None
-    theirs = entries[LLAMACPP_LOOKUP].summary["overall"]["speedup"]  # over its relative_to, llama.cpp greedy
-    mine = ours.summary["overall"]["speedup"]
+    lookup = entries[LLAMACPP_LOOKUP]
+    theirs, mine = lookup.summary["overall"]["speedup"], ours.summary["overall"]["speedup"]
     return (asked, f"{md(ours.method.id)} {mine:.2f}× over our baseline; {LLAMACPP_LOOKUP} {theirs:.2f}× over "
-            f"{LLAMACPP_GREEDY}", mine >= theirs)
+            f"{row_name(references(lookup.method)[0])}", mine >= theirs)
 
 
 # Command ---------------------------------------------------------------------------------------
