@@ -128,14 +128,14 @@ def append_line(path: Path, line: str) -> None:
 
 
 @contextmanager
-def locked_file(path: Path, mode: str = "r+b"):
-    """`path` opened with an exclusive lock held (the lock `append_line` takes)."""
-    with open(path, mode) as f:
+def locked_file(path: Path):
+    """`path` opened to read and write with an exclusive lock held (the lock `append_line` takes)."""
+    with open(path, "r+b") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         yield f
 
 
-def update_json(path: Path, change: Callable[[object], object], limit: int = 64 << 20) -> object:
+def update_json(path: Path, change: Callable[[object], object]) -> object:
     """Read-modify-write of the JSON file `path` under a lock on its sidecar `.<name>.lock`:
     `change` gets the current document (None when missing or unreadable) and returns the new one,
     written atomically. Two processes adding entries at once both keep theirs (a plain read, then
@@ -144,7 +144,7 @@ def update_json(path: Path, change: Callable[[object], object], limit: int = 64 
     with open(path.with_name(f".{path.name}.lock"), "a") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            current = read_json(path, limit)
+            current = read_json(path, 64 << 20)  # the files it keeps are kilobytes
         except ReadError:
             current = None
         new = change(current)

@@ -137,10 +137,8 @@ def cache_problem(target: Path) -> str | None:
             return f"has a {name} that names code to run (auto_map)"
     try:
         header = safetensors_header(weights)
-    except OSError as exc:
-        return f"has an unreadable model.safetensors ({exc.strerror or exc})"
     except ValueError as exc:
-        return f"has a {exc}"
+        return str(exc)
     return _sizes_problem(configs["config.json"], header)
 
 
@@ -150,19 +148,23 @@ HEADER_BYTES = 100 << 20  # a safetensors header lists names, shapes and offsets
 def safetensors_header(path: Path) -> dict:
     """The JSON header of the safetensors file `path`, read only after its stated length fits the
     file and HEADER_BYTES, and returned only when the tensors' offsets end exactly at the file's
-    end. ValueError otherwise, whose text reads after "has a" ("truncated model.safetensors (...)")."""
-    with path.open("rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        header_len = int.from_bytes(f.read(8), "little")
-        if not 2 <= header_len <= min(size - 8, HEADER_BYTES):
-            raise ValueError(f"truncated {path.name} (no valid header)")
-        try:
-            header = json.loads(f.read(header_len))
-            end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
-            raise ValueError(f"damaged {path.name} (unreadable header)") from None
+    end. ValueError otherwise, phrased to follow the folder's name ("has a truncated model.safetensors
+    (...)"), an unreadable file included."""
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            header_len = int.from_bytes(f.read(8), "little")
+            if not 2 <= header_len <= min(size - 8, HEADER_BYTES):
+                raise ValueError(f"has a truncated {path.name} (no valid header)")
+            try:
+                header = json.loads(f.read(header_len))
+                end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+                raise ValueError(f"has a damaged {path.name} (unreadable header)") from None
+    except OSError as exc:
+        raise ValueError(f"has an unreadable {path.name} ({exc.strerror or exc})") from None
     if not isinstance(end, int) or 8 + header_len + end != size:
-        raise ValueError(f"truncated {path.name} ({size:,} bytes of {8 + header_len + end:,})")
+        raise ValueError(f"has a truncated {path.name} ({size:,} bytes of {8 + header_len + end:,})")
     return header
 
 
@@ -380,12 +382,7 @@ def _shard_header(folder: Path, name: str) -> dict:
         raise ValueError(f"has a weights file {name} that links outside the folder ({real})")
     if not real.is_file():
         raise ValueError(f"has no regular file {name}" + (" (it is missing)" if not path.exists() else ""))
-    try:
-        return {key: value for key, value in safetensors_header(path).items() if key != "__metadata__"}
-    except OSError as exc:
-        raise ValueError(f"has an unreadable {name} ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise ValueError(f"has a {exc}") from None
+    return {key: value for key, value in safetensors_header(path).items() if key != "__metadata__"}
 
 
 def _looks_like_path(name: str) -> bool:

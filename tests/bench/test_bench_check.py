@@ -64,7 +64,7 @@ def test_a_method_without_a_lossless_check_is_refused(capsys, write_run):
     run = build_run([sample("fast", "1", "qa", turn([1, 2], 0.5))], errors={"baseline": "RuntimeError: out of memory"})
     path = write_run(run)
     status, _, err = check(capsys, path)
-    assert status == 1 and err == [f"{path}: method fast: no lossless check (no sample shares a question with the baseline)"]
+    assert status == 1 and err == [f"{path}: method fast: no lossless check (no sample shares a question with our baseline)"]
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -82,7 +82,7 @@ def test_a_method_without_a_lossless_check_is_refused(capsys, write_run):
     (rehashed(lambda d: d.update(samples=[s for s in d["samples"] if s["method"] != "hu2025sam"])),
      "method hu2025sam: 6 of 6 (question, repeat) units have no sample and no error says why"),
     (rehashed(lambda d: next(s for s in d["samples"] if s["method"] == "hu2025sam")["turns"][0]["tokens"].__setitem__(0, 7)),
-     "method hu2025sam: claims to be lossless but 1 of 7 outputs differ from the baseline's (first: question 81, turn 1, token 0)"),
+     "method hu2025sam: claims to be lossless but 1 of 7 outputs differ from our baseline's (first: question 81, turn 1, token 0)"),
 ])
 def test_a_broken_result_is_refused_in_one_line_naming_file_and_problem(capsys, tmp_path, edit, message):
     path = edited(tmp_path, edit)

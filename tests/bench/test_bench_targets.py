@@ -17,13 +17,13 @@ import pytest
 from benchruns import build_run, sample, turn
 
 from specatlas.bench.leaderboard import measured_markdown, targets_markdown
-from specatlas.bench.results import Turn, load, speedup_over, step_time
+from specatlas.bench.results import LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Turn, load, step_time
 from specatlas.cli import main
 
 from test_bench_leaderboard import table_rows
 
 EAGLE2, PLD = "li2024eagle2@cost-aware", "saxena2023prompt@cost-aware"
-LLAMACPP = ("llamacpp-greedy", "llamacpp-prompt-lookup")
+LLAMACPP = (LLAMACPP_GREEDY, LLAMACPP_LOOKUP)
 TOKENS = {"1": [1, 2, 3, 4], "2": [5, 6, 7, 8]}
 CATEGORY = {"1": "qa", "2": "rag"}
 
@@ -40,7 +40,9 @@ def targets_run(llamacpp=False):
         rows[LLAMACPP[1]] = ({"1": 0.4, "2": 0.4}, dict(timed=False))
     samples = [sample(row, q, CATEGORY[q], turn(TOKENS[q], seconds, **shared))
                for row, (per_question, shared) in rows.items() for q, seconds in per_question.items()]
-    return build_run(samples, methods=tuple(rows), fields={m: {"kind": "peer"} for m in ("hf-generate", *LLAMACPP)})
+    # llama.cpp rows as bench writes them: measured against llama.cpp greedy (contenders.llamacpp_peer)
+    fields = {"hf-generate": {"kind": "peer"}} | {m: {"kind": "peer", "relative_to": LLAMACPP_GREEDY} for m in LLAMACPP}
+    return build_run(samples, methods=tuple(rows), fields=fields)
 
 
 def turns_of(run, row):
@@ -64,14 +66,6 @@ def test_step_time_is_not_split_where_the_widths_miss_steps():
     plain = Turn.model_validate(turn([1, 2], 1.0, steps=2, widths={1: 2}))
     assert step_time([plain, resumed], {1: 0.01}) is None
     assert step_time([plain], {1: 0.01}) is not None
-
-
-def test_speedup_over_any_row_of_the_run():
-    run = targets_run(llamacpp=True)
-    assert speedup_over(run, "baseline", "hf-generate") == pytest.approx(1.25)
-    assert speedup_over(run, LLAMACPP[1], LLAMACPP[0]) == pytest.approx(1.25)
-    assert speedup_over(run, PLD, "baseline") == pytest.approx(run.summary[PLD]["overall"]["speedup"]) == pytest.approx(1.4)
-    assert speedup_over(run, PLD, "no-such-row") is None
 
 
 def test_leaderboard_time_table_shows_the_per_step_forward_and_overhead(write_run):

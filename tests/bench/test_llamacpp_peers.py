@@ -113,3 +113,13 @@ def test_llama_cpp_on_the_embedded_gguf_decodes_our_prompt_ids(embedded, monkeyp
     again = lookup.generate(prompt, 16, 0.0, 0, stop)
     assert fed[0] == len(prompt)  # the whole prompt again: no cache carried over from the first generation
     assert again.tokens == first.tokens and again.widths == first.widths
+
+
+@pytest.mark.model
+def test_llama_cpp_prompt_lookup_decodes_past_512_tokens_of_context():
+    """llama-cpp-python keeps every row's logits with a draft model but sized that buffer to its
+    512-token batch unless told logits_all: a longer prompt failed to broadcast (a committed run's
+    prompt lookup row died of it)."""
+    prompt = [100 + (i * 37) % 4000 for i in range(520)]
+    turn = cs.llamacpp_peer(LOOKUP, 2).generate(prompt, 8, 0.0, 0, set())
+    assert len(turn.tokens) == 8 and turn.steps == sum(turn.widths.values()) + 1

@@ -22,7 +22,7 @@ import re
 import sys
 from pathlib import Path
 
-from specatlas.bench.results import BASELINE, Run, load, references
+from specatlas.bench.results import BASELINE, Run, divergence, load, references, row_name
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -157,17 +157,10 @@ def lossless_problems(run: Run) -> list[str]:
         check = run.summary.get(method.id, {}).get("lossless")
         if check is None:
             out.append(f"method {method.id}: no lossless check (no sample shares a question with "
-                       f"{' and '.join(map(_named, dict.fromkeys(references(method))))})")
+                       f"{' and '.join(map(row_name, dict.fromkeys(references(method))))})")
         elif greedy and method.lossless and check["status"] != "pass":
-            first = check["first_divergence"]
-            out.append(f"method {method.id}: claims to be lossless but {check['compared'] - check['identical']} of "
-                       f"{check['compared']} outputs differ from {_named(references(method)[1])}'s (first: question {first['question_id']}, "
-                       f"turn {first['turn']}, token {first['position']})")
+            out.append(f"method {method.id}: claims to be lossless but {divergence(method, check)}")
     return out
-
-
-def _named(row_id: str) -> str:
-    return "the baseline" if row_id == BASELINE else row_id
 
 
 # Command ---------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ kinds, so mean accepted tokens and the verification widths are comparable across
 from __future__ import annotations
 
 import copy
-import hashlib
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -17,7 +16,8 @@ from typing import Callable
 
 import torch
 
-from specatlas.bench.results import BASELINE
+from specatlas.bench.provenance import file_digests
+from specatlas.bench.results import BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP
 from specatlas.impls.engine.cpu_kernels import default_kernels, packed_layers
 from specatlas.impls.engine.draft_length import FIXED, PAPER, DraftLengthPolicy, calibrate
 from specatlas.impls.engine.errors import first_line
@@ -38,10 +38,9 @@ from specatlas.impls.engine.sampling import Randomness, Sampling
 # batch-invariant (a verification over several tokens rounds its quantized products differently
 # from one-token steps, logits moving by tenths), so prompt lookup follows llama.cpp greedy until a
 # near-tie flips; the bench counts the identical outputs instead.
-LLAMACPP_GREEDY = "llamacpp-greedy"
 LLAMACPP = {
     LLAMACPP_GREEDY: "llama.cpp greedy",
-    "llamacpp-prompt-lookup": "llama.cpp prompt lookup",
+    LLAMACPP_LOOKUP: "llama.cpp prompt lookup",
 }
 PEERS = {
     "hf-generate": "transformers generate",
@@ -193,7 +192,7 @@ def llamacpp_build() -> dict:
     gguf = embedded_gguf()
     return {"llama_cpp_python": llama_cpp.__version__,
             "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
-            "gguf": gguf.name, "gguf_sha256": hashlib.sha256(gguf.read_bytes()).hexdigest()}
+            "gguf": gguf.name, "gguf_sha256": file_digests([gguf])[0]}
 
 
 def llamacpp_peer(peer_id: str, threads: int) -> Contender:
@@ -204,8 +203,10 @@ def llamacpp_peer(peer_id: str, threads: int) -> Contender:
     lookup = LlamaPromptLookupDecoding() if peer_id != LLAMACPP_GREEDY else None
     gguf = embedded_gguf()
     # n_ctx=0: the model's training context, so no prompt is cut; threads as torch's, like ours.
+    # logits_all with a draft model: the library keeps every row's logits then, but sizes its buffer
+    # by the argument, to n_batch (512) rows, so a context past 512 tokens failed to broadcast.
     llm = llama_cpp.Llama(str(gguf), n_ctx=0, n_threads=threads, n_threads_batch=threads, draft_model=lookup,
-                          verbose=False)
+                          logits_all=lookup is not None, verbose=False)
     widths: list[int] = []
     evaluate = llm.eval
 

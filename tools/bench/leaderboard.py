@@ -30,7 +30,8 @@ from specatlas.bench import charts
 from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS, prompt_set_name
-from specatlas.bench.results import BASELINE, Run, StepTime, forward_cost, load, references, speedup_over, step_time, write_atomic
+from specatlas.bench.results import (BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Run, StepTime, divergence, forward_cost,
+                                     load, references, row_name, step_time, write_atomic)
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.validate import validate
 from specatlas.fsutil import WriteError, output_file, output_place, starts_with
@@ -69,10 +70,7 @@ class Entry:
             return "no speedup: the baseline produced no tokens"
         check = self.summary["lossless"]
         if check["status"] == "fail" and self.method.lossless:
-            first = check["first_divergence"]
-            return (f"lossless check failed: {check['compared'] - check['identical']} of {check['compared']} outputs "
-                    f"differ from {_named(references(self.method)[1])}'s (first: question {first['question_id']}, "
-                    f"turn {first['turn']}, token {first['position']})")
+            return f"lossless check failed: {divergence(self.method, check)}"
         return None
 
     @property
@@ -562,16 +560,12 @@ def _engines_table(lines: list[Line], categories: list[str]) -> str:
         faster_than, same_as = references(line.method)
         checks = [e.summary["lossless"] for e in line.ok]
         identical, compared = sum(c.get("identical", 0) for c in checks), sum(c.get("compared", 0) for c in checks)
-        same = f"{md(_named(same_as))}: {identical}/{compared}" if compared else "n/a (sampled)"
+        same = f"{md(row_name(same_as))}: {identical}/{compared}" if compared else "n/a (sampled)"
         cells = [f"{md(line.method.name)} ({md(line.method_id)})", f"**{line.cell('overall', 'speedup')}** over {md(faster_than)}",
                  _fmt(line.tokens_per_second, ""), *(_fmt(line.mean(c, "speedup")) for c in categories),
                  line.cell("overall", "mean_accepted", ""), same, str(len(line.ok))]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
-
-
-def _named(row_id: str) -> str:
-    return "our baseline" if row_id == BASELINE else row_id
 
 
 def _time_table(lines: list[Line]) -> str:
@@ -646,7 +640,6 @@ TUNED_FLOOR = 1.0  # × our baseline, every cost-aware row in every category
 WIDE_ROWS, WIDE_RATIO = 8, 1.3  # a forward over 8 new tokens at most 1.3× a one-token forward
 OVERHEAD_SHARE = 0.10  # per-step overhead, as a share of a one-token forward
 PLD, HF_GENERATE = "saxena2023prompt", "hf-generate"
-LLAMACPP_GREEDY, LLAMACPP_LOOKUP = "llamacpp-greedy", "llamacpp-prompt-lookup"
 Target = tuple[str, str, bool | None]  # what is asked, what the run measured, met (None: not measured)
 
 
@@ -759,7 +752,7 @@ def _baseline_vs_generate(run: Run, entries: dict[str, Entry]) -> Target:
     missing = _not_run(entries, BASELINE, HF_GENERATE)
     if missing:
         return asked, missing, None
-    ratio = speedup_over(run, BASELINE, HF_GENERATE)
+    ratio = 1 / entries[HF_GENERATE].summary["overall"]["speedup"]  # `generate`'s is over our baseline
     return (asked, f"our baseline {ratio:.2f}× `generate`'s throughput; kernels: ours {md(kernels(run.config))}, "
             f"`generate` {md(entries[HF_GENERATE].method.setup)}", ratio >= 1.0)
 
@@ -771,10 +764,10 @@ def _pld_vs_llamacpp(run: Run, entries: dict[str, Entry], ok: dict[str, Entry]) 
     missing = _not_run(entries, LLAMACPP_GREEDY, LLAMACPP_LOOKUP) or (None if ours else f"not measured: no {PLD} row")
     if missing:
         return asked, missing, None
-    theirs = speedup_over(run, LLAMACPP_LOOKUP, LLAMACPP_GREEDY)
-    mine = ours.summary["overall"]["speedup"]
+    lookup = entries[LLAMACPP_LOOKUP]
+    theirs, mine = lookup.summary["overall"]["speedup"], ours.summary["overall"]["speedup"]
     return (asked, f"{md(ours.method.id)} {mine:.2f}× over our baseline; {LLAMACPP_LOOKUP} {theirs:.2f}× over "
-            f"{LLAMACPP_GREEDY}", mine >= theirs)
+            f"{row_name(references(lookup.method)[0])}", mine >= theirs)
 
 
 # Command ---------------------------------------------------------------------------------------

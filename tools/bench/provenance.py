@@ -70,12 +70,19 @@ def label(hw: dict) -> str:
 
 
 def weights_sha256(model) -> str | None:
-    """sha256 of the model's safetensors file(s); None when they cannot be found.
-    Hashing 0.5 GB takes seconds, so digests are cached by (path, size, mtime)."""
+    """sha256 of the model's safetensors file(s); None when they cannot be found."""
     folder = _weights_folder(getattr(model, "name_or_path", "") or "")
     files = sorted(folder.glob("*.safetensors")) if folder else []
     if not files:
         return None
+    digests = file_digests(files)
+    # One file: its plain sha256, checkable with sha256sum. Several: the hash of their hashes.
+    return digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+
+
+def file_digests(files: list[Path]) -> list[str]:
+    """sha256 of each weights file. Hashing 0.5 GB takes seconds, so digests are cached by (path,
+    size, mtime)."""
     from specatlas.impls.engine.models import cache_root
 
     cache_file = cache_root() / "weights-sha256.json"
@@ -100,8 +107,7 @@ def weights_sha256(model) -> str | None:
         update_json(cache_file, lambda saved: (saved if isinstance(saved, dict) else {}) | cache)
     except (OSError, WriteError):
         pass  # a read-only cache only costs a re-hash next time
-    # One file: its plain sha256, checkable with sha256sum. Several: the hash of their hashes.
-    return digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+    return digests
 
 
 def _weights_folder(name_or_path: str) -> Path | None:

@@ -25,6 +25,8 @@ from specatlas.fsutil import ReadError, append_line, atomic_write, locked_file, 
 
 SCHEMA_VERSION = 1
 BASELINE = "baseline"
+# Another engine's rows (bench.contenders.LLAMACPP): its greedy decoding is what its rows are measured against.
+LLAMACPP_GREEDY, LLAMACPP_LOOKUP = "llamacpp-greedy", "llamacpp-prompt-lookup"
 
 
 class _Strict(BaseModel):
@@ -222,6 +224,19 @@ def references(method: Method) -> tuple[str, str]:
     return faster_than, BASELINE if faster_than == method.id else faster_than
 
 
+def row_name(row_id: str) -> str:
+    """A row as messages and pages name it."""
+    return "our baseline" if row_id == BASELINE else row_id
+
+
+def divergence(method: Method, check: dict) -> str:
+    """A failed greedy lossless check in words: how many outputs differ from whose, and where first."""
+    first = check["first_divergence"]
+    return (f"{check['compared'] - check['identical']} of {check['compared']} outputs differ from "
+            f"{row_name(references(method)[1])}'s (first: question {first['question_id']}, turn {first['turn']}, "
+            f"token {first['position']})")
+
+
 def _throughput(sample: Sample) -> float:
     return sum(len(t.tokens) for t in sample.turns) / sum(t.wall_seconds for t in sample.turns)
 
@@ -232,7 +247,7 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
     seconds = sum(t.wall_seconds for t in turns)
     base_turns = [t for s in base for t in s.turns]
     base_rate = sum(len(t.tokens) for t in base_turns) / sum(t.wall_seconds for t in base_turns)
-    speedup = _speedup(mine, base)
+    base_mean = fmean(map(_throughput, base))
     steps = sum(t.steps for t in turns)
     predicted = predicted_speedup(turns, curve)
     drafted, accepted = _positions(turns)
@@ -242,7 +257,7 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
         "tokens": tokens,
         "seconds": round(seconds, 4),
         # None when the baseline produced no tokens: there is nothing to be faster than.
-        "speedup": round(speedup, 4) if speedup is not None else None,
+        "speedup": round(fmean(map(_throughput, mine)) / base_mean, 4) if base_mean else None,
         "speedup_total": round(tokens / seconds / base_rate, 4) if base_rate else None,
         "mean_accepted": round(tokens / steps, 4) if steps else None,
         "predicted": round(predicted, 4) if predicted is not None else None,
@@ -250,26 +265,6 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
         "draft_seconds": round(sum(t.draft_seconds for t in timed), 4) if timed else None,
         "verify_seconds": round(sum(t.verify_seconds for t in timed), 4) if timed else None,
     }
-
-
-def _speedup(mine: list[Sample], base: list[Sample]) -> float | None:
-    """Spec-Bench's speedup of `mine` over `base` (the same units, in order): the mean per-question
-    throughput over the mean of `base`'s; None when `base` produced no tokens."""
-    base_mean = fmean(map(_throughput, base))
-    return fmean(map(_throughput, mine)) / base_mean if base_mean else None
-
-
-def speedup_over(run: Run, method_id: str, reference_id: str) -> float | None:
-    """Spec-Bench's speedup of one row of `run` over another row of it (not necessarily the
-    baseline: another engine's plain decoding), on the (question, repeat) units both measured;
-    None when they share none or the reference produced no tokens."""
-    units: dict[str, dict[tuple[str, int], Sample]] = {method_id: {}, reference_id: {}}
-    for sample in run.samples:
-        if sample.method in units:
-            units[sample.method][(sample.question_id, sample.repeat)] = sample
-    mine, reference = units[method_id], units[reference_id]
-    keys = [key for key in mine if key in reference]
-    return _speedup([mine[k] for k in keys], [reference[k] for k in keys]) if keys else None
 
 
 def predicted_speedup(turns: list[Turn], curve: dict[int, float], drafting: bool = False) -> float | None:
