@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import torch
 
@@ -326,24 +327,35 @@ def hub_pair(q: torch.Tensor, rng: Randomness, key: tuple) -> list[int]:
     return [first, rng.categorical(without(q, [hub]), *key, 1)]
 
 
-def grow_template(tree, depth: int, root: torch.Tensor, expand) -> Draft:
+def grow_template(tree, depth: int, root: list[int], expand) -> Draft:
     """Fill a static tree template level by level (EAGLE-1's and Hydra's trees): node `path` is
     the path[-1]-th ranked candidate after its parent. `root` ranks the candidates after the
     pending token (target ids, best first); `expand(paths, chains, width)` ranks `width` candidates
-    after each of those nodes, `chains[i]` being the tokens drafted along `paths[i]`. Only nodes
-    with children in the template are expanded, one batched call per level."""
-    levels = min(depth, max(map(len, tree)))
+    after each of those nodes (a list of id lists), `chains[i]` being the tokens drafted along
+    `paths[i]`. Only nodes with children in the template are expanded, one batched call per level."""
+    levels = _template_levels(tuple(map(tuple, tree)))[: min(depth, max(map(len, tree)))]
     draft, node_of, ranked = Draft(), {(): -1}, {(): root}
-    for level in range(1, levels + 1):
-        paths = [p for p in tree if len(p) == level and p[:-1] in ranked and p[-1] < len(ranked[p[:-1]])]
+    for level, (nodes, branching, width) in enumerate(levels, 1):
+        paths = [p for p in nodes if p[:-1] in ranked and p[-1] < len(ranked[p[:-1]])]
         for path in paths:
             node_of[path] = len(draft.tokens)
-            draft.tokens.append(int(ranked[path[:-1]][path[-1]]))
+            draft.tokens.append(ranked[path[:-1]][path[-1]])
             draft.parents.append(node_of[path[:-1]])
-        deeper = [q for q in tree if len(q) == level + 1]
-        parents = [p for p in paths if any(q[:-1] == p for q in deeper)]
-        if level == levels or not parents:
+        parents = [p for p in paths if p in branching]
+        if level == len(levels) or not parents:
             break
         chains = [[draft.tokens[node_of[p[:k]]] for k in range(1, level + 1)] for p in parents]
-        ranked.update(zip(parents, expand(parents, chains, max(q[-1] for q in deeper) + 1)))
+        ranked.update(zip(parents, expand(parents, chains, width)))
     return draft
+
+
+@lru_cache(maxsize=None)
+def _template_levels(tree: tuple[tuple[int, ...], ...]) -> list[tuple[list, frozenset, int]]:
+    """A static template by level, computed once per template: (its nodes in template order, those
+    with children, how many candidates the next level ranks after each: its largest rank + 1)."""
+    out = []
+    for level in range(1, max(map(len, tree)) + 1):
+        deeper = [q for q in tree if len(q) == level + 1]
+        out.append(([p for p in tree if len(p) == level], frozenset(q[:-1] for q in deeper),
+                    max((q[-1] for q in deeper), default=-1) + 1))
+    return out

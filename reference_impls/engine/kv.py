@@ -44,22 +44,24 @@ def cache_length(cache, layer: int = 0) -> int:
 def keep_rows(cache, prefix: int, rows: list[int]) -> None:
     """Keep the first `prefix` cached positions, then only `rows` (offsets after the prefix, in order).
 
-    A rejected chain is a plain truncation (rows == 0..m-1); a tree keeps its accepted path.
+    A rejected chain is a plain truncation (rows == 0..m-1); a tree keeps its accepted path, moved
+    down in place over the rejected rows (only the kept rows are copied, never the prefix).
     """
     contiguous = rows == list(range(len(rows)))
+    offsets = None if contiguous else torch.tensor(rows)
     for layer in cache.layers:
         if not hasattr(layer, "keys") or layer.keys is None:
             continue
         # A sliding-window layer stores only its latest rows: position `first` is its row 0.
         first = layer.get_seq_length() - layer.keys.shape[-2]
         kept = prefix - first
-        if contiguous:
-            layer.keys = layer.keys[..., : kept + len(rows), :]
-            layer.values = layer.values[..., : kept + len(rows), :]
-        else:
-            index = torch.tensor(rows, device=layer.keys.device) + kept
-            layer.keys = torch.cat([layer.keys[..., :kept, :], layer.keys.index_select(-2, index)], dim=-2)
-            layer.values = torch.cat([layer.values[..., :kept, :], layer.values.index_select(-2, index)], dim=-2)
+        if not contiguous:
+            index = (offsets + kept).to(layer.keys.device)
+            with torch.inference_mode():  # the cache's tensors may be inference tensors, written in place only there
+                layer.keys[..., kept : kept + len(rows), :] = layer.keys.index_select(-2, index)
+                layer.values[..., kept : kept + len(rows), :] = layer.values.index_select(-2, index)
+        layer.keys = layer.keys[..., : kept + len(rows), :]
+        layer.values = layer.values[..., : kept + len(rows), :]
         if getattr(layer, "is_sliding", False):
             # Its length is a counter, not the stored rows: set it, then drop what left the window.
             layer.cumulative_length = prefix + len(rows)
@@ -102,11 +104,13 @@ def tree_mask(parents: list[int], new: int, prefix: int, dtype: torch.dtype, dev
     as if it were the only continuation.
     """
     size = len(parents)
-    sees = torch.zeros(size, size, dtype=torch.bool)
-    for i, parent in enumerate(parents):
-        if parent >= 0:
-            sees[i] = sees[parent]
-        sees[i, i] = True
+    parent = torch.tensor(parents)
+    attached, up = (parent >= 0)[:, None], parent.clamp(min=0)
+    sees = torch.eye(size, dtype=torch.bool)
+    # Each pass adds one more generation of ancestors (a row takes its parent's row): a few
+    # whole-tree tensor ops per level instead of a few per node.
+    for _ in range(max(depths(parents), default=1) - 1):
+        sees = sees | (sees[up] & attached)
     mask = torch.zeros(new, prefix + size, dtype=dtype)
     mask[:, prefix:].masked_fill_(~sees[size - new :], torch.finfo(dtype).min)
     return mask.to(device)[None, None]

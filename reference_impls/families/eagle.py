@@ -264,77 +264,65 @@ class EagleDrafter(Drafter):
         self.cache.keep(list(range(self.fed)))  # drop the draft rows
         return draft
 
-    def _expand(self, tokens: list[int], features: torch.Tensor, depth_of: int, ancestors: list[list[int]]) -> torch.Tensor:
+    def _expand(self, tokens: list[int], features: torch.Tensor, depth_of: int, seen: torch.Tensor):
         """Head rows for draft nodes (token, parent's predicted feature) at position fed + depth - 1,
-        each seeing the committed rows, its ancestors' rows and itself."""
-        start = len(self.cache)
-        visible = torch.zeros(len(tokens), start + len(tokens), dtype=torch.bool)
-        visible[:, : self.fed] = True
-        for i, rows in enumerate(ancestors):
-            visible[i, rows] = True
-            visible[i, start + i] = True
-        return self._rows(tokens, features, [self.fed + depth_of - 1] * len(tokens), visible.to(features.device))
+        each seeing the committed rows, the draft rows `seen` marks (its ancestors': [nodes, draft
+        rows so far]) and itself. Returns the rows' predicted features and what each row sees of
+        the draft rows, itself included (its children's `seen`)."""
+        count, device = len(tokens), features.device
+        visible = torch.cat([torch.ones(count, self.fed, dtype=torch.bool, device=device), seen,
+                             torch.eye(count, dtype=torch.bool, device=device)], 1)
+        out = self._rows(tokens, features, [self.fed + depth_of - 1] * count, visible)
+        return out, visible[:, self.fed :]
 
     def _static(self, depth):
-        row_of, feature_of = {}, {(): self.last}
+        feature_of, seen_of = {(): self.last}, {}
 
         def expand(paths, chains, width):
-            level, start = len(paths[0]), len(self.cache)
-            out = self._expand([chain[-1] for chain in chains], torch.stack([feature_of[p[:-1]] for p in paths]), level,
-                               [[row_of[p[:k]] for k in range(1, level)] for p in paths])
+            level = len(paths[0])
+            seen = (torch.stack([seen_of[p[:-1]] for p in paths]) if level > 1 else
+                    torch.zeros(len(paths), 0, dtype=torch.bool, device=self.last.device))
+            out, sees = self._expand([chain[-1] for chain in chains], torch.stack([feature_of[p[:-1]] for p in paths]),
+                                     level, seen)
             for i, path in enumerate(paths):
-                row_of[path], feature_of[path] = start + i, out[i]
-            return list(self._top(out, width)[1])
+                feature_of[path], seen_of[path] = out[i], sees[i]
+            return self._top(out, width)[1].tolist()
 
         root = self._top(self.last, max(p[-1] for p in self.tree if len(p) == 1) + 1)[1]
-        return grow_template(self.tree, depth, root, expand)
+        return grow_template(self.tree, depth, root.tolist(), expand)
 
     def _dynamic(self, depth):
         """EAGLE-2: grow by cumulative confidence (the product of the head's probabilities along
         the path), expanding the top_k best new nodes per level, then rerank every node and keep
-        the `total` best (a node's score never exceeds its parent's, so the kept set is a tree)."""
+        the `total` best (a node's score never exceeds its parent's, so the kept set is a tree).
+        Each level is a few tensor ops over all its candidates; scores are float64, sorts stable
+        (ties in the order the nodes were made)."""
         total, max_depth, top_k = self.dynamic
-        tokens, parents, scores, rows = [], [], [], []
         values, ids = self._top(self.last, top_k)
-        frontier = []
-        for value, token in zip(values.tolist(), ids.tolist()):
-            frontier.append(len(tokens))
-            tokens.append(token), parents.append(-1), scores.append(value), rows.append(None)
-        features = {node: self.last for node in frontier}  # the feature each node's head row reads
+        # The tree's bookkeeping stays on the CPU; only the head's rows live on the model's device.
+        tokens, parents, scores = ids.tolist(), [-1] * len(ids), values.cpu().double()
+        frontier = torch.arange(len(tokens))  # the nodes the next level expands
+        features = self.last.expand(len(tokens), -1)  # the feature each frontier node's head row reads
+        seen = torch.zeros(len(tokens), 0, dtype=torch.bool, device=self.last.device)
         for level in range(1, min(depth, max_depth)):
-            ancestors = [[rows[a] for a in self._ancestors(node, parents)] for node in frontier]
-            start = len(self.cache)
-            out = self._expand([tokens[n] for n in frontier], torch.stack([features[n] for n in frontier]),
-                                level, ancestors)
-            for i, node in enumerate(frontier):
-                rows[node] = start + i
+            out, sees = self._expand([tokens[n] for n in frontier.tolist()], features, level, seen)
             values, ids = self._top(out, top_k)
-            candidates = []
-            for i, node in enumerate(frontier):
-                for value, token in zip(values[i].tolist(), ids[i].tolist()):
-                    candidates.append((scores[node] + value, node, token, i))
-            candidates.sort(key=lambda c: -c[0])
-            new_frontier = []
-            for score, parent, token, i in candidates:
-                node = len(tokens)
-                tokens.append(token), parents.append(parent), scores.append(score), rows.append(None)
-                if len(new_frontier) < top_k:
-                    new_frontier.append(node)
-                    features[node] = out[i]
-            frontier = new_frontier
-        keep = sorted(sorted(range(len(tokens)), key=lambda n: -scores[n])[:total])
-        kept = set(keep)
-        keep = [n for n in keep if all(a in kept for a in self._ancestors(n, parents))]
-        index = {old: new for new, old in enumerate(keep)}
-        return Draft([tokens[n] for n in keep], [index.get(parents[n], -1) for n in keep])
-
-    @staticmethod
-    def _ancestors(node, parents):
-        out, parent = [], parents[node]
-        while parent >= 0:
-            out.append(parent)
-            parent = parents[parent]
-        return out
+            cumulative = (scores[frontier][:, None] + values.cpu().double()).flatten()
+            order = cumulative.sort(descending=True, stable=True).indices
+            expanded = order // values.shape[1]  # the frontier slot each new node extends
+            first = len(tokens)
+            tokens += ids.cpu().flatten()[order].tolist()
+            parents += frontier[expanded].tolist()
+            scores = torch.cat([scores, cumulative[order]])
+            best = expanded[:top_k].to(out.device)
+            frontier = torch.arange(first, first + len(best))
+            features, seen = out[best], sees[best]
+        keep = scores.sort(descending=True, stable=True).indices[:total].sort().values.tolist()
+        index: dict[int, int] = {}
+        for node in keep:  # ascending: a parent is decided before its children
+            if parents[node] < 0 or parents[node] in index:
+                index[node] = len(index)
+        return Draft([tokens[n] for n in index], [index.get(parents[n], -1) for n in index])
 
     def describe(self):
         shape = (f"{len(self.tree)}-node static tree" if self.tree is not None else

@@ -176,7 +176,7 @@ class HydraDrafter(MedusaDrafter):
             ids = torch.tensor([[context[-1], *chain] for chain in chains], device=self.state.device)
             features = self.heads.features(k, self.state.expand(len(chains), -1), F.embedding(ids, self.embed_weight))
             logits = self.heads.logits(k, features, self.lm_head_weight)
-            return list(logits.topk(min(width, logits.shape[-1]), dim=-1).indices)
+            return logits.topk(min(width, logits.shape[-1]), dim=-1).indices.tolist()
 
         root = rank([()], [[]], max(path[-1] for path in self.tree if len(path) == 1) + 1)[0]
         return grow_template(self.tree, min(depth, len(self.heads)), root, rank)

@@ -198,7 +198,7 @@ class MedusaDrafter(Drafter):
         if self.state is None:
             return Draft()
         logits = self.heads(self.state, self.lm_head_weight)  # [heads, vocab]
-        ranked = logits.topk(max(path[-1] for path in self.tree) + 1, dim=-1).indices
+        ranked = logits.topk(max(path[-1] for path in self.tree) + 1, dim=-1).indices.tolist()
         # Every node at depth d shares head d's candidates: they do not depend on the path.
         return grow_template(self.tree, depth, ranked[0], lambda paths, chains, width: [ranked[len(paths[0])]] * len(paths))
 
