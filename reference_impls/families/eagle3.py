@@ -18,7 +18,7 @@ from specatlas.impls.families.base import draft_vocabulary, layer_config
 from specatlas.impls.families.eagle import (EAGLE2_DEPTH, EAGLE2_TOP_K, EAGLE2_TOTAL, EagleDrafter, EagleFamily,
                                             chain_acceptance, llama_config, published_renames)
 from specatlas.impls.families.blocks import MLP, Attention, HeadCache, LayerConfig, RMSNorm, StepCache, eagle3_layers
-from specatlas.impls.families.training import finish, frequency_ranked, shared_prompt_prefix, split, train_loop
+from specatlas.impls.families.training import draft_tokens, finish, shared_prompt_prefix, split, train_loop
 
 
 class Eagle3MidLayer(nn.Module):
@@ -144,13 +144,11 @@ class Eagle3Family(EagleFamily):
         vocab, hidden = model.config.vocab_size, model.config.hidden_size
         embed = model.model.embed_tokens.weight.detach()
         train_ids, test_ids = split(features, run.seed)
-        used = frequency_ranked(features, train_ids, vocab)[:DRAFT_VOCAB].sort().values
+        used, draft_id = draft_tokens(features, train_ids, vocab, DRAFT_VOCAB)
         head = Eagle3Head(LayerConfig.from_dict(model.config.to_dict()), hidden, vocab, len(used))
         head.d2t.copy_(used - torch.arange(len(used)))
         head.t2d.zero_()
         head.t2d[used] = True
-        draft_id = torch.full((vocab,), -100, dtype=torch.long)  # target id -> draft id (-100: not draftable)
-        draft_id[used] = torch.arange(len(used))
         start = shared_prompt_prefix(features)
         fused = lambda c: torch.cat([features.hidden[layer][c] for layer in layers], -1).float()  # noqa: E731
         optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr, weight_decay=0.0, betas=(0.9, 0.95))

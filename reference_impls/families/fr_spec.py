@@ -9,7 +9,7 @@ import torch
 
 from specatlas.impls.families.base import Family
 from specatlas.impls.engine.models import eos_ids
-from specatlas.impls.families.training import frequency_ranked, split
+from specatlas.impls.families.training import coverage, frequency_ranked, split
 
 # FR-Spec's main setting keeps 32,768 of Llama-3's 128,256 tokens (thunlp/FR-Spec run_eagle_fr_spec.sh; the
 # abstract's "75% less LM-head computation"): a quarter of the vocabulary, 12,288 of SmolLM2's 49,152.
@@ -40,8 +40,7 @@ class FrSpecFamily(Family):
         ranked += [token for token in range(vocab) if token not in seen][: size - len(ranked)]
         missing = sorted(eos_ids(loaded.model, loaded.tokenizer) - set(ranked))
         ranked = ranked[: size - len(missing)] + missing
-        held = torch.cat([features.greedy[c][features.prompt_lengths[c] - 1 :] for c in test_ids])
-        covered = float(torch.isin(held, torch.tensor(ranked)).float().mean())
+        covered = coverage(features, test_ids, ranked)
         summary = f"{len(ranked)} token ids in freq_{size}.pt; they cover {covered:.2%} of the held-out answer tokens"
         buffer = io.BytesIO()
         torch.save(ranked, buffer)

@@ -28,7 +28,7 @@ from specatlas.impls.engine.drafting import Draft
 from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.base import Family, draft_vocabulary
 from specatlas.impls.families.medusa import MedusaDrafter, ResBlock
-from specatlas.impls.families.training import (acceptance_summary, finish, frequency_ranked, shared_prompt_prefix, split,
+from specatlas.impls.families.training import (acceptance_summary, coverage, draft_tokens, finish, shared_prompt_prefix, split,
                                                 teacher_forced, train_loop)
 
 MODEL_TYPE = "recurrent_drafting_drafter"  # its DrafterConfig's
@@ -148,7 +148,7 @@ class ReDrafterFamily(Family):
         final, hidden, vocab = model.config.num_hidden_layers, model.config.hidden_size, model.config.vocab_size
         embed, lm_weight = model.model.embed_tokens.weight.detach(), model.lm_head.weight.detach()
         train_ids, test_ids = split(features, run.seed)
-        used = frequency_ranked(features, train_ids, vocab)[: self.draft_vocab].sort().values
+        used, draft_id = draft_tokens(features, train_ids, vocab, self.draft_vocab)
         head = self.head(hidden, vocab, used)
         width = min(hidden, head.exit_dim)  # the part of exit_dim that starts as h
         with torch.no_grad():  # start as the target's head on h: blocks the identity (Medusa's ResBlock)
@@ -158,8 +158,6 @@ class ReDrafterFamily(Family):
                 head.input_proj.weight.zero_()
                 head.input_proj.bias.zero_()
                 head.input_proj.weight[:width, :width] = torch.eye(width)
-        draft_id = torch.full((vocab,), -100, dtype=torch.long)  # target id -> draft id (-100: not draftable)
-        draft_id[used] = torch.arange(len(used))
         rows, inputs, labels = teacher_forced(features, train_ids, shared_prompt_prefix(features), final, self.predict)
         labels = torch.where(labels == -100, -100, draft_id[labels.clamp(min=0)])
         optimizer = torch.optim.AdamW(head.parameters(), lr=self.lr, weight_decay=0.0)
@@ -180,8 +178,7 @@ class ReDrafterFamily(Family):
 
         state = train_loop(head, optimizer, batches, loss_fn, run, budget_minutes, progress)
         accuracy = self.evaluate(head, features, test_ids, embed, final)
-        held = torch.cat([features.greedy[c][features.prompt_lengths[c] - 1 :] for c in test_ids])
-        covered = float(torch.isin(held, used).float().mean())
+        covered = coverage(features, test_ids, used)
         return finish(self, run, head, loaded, features, train_ids, test_ids, state, accuracy, output, command, {},
                       {"targets": f"labels are the target's greedy tokens, scored where they are draft tokens "
                                   f"({covered:.1%} of the held-out answer tokens are)"})

@@ -207,6 +207,21 @@ class LossVocabulary:
         return F.cross_entropy(F.linear(features, self.lm_weight[ids]), local[labels])
 
 
+def draft_tokens(features: Features, conversations: list[int], vocab_size: int, size: int):
+    """A draft vocabulary (EAGLE-3's, ReDrafter's): the `size` target tokens the answers of
+    `conversations` choose most, in id order, and the map from target id to draft id (-100: not draftable)."""
+    used = frequency_ranked(features, conversations, vocab_size)[:size].sort().values
+    draft_id = torch.full((vocab_size,), -100, dtype=torch.long)
+    draft_id[used] = torch.arange(len(used))
+    return used, draft_id
+
+
+def coverage(features: Features, conversations: list[int], ids) -> float:
+    """The share of the answer tokens of `conversations` (the target's greedy choices) among `ids`."""
+    held = torch.cat([features.greedy[c][features.prompt_lengths[c] - 1 :] for c in conversations])
+    return float(torch.isin(held, torch.as_tensor(ids)).float().mean())
+
+
 def loss_vocabulary(features: Features, conversations: list[int], lm_weight: torch.Tensor) -> LossVocabulary:
     return LossVocabulary(frequency_ranked(features, conversations, lm_weight.shape[0])[:LOSS_VOCAB], lm_weight)
 
