@@ -18,6 +18,7 @@ from corpus import make_root, preload, run_cli
 from specatlas.impls.drafters.self_drafting import layer_skip as self_speculative
 from specatlas.impls.engine import checkpoints
 from specatlas.impls.engine import models
+from specatlas.impls.engine.weight_storage import stored
 from specatlas.impls.engine.errors import ModelLoadError
 from specatlas.impls.families import training
 from specatlas.impls.methods import heads as methods_heads
@@ -81,7 +82,8 @@ def test_the_training_checkpoint_the_project_writes_resumes_with_weights_only(tm
     fresh = torch.nn.Linear(2, 2)
     resumed = training.resume(checkpoint, fresh, torch.optim.AdamW(fresh.parameters()))
     assert resumed.step == state.step == 3 and resumed.losses == state.losses
-    assert torch.equal(fresh.weight, module.weight)
+    # The checkpoint keeps full precision (a longer schedule resumes from it); the trained module is as it ships.
+    assert torch.equal(stored(fresh).weight, module.weight)
 
 
 def test_a_planted_training_data_shard_is_refused_in_one_line_without_unpickling(tmp_path, marker):
