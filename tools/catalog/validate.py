@@ -156,14 +156,11 @@ def _check_lossless_variants(record: Record, report) -> None:
                "frozen in lossless_variants")
     variants = paper.lossless_variants
     for i, variant in enumerate(variants):
-        if variant.lossless and variant.modifies_target:
-            report(record, f"lossless_variants[{i}].lossless", f"is true, but '{variant.variant}' modifies the target's "
-                   "weights; lossless means the unmodified target's distribution, so set it to false",
-                   "lossless_variants", i, "lossless")
-        if variant.lossless and variant.quantized_target:
-            report(record, f"lossless_variants[{i}].lossless", f"is true, but '{variant.variant}' verifies with a quantized "
-                   "copy served in place of the target; lossless means the unmodified target's distribution, so set it to false",
-                   "lossless_variants", i, "lossless")
+        changed = ("modifies the target's weights" if variant.modifies_target else
+                   "verifies with a quantized copy served in place of the target" if variant.quantized_target else None)
+        if variant.lossless and changed:
+            report(record, f"lossless_variants[{i}].lossless", f"is true, but '{variant.variant}' {changed}; lossless "
+                   "means the unmodified target's distribution, so set it to false", "lossless_variants", i, "lossless")
         # The alignment axis is what the catalog filters and the site's badges read, so a variant that trains
         # the target must show there too, not only in this list.
         if variant.modifies_target and not modifying:
