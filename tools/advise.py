@@ -121,6 +121,7 @@ class Candidate:
     measured: float | None = None  # its speedup over plain decoding on the prompts measured so far
     order: int | None = None
     setup_seconds: float | None = None
+    dropped: bool = False  # skipped on a later prompt for being clearly slower
 
     @property
     def loads(self) -> bool:
@@ -197,6 +198,7 @@ def measure(run: Run, baseline: Contender, candidates: list[Candidate], prompts:
             if clock() > deadline:
                 break
             if c.slower:
+                c.dropped = True
                 continue
             if c.contender is None:
                 start = clock()
@@ -331,7 +333,7 @@ def ranked_rows(candidates: list[Candidate], run: Run) -> list[Row]:
                                                                      overall["mean_accepted"])
             row.prompts, row.tokens, row.identical, row.compared = (overall["questions"], overall["tokens"],
                                                                     check["identical"], check["compared"])
-            if c.slower:
+            if c.dropped:
                 row.reason = f"measured below {CLEARLY_SLOWER:g}x plain decoding's speed: given no more prompts"
         else:
             why = (f"prior {c.prior:.2f}x" if c.prior is not None else

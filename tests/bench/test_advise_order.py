@@ -122,6 +122,22 @@ def test_measurements_replace_the_priors_and_the_slow_get_no_more_prompts():
     assert rows[0].reason is None and rows[0].identical == rows[0].compared == 3
 
 
+def test_a_method_slower_only_on_the_last_prompt_was_given_every_prompt():
+    # Lookahead is 1.25x on the first two prompts, then so slow on the third that its overall speed falls
+    # below 0.9x: it was measured on every prompt, so its row must not say it was given no more.
+    class Slowing(FakeMachine):
+        def generate(self, contender, ids):
+            if contender.id == "yang2023inference":
+                self.speedups[contender.id] = 1.25 if self.generated.count(contender.id) < 2 else 0.1
+            return super().generate(contender, ids)
+
+    candidates = advise.waiting(["yang2023inference"], BOTH[:1], {})
+    fake = Slowing({})
+    run, done = fake.measure(candidates, prompts=3, minutes=10)
+    [row] = advise.ranked_rows(candidates, run)
+    assert done == 3 and row.prompts == 3 and row.measured < 0.9 and row.reason is None
+
+
 def test_a_method_that_cannot_be_built_is_passed_over():
     candidates = advise.waiting(["cai2024medusa", "saxena2023prompt"], BOTH[:1], {})
     fake = FakeMachine({"saxena2023prompt": 1.5})
