@@ -9,7 +9,7 @@ a model); on an Intel machine the packed kernel lost below 4 rows. So nothing is
 linear shape of a model, `measure` times both kernels at a spread of row counts (`ROWS`), and
 `PackedLinear` runs each product through the faster one for its row count. The choices are cached
 per CPU model, torch version and thread count in the user cache (`kernels/`), so a machine
-measures once (~10 s for SmolLM2); `specatlas calibrate` prints them with the forward-cost curve.
+measures once (seconds for SmolLM2); `specatlas calibrate` prints them with the forward-cost curve.
 Applied to the target as loaded, so every decoder on it, the baseline included, gets them.
 """
 
@@ -30,7 +30,9 @@ from torch.nn import functional as F
 
 from specatlas.fsutil import update_json
 
-ROWS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 96, 128)  # row counts measured
+# Row counts measured: every count up to 32, where drafts and trees live (an unmeasured count takes the
+# choice of the one below it, and the default kernel's cost jumps between neighbouring counts), then a spread.
+ROWS = (*range(1, 33), 48, 64, 96, 128)
 DEFAULT, PACKED = "mkl", "onednn-packed"  # torch's default float32 kernel; oneDNN on a weight packed once
 _suspended = 0  # > 0 inside `default_kernels()`
 
