@@ -3,7 +3,7 @@ scores (the curve the cost-aware policy sizes drafts with), and the matrix-produ
 layer shape uses at each row count (`cpu_kernels`, measured once per machine and cached). With
 `--kernels default` the curve is timed on torch's own kernels instead (what transformers runs as
 shipped), with `both` side by side: what the measured choice changes. `--context` sets how many
-tokens are cached before the timed forwards (the policy times 64, 512 and 2,048: attention over a
+tokens are cached before the timed forwards (the policy times 64 and 1,024: attention over a
 long context makes wide forwards dearer; see `draft_length.calibrate_contexts`)."""
 
 from __future__ import annotations

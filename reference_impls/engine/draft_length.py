@@ -196,7 +196,9 @@ class CostAware:
 
 _calibrations: dict[tuple, dict[int, dict[int, float]]] = {}
 WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
-CONTEXTS = (64, 512, 2048)  # cached tokens the cost-aware policy's curves are timed after
+# Cached tokens the cost-aware policy's curves are timed after: two suffice, as attention's cost is
+# linear in the context (`price` extends it beyond the longest); 1,024 keeps the prefill cheap.
+CONTEXTS = (64, 1024)
 
 
 def model_identity(model) -> tuple:
@@ -233,7 +235,7 @@ def calibrate_contexts(model, max_width: int, contexts=CONTEXTS, rounds: int = 3
     that way on that curve, r(w) after 2,048 tokens against after 64 is +1.9% at w = 8, +3.7% at 16, +10.6% at 32 and
     +17.3% at 64 if attention runs at the linears' rate, and +27%, +59%, +86% and +113% at a quarter of it (the
     Intel Xeon curve of 2026-12-02: +15% to +103% at w = 64): enough to misjudge trees, so the policy prices each step
-    at its own context, interpolated between these."""
+    at its own context, interpolated between these (`price`)."""
     import torch
 
     from specatlas.impls.engine import kv
