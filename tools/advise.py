@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from specatlas.bench import questions as qs
-from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Method, Run, Sample, predicted_speedup, summarize
+from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Method, Run, Sample, curve_fields, predicted_speedup,
+                                     summarize)
 from specatlas.bench.run import BenchError, chosen_ids, policies
 from specatlas.cli import CommandError, add_trust_remote_code
 from specatlas.fsutil import ReadError, read_limited
@@ -224,10 +225,10 @@ def _sample(run: Run, contender: Contender, index: int, turn: Turn | None) -> bo
 
 def empty_run(curve: dict[int, float], baseline: Contender) -> Run:
     """The run `measure` fills: what `summarize` needs to rank it like a bench run."""
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    sessions = [{"started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "finished": None,
+                 "git_commit": None, "git_dirty": None, "units": 0, "cost_curve": curve}]
     return Run(schema_version=SCHEMA_VERSION, config_hash="", config={"temperature": 0.0}, provenance={},
-               cost_curve=curve, sessions=[{"started": now, "finished": None, "git_commit": None, "git_dirty": None,
-                                            "units": 0}], methods=[baseline.record], samples=[], summary={})
+               sessions=sessions, **curve_fields(sessions), methods=[baseline.record], samples=[], summary={})
 
 
 def execute(args: argparse.Namespace) -> int:

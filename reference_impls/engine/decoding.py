@@ -217,6 +217,7 @@ class SpeculativeDecoder:
         clock = self.clock
         while stats.new_tokens < limit:
             begin = clock()
+            self.draft_length.at(len(session.tokens))  # attention's cost grows with the context
             depth = min(self.draft_length.choose(), limit - stats.new_tokens - 1) if self.drafter else 0
             draft = self.draft_length.trim(self.drafter.propose(session.tokens, depth, sampling, session.rng)) if depth > 0 else Draft()
             drafted = clock()
@@ -263,6 +264,7 @@ class InnerDecoder(Drafter):
         rows = []  # the draft model's logits that chose each token drafted now
         while len(session.tokens) - start < depth:
             room = depth - (len(session.tokens) - start) - 1
+            inner.draft_length.at(len(session.tokens))
             inner_depth = min(inner.draft_length.choose(), room) if inner.drafter else 0
             draft = inner.drafter.propose(session.tokens, inner_depth, session.sampling, session.rng) if inner_depth > 0 else Draft()
             step = session.step(inner.draft_length.trim(draft))

@@ -14,10 +14,12 @@ a_k is the chance that draft position k is accepted once k-1 were, learnt per dr
 the length of the match a retrieval draft was copied from) as (accepted_k + a_{k-1}) /
 (reached_k + 1) with counts that fade by `MEMORY` per draft of the key, starting from a_0 = 1/2
 (so an unreached position looks as good as the one before it: the policy explores deeper while
-drafts keep being accepted). r(w) is the cost of a forward over w tokens relative to a one-token
-step, its shape measured once per model; `step`, the seconds of one step, and `level`, the
-seconds of drafting one level, are followed online from every step, whatever its width, so load
-on the machine rescales every width alike. d = 0 is a plain step. When the best depth is 0, a
+drafts keep being accepted). r(w) is the cost of a forward over w tokens after the step's
+context relative to a one-token step after a short one, its shape measured once per model at a
+few context lengths and interpolated between them (`calibrate_contexts`: attention over a long
+context makes wide forwards dearer); `step`, the seconds of one step, and `level`, the seconds of
+drafting one level, are followed online from every step, whatever its width, so load on the
+machine rescales every width alike. d = 0 is a plain step. When the best depth is 0, a
 depth-1 probe is made after `PROBE_EVERY` steps without a draft, so a drafter that stopped
 paying is tried again, seldom.
 """
@@ -83,12 +85,15 @@ class DraftLengthPolicy:
             return FixedLength(paper_depth, source)
         if self.name == FIXED:
             return FixedLength(self.depth)
-        return CostAware(max_depth, relative(calibrate(target, nodes(max_depth) + 1)), nodes)
+        return CostAware(max_depth, relative_by_context(calibrate_contexts(target, nodes(max_depth) + 1)), nodes)
 
 
 class FixedLength:
     def __init__(self, depth: int, source: str | None = None):
         self.depth, self.source = depth, source
+
+    def at(self, context: int) -> None:
+        pass
 
     def choose(self) -> int:
         return self.depth
@@ -104,19 +109,26 @@ class FixedLength:
 
 
 class CostAware:
-    """`relative_cost[w]`: r(w) at measured widths (`relative(calibrate(...))`); `nodes(d)`: draft
-    nodes a depth-d draft is expected to have (d for a chain, more for a tree)."""
+    """`relative_cost[context][w]`: r(w) at measured contexts and widths
+    (`relative_by_context(calibrate_contexts(...))`); `nodes(d)`: draft nodes a depth-d draft is
+    expected to have (d for a chain, more for a tree). The decoder says each step's context (`at`)
+    before choosing, trimming and recording it."""
 
-    def __init__(self, max_depth: int, relative_cost: dict[int, float], nodes=lambda d: d):
+    def __init__(self, max_depth: int, relative_cost: dict[int, dict[int, float]], nodes=lambda d: d):
         self.max_depth, self.relative, self.nodes = max_depth, dict(relative_cost), nodes
+        self.context = min(self.relative)
         self.step_seconds: float | None = None
         self.level_seconds = 0.0
         self.counts: dict[object, tuple[list[float], list[float]]] = {}  # key -> (accepted, reached) by position
         self.idle: dict[object, int] = {}  # key -> steps since a draft of it was verified
         self.plain = PROBE_EVERY  # steps since any draft was verified
 
+    def at(self, context: int) -> None:
+        """The coming step verifies after `context` tokens."""
+        self.context = context
+
     def ratio(self, width: int) -> float:
-        return interpolate(self.relative, width)
+        return price(self.relative, width, self.context)
 
     def acceptances(self, key) -> list[float]:
         """a_1..a_max for `key` (index 0 holds the prior)."""
@@ -130,7 +142,7 @@ class CostAware:
     def _best_depth(self, key, width_of) -> int:
         step = self.step_seconds or 1.0
         rates = self.acceptances(key)
-        best, best_rate, expected, survive = 0, 1.0 / step, 1.0, 1.0
+        best, best_rate, expected, survive = 0, 1.0 / (step * self.ratio(1)), 1.0, 1.0  # r(1) > 1 after a long context
         for depth in range(1, self.max_depth + 1):
             width = width_of(depth)
             if width is None:
@@ -182,8 +194,11 @@ class CostAware:
         return f"cost-aware draft length (0..{self.max_depth})"
 
 
-_calibrations: dict[tuple, dict[int, float]] = {}
+_calibrations: dict[tuple, dict[int, dict[int, float]]] = {}
 WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+# Cached tokens the cost-aware policy's curves are timed after: two suffice, as attention's cost is
+# linear in the context (`price` extends it beyond the longest); 1,024 keeps the prefill cheap.
+CONTEXTS = (64, 1024)
 
 
 def model_identity(model) -> tuple:
@@ -199,29 +214,52 @@ def model_identity(model) -> tuple:
     return source, shape, str(model.dtype), str(model.device), torch.get_num_threads(), cpu_kernels.suspended()
 
 
-def calibrate(model, max_width: int, context: int = 64, rounds: int = 3, widths=None) -> dict[int, float]:
-    """Seconds c(w) of a forward over w new tokens: the fastest of `rounds` forwards over w new tokens after `context`
-    cached ones, for a spread of w up to `max_width` (or exactly `widths`). Measured once per model identity per process;
-    widths interleave within each round, so a burst of load hits them alike."""
+def calibrate(model, max_width: int, context: int = CONTEXTS[0], rounds: int = 3, widths=None) -> dict[int, float]:
+    """Seconds c(w) of a forward over w new tokens after `context` cached ones (`calibrate_contexts`)."""
+    return calibrate_contexts(model, max_width, (context,), rounds, widths)[context]
+
+
+def calibrate_contexts(model, max_width: int, contexts=CONTEXTS, rounds: int = 3, widths=None) -> dict[int, dict[int, float]]:
+    """Seconds c(w, L) of a forward over w new tokens after L cached ones: the fastest of `rounds`, for a spread of w up
+    to `max_width` (or exactly `widths`) at each context L of `contexts` that leaves room for the widest forward in the
+    model's positions (the shortest always). Measured once per model identity per process; contexts and widths
+    interleave within each round, so a burst of load hits them alike.
+
+    Why more than one context (issue 26): a forward's weights cost the same after any context, but its attention reads
+    the whole cache (SmolLM2-135M: 30 layers x 2 x 3 KV heads x 64 x 4 bytes = 46 KB per cached token) and scores every
+    new token against it (34,560 multiply-adds per new-token / cached-token pair, beside 134.5 M per new token in the
+    linears and LM head). In multiply-adds alone r(w) = c(w)/c(1) hardly moves with context (within 0.3% for w <= 64,
+    L = 64..2048: both parts scale with w), but on a CPU a narrow forward is bound by reading the weights (538 MB; the
+    2-core AMD EPYC curve of 2026-12-05 gives c(1) = 52 ms, 10 GB/s, and 97 G multiply-adds/s on wide forwards), so the
+    cache read adds the same time to every width while the attention arithmetic adds time in proportion to w. Priced
+    that way on that curve, r(w) after 2,048 tokens against after 64 is +1.9% at w = 8, +3.7% at 16, +10.6% at 32 and
+    +17.3% at 64 if attention runs at the linears' rate, and +27%, +59%, +86% and +113% at a quarter of it (the
+    Intel Xeon curve of 2026-12-02: +15% to +103% at w = 64): enough to misjudge trees, so the policy prices each step
+    at its own context, interpolated between these (`price`)."""
     import torch
 
     from specatlas.impls.engine import kv
 
     widths = list(widths) if widths is not None else [w for w in WIDTHS if w < max_width] + [max_width]
-    key = (model_identity(model), tuple(widths))
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None) or float("inf")
+    contexts = sorted(set(contexts))
+    contexts = [c for c in contexts if c + max(widths) <= limit] or contexts[:1]
+    key = (model_identity(model), tuple(widths), tuple(contexts))
     if key not in _calibrations:
-        cache = kv.new_cache(model)
-        runs: dict[int, list[float]] = {w: [] for w in widths}
+        caches = {context: kv.new_cache(model) for context in contexts}
+        runs: dict[int, dict[int, list[float]]] = {c: {w: [] for w in widths} for c in contexts}
         with torch.inference_mode():
-            kv.forward(model, cache, [0] * context, last_only=True)
+            for context, cache in caches.items():
+                kv.forward(model, cache, [0] * context, last_only=True)
             for _ in range(rounds):
-                for width in widths:
-                    start = time.perf_counter()
-                    kv.forward(model, cache, [0] * width)
-                    runs[width].append(time.perf_counter() - start)
-                    kv.truncate(cache, context)
+                for context, cache in caches.items():
+                    for width in widths:
+                        start = time.perf_counter()
+                        kv.forward(model, cache, [0] * width)
+                        runs[context][width].append(time.perf_counter() - start)
+                        kv.truncate(cache, context)
         # As measured, not smoothed: where a kernel makes a wider forward cheaper, the policy must see it.
-        _calibrations[key] = {w: min(times) for w, times in runs.items()}
+        _calibrations[key] = {c: {w: min(times) for w, times in by_width.items()} for c, by_width in runs.items()}
     return _calibrations[key]
 
 
@@ -236,6 +274,26 @@ def interpolate(curve: dict[int, float], width: int) -> float:
     return curve[below] + (width - below) / (above - below) * (curve[above] - curve[below])
 
 
+def price(curves: dict[int, dict[int, float]], width: int, context: int) -> float:
+    """Curves by context (`calibrate_contexts`) at `width` after `context` tokens: linear in the
+    context between timed ones (attention's cost is), extended along the last two beyond them
+    (never below the last: noise must not make a longer context cheaper), the shortest's below it."""
+    timed = sorted(curves)
+    if context <= timed[0] or len(timed) == 1:
+        return interpolate(curves[timed[0]], width)
+    above = next((c for c in timed if c >= context), timed[-1])
+    below = timed[timed.index(above) - 1]
+    low, high = interpolate(curves[below], width), interpolate(curves[above], width)
+    value = low + (context - below) / (above - below) * (high - low)
+    return max(value, high) if context > above else value
+
+
 def relative(seconds: dict[int, float]) -> dict[int, float]:
     """A cost curve as multiples of a one-token step."""
     return {width: value / seconds[min(seconds)] for width, value in seconds.items()}
+
+
+def relative_by_context(curves: dict[int, dict[int, float]]) -> dict[int, dict[int, float]]:
+    """Curves by context as multiples of a one-token step after the shortest context."""
+    step = interpolate(curves[min(curves)], 1)
+    return {context: {width: value / step for width, value in curve.items()} for context, curve in curves.items()}

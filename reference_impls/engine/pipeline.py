@@ -51,6 +51,7 @@ class Pearl(SpeculativeDecoder):
         unverified = Draft()  # u: drafted after the committed text, not verified yet (post-verify)
         with ThreadPoolExecutor(1) as pool:
             while stats.new_tokens < limit:
+                self.draft_length.at(len(session.tokens))
                 depth = max(0, min(self.draft_length.choose(), limit - stats.new_tokens - len(unverified.tokens) - 1))
                 context = session.tokens + unverified.tokens
                 if self.overlap:

@@ -71,6 +71,8 @@ def test_small_bench_end_to_end_with_resume_after_kill(tmp_path):
     assert provenance["hardware"]["cores"] >= 1 and provenance["hardware"]["torch_threads"] >= 1
     assert len(run.sessions[0].git_commit) == 40 and run.sessions[0].git_dirty is not None
     assert 1 in run.cost_curve and 64 in run.cost_curve
+    first, second = (s.cost_curve for s in run.sessions)  # each session timed its own
+    assert first and second and run.cost_curve == {w: min(first[w], second[w]) for w in first}
     for method in ("saxena2023prompt", "saxena2023prompt@cost-aware", "hf-generate"):
         assert run.summary[method]["lossless"]["status"] == "pass", run.summary[method]["lossless"]
         assert run.summary[method]["overall"]["speedup"] > 0

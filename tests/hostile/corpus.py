@@ -81,7 +81,7 @@ class Outcome:
 
 def _result_file(folder: Path) -> None:
     """One valid result file, as `specatlas bench` writes it (no model needed)."""
-    from specatlas.bench.results import SCHEMA_VERSION, Run, config_hash, dumps, summarize
+    from specatlas.bench.results import SCHEMA_VERSION, Run, config_hash, curve_fields, dumps, summarize
 
     config = {"methods": ["baseline", "fast"], "prompt_set": {"id": "set", "sha256": "ab" * 32},
               "question_ids": ["1"], "model": {"target": "tiny", "target_sha256": "cd" * 32, "drafter": None,
@@ -93,12 +93,13 @@ def _result_file(folder: Path) -> None:
         return {"seed": 1, "tokens": [1, 2, 3, 4], "wall_seconds": seconds, "steps": 4, "widths": {1: 4},
                 "draft_seconds": 0.1, "verify_seconds": 0.1, "drafted_at": None, "accepted_at": None}
 
+    sessions = [{"started": "2026-01-01T00:00:00+00:00", "finished": None, "git_commit": None, "git_dirty": None,
+                 "units": 2, "cost_curve": {1: 0.01, 2: 0.012}}]
     run = Run(schema_version=SCHEMA_VERSION, config_hash=config_hash(config), config=config,
               provenance={"started": "2026-01-01T00:00:00+00:00", "packages": {},
                           "hardware": {"cpu": "Test CPU", "gpu": None, "cores": 2, "torch_threads": 2, "platform": "t"},
                           "prompt_set_file": "t.jsonl", "arguments": {}},
-              cost_curve={1: 0.01, 2: 0.012}, sessions=[{"started": "2026-01-01T00:00:00+00:00", "finished": None,
-                                                          "git_commit": None, "git_dirty": None, "units": 2}],
+              sessions=sessions, **curve_fields(sessions),
               methods=[{"id": m, "name": m, "kind": "specatlas", "lossless": True, "setup": "", "error": None}
                        for m in ("baseline", "fast")],
               samples=[{"question_id": "1", "category": "qa", "repeat": 0, "method": m, "turns": [turn(s)]}
@@ -390,6 +391,16 @@ def _category(name: str):
     def mutate(data: dict) -> None:
         for sample in data["samples"]:
             sample["category"] = name
+    return mutate
+
+
+def _curve(curve: dict):
+    """The run's one session timed `curve`: the session's and the run's curve both set, consistently."""
+    def mutate(data: dict) -> None:
+        from specatlas.bench.results import curve_fields
+
+        data["sessions"][0]["cost_curve"] = curve
+        data.update(curve_fields(data["sessions"]))
     return mutate
 
 
@@ -730,7 +741,7 @@ def cases() -> list[Case]:
         Case("result-dir-named-json", ["leaderboard"],
              prepare=lambda r, t: (r / "results" / "2026-01-02-dir.json").mkdir(), fails=False,
              message="2026-01-02-dir.json"),
-        Case("result-schema-version-2", ["leaderboard"], prepare=_result_with(_set("schema_version", 2)),
+        Case("result-schema-version-3", ["leaderboard"], prepare=_result_with(_set("schema_version", 3)),
              fails=False, message="2026-01-02-hostile.json"),
         Case("result-model-not-dict", ["leaderboard"],
              prepare=_result_with(lambda d: (_set("config.model", "tiny")(d), _rehash(d))), fails=False,
@@ -823,7 +834,7 @@ def result_cases() -> list[Case]:
     lb, failed = ["leaderboard"], dict(fails=False, message=HOSTILE)
     return [
         Case("result-cost-curve-without-width-1", lb, fails=False,
-             prepare=_result_with(_resummarized(_set("cost_curve", {"2": 0.012, "4": 0.02}),
+             prepare=_result_with(_resummarized(_curve({"2": 0.012, "4": 0.02}),
                                                 _turns(widths={"2": 4}))), check=_page(absent=HOSTILE + " |")),
         Case("result-policy-as-list", lb, prepare=_result_with(_method(policy=["paper"])), **failed),
         Case("result-policy-as-object", lb, prepare=_result_with(_method(policy={"paper": True})), **failed),

@@ -112,7 +112,7 @@ def test_cost_aware_policy_is_lossless_under_enumeration(make_drafter):
         target.forward = timed
         try:
             drafter = PromptLookup() if make_drafter == "prompt lookup" else ModelDrafter(ToyLM(seed=2, sharpness=1.5), (2, 1))
-            policy = CostAware(3, {1: 1.0, 2: 1.3, 4: 1.9, 8: 3.1})
+            policy = CostAware(3, {64: {1: 1.0, 2: 1.3, 4: 1.9, 8: 3.1}})
             decoder = SpeculativeDecoder(target, drafter, draft_length=policy, clock=clock)
             output = decoder.generate(prompt, length, sampling, rng)
         finally:

@@ -30,8 +30,8 @@ from specatlas.bench import charts
 from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS, prompt_set_name
-from specatlas.bench.results import (BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Run, StepTime, divergence, forward_cost,
-                                     load, references, row_name, step_time, write_atomic)
+from specatlas.bench.results import (BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Run, StepTime, curve_warning,
+                                     divergence, forward_cost, load, references, row_name, step_time, write_atomic)
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.validate import validate
 from specatlas.fsutil import WriteError, output_file, output_place, starts_with
@@ -481,7 +481,8 @@ def _runs_block(members: list[tuple[Run, str]], lines: list[Line]) -> str:
         out.append(f"- {md(name)}: {md(p['started'])}, commit {md(', '.join(commits))}, torch {md(c['torch'])}, "
                    f"transformers {md(c['transformers'])}, device {md(c['device'])}, {len(c['question_ids'])} questions × "
                    f"{c['repeats']} repeat(s), max {c['max_new_tokens']} new tokens per turn, temperature "
-                   f"{c['temperature']:g}, seed {c['seed']}, {len(run.sessions)} session(s)")
+                   f"{c['temperature']:g}, seed {c['seed']}, {len(run.sessions)} session(s)"
+                   + (f". **Warning**: {md(curve_warning(run))}" if curve_warning(run) else ""))
     names = [name for _, name in members]
     out += ["", "| Method | Policy | " + " | ".join(md(n) for n in names) + " |", "|---|---|" + "---:|" * len(names)]
     for line in sorted(lines, key=lambda line: (line.method_id, line.policy)):
@@ -661,6 +662,8 @@ def targets_markdown(run: Run, name: str) -> str:
            "| Target | Measured | Met |", "|---|---|---|"]
     out += [f"| {asked} | {measured} | {'–' if met is None else 'yes' if met else '**no**'} |"
             for asked, measured, met in targets]
+    if curve_warning(run):
+        out += ["", f"**Warning**: {md(curve_warning(run))}. The cost-curve target and the per-step split use that curve."]
     if below:
         out += ["", f"**Cost-aware rows below {TUNED_FLOOR:.2f}× in a category**", "",
                 "| Row | Category | Speedup |", "|---|---|---:|"]

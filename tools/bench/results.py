@@ -6,6 +6,10 @@ configuration skips what it holds. A line cut short by a kill is dropped; a corr
 ill-shaped line elsewhere is skipped, never taking later lines with it. The final JSON is written
 to a temp file and linked into place under a name no other result has, so `results/` never holds
 a truncated result and no result is ever replaced.
+
+Schema versions: 1 held one cost curve, timed when the run first started; 2 (written now) holds
+each session's own curve (`Session.cost_curve`, timed at that session's start) and the run's
+`cost_curve` combined from them (`combine_curves`), with where each width came from. Both load.
 """
 
 from __future__ import annotations
@@ -16,17 +20,21 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import fmean
+from statistics import fmean, median
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from specatlas.fsutil import ReadError, append_line, atomic_write, locked_file, read_json
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+SCHEMA_VERSIONS = (1, 2)
 BASELINE = "baseline"
 # Another engine's rows (bench.contenders.LLAMACPP): its greedy decoding is what its rows are measured against.
 LLAMACPP_GREEDY, LLAMACPP_LOOKUP = "llamacpp-greedy", "llamacpp-prompt-lookup"
+# Sessions' cost curves differing by more than this (median over widths of slowest / fastest - 1)
+# mean some session was timed on a loaded machine; timing noise on an idle one stays within ~5%.
+CURVE_TOLERANCE = 0.10
 
 
 class _Strict(BaseModel):
@@ -50,6 +58,8 @@ def _key_number(value: object) -> object:
 
 
 Width = Annotated[int, BeforeValidator(_key_number), Field(ge=1)]  # tokens fed to one target forward
+# tokens fed -> seconds of one target forward
+CostCurve = Annotated[dict[Width, Annotated[float, Field(gt=0, allow_inf_nan=False)]], Field(min_length=1)]
 
 
 class Turn(_Strict):
@@ -112,6 +122,19 @@ class Session(_Strict):
     git_commit: str | None
     git_dirty: bool | None
     units: int  # (question, method, repeat) units measured in this session
+    # Timed at this session's start (schema 2); None where no curve of it was kept (older runs).
+    cost_curve: CostCurve | None = None
+
+
+class CurveSource(_Strict):
+    """How a run's cost curve was combined from its sessions' curves (`combine_curves`)."""
+
+    rule: Literal["per-width minimum over the sessions' curves"]
+    sessions: list[int]  # the sessions (1-based) that timed a curve
+    session_of_width: dict[Width, int]  # the session whose time each width of the run's curve is
+    disagreement: float  # median over widths timed twice or more of (slowest / fastest - 1)
+    tolerance: float
+    warning: str | None
 
 
 class _Open(BaseModel):
@@ -159,22 +182,67 @@ class Provenance(_Open):
 
 
 class Run(_Strict):
-    schema_version: Literal[1]
+    schema_version: Literal[SCHEMA_VERSIONS]
     config_hash: str
     config: dict  # everything that must match for a checkpoint to be resumed (hashed); see RunConfig
     provenance: dict  # packages, hardware, model digests, prompt set, command: see run.py
-    cost_curve: dict[Width, Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(min_length=1)  # tokens fed -> seconds of a target forward
+    # The curve the metrics and the leaderboard price forwards with: in schema 1 the one timed at
+    # the run's start; in schema 2 combined from the sessions' curves, as `cost_curve_source` says.
+    cost_curve: CostCurve
     sessions: list[Session] = Field(min_length=1)
     methods: list[Method]
     samples: list[Sample]
     summary: dict
+    cost_curve_source: CurveSource | None = None
 
     @field_validator("schema_version", mode="before")
     @classmethod
     def _a_number(cls, value: object) -> object:
-        if type(value) is not int:  # Literal[1] alone takes true, which equals 1
-            raise ValueError(f"must be the number {SCHEMA_VERSION}")
+        if type(value) is not int:  # Literal[1, 2] alone takes true, which equals 1
+            raise ValueError(f"must be one of the numbers {', '.join(map(str, SCHEMA_VERSIONS))}")
         return value
+
+    @model_validator(mode="after")
+    def _curves_of_its_version(self) -> Run:
+        if self.schema_version == 1 and (self.cost_curve_source or any(s.cost_curve for s in self.sessions)):
+            raise ValueError("schema 1 results hold one cost curve: sessions' curves need schema_version 2")
+        if self.schema_version >= 2 and self.cost_curve_source is None:
+            raise ValueError("cost_curve_source is missing: schema 2 says how cost_curve comes from the sessions'")
+        return self
+
+
+def combine_curves(curves: list[dict | None]) -> tuple[dict[int, float], dict]:
+    """(the run's cost curve, its `CurveSource` fields) from its sessions' curves, in session order
+    (None: a session that kept none). Each width takes the fastest session's time: load from
+    other jobs only ever adds time, so the least-disturbed measurement is the fastest. Sessions
+    that disagree beyond `CURVE_TOLERANCE` get a warning: one of them ran on a loaded machine."""
+    timed = [(number, {int(w): s for w, s in curve.items()}) for number, curve in enumerate(curves, 1) if curve]
+    if not timed:
+        raise ValueError("no session timed a cost curve")
+    curve, source, spreads = {}, {}, []
+    for width in sorted({w for _, c in timed for w in c}):
+        times = [(c[width], number) for number, c in timed if width in c]
+        curve[width], source[width] = min(times)
+        if len(times) > 1:
+            spreads.append(max(times)[0] / curve[width] - 1)
+    disagreement = round(median(spreads), 4) if spreads else 0.0
+    warning = (f"the cost curves of sessions {', '.join(str(n) for n, _ in timed)} disagree by {disagreement:.0%} "
+               f"(median over widths; tolerance {CURVE_TOLERANCE:.0%}): some session was timed on a loaded machine; "
+               "each width takes its fastest session's time" if disagreement > CURVE_TOLERANCE else None)
+    return curve, {"rule": "per-width minimum over the sessions' curves", "sessions": [n for n, _ in timed],
+                   "session_of_width": source, "disagreement": disagreement, "tolerance": CURVE_TOLERANCE,
+                   "warning": warning}
+
+
+def curve_fields(sessions: list[dict]) -> dict:
+    """`cost_curve` and `cost_curve_source` of a schema-2 run with these sessions."""
+    curve, source = combine_curves([s.get("cost_curve") for s in sessions])
+    return {"cost_curve": curve, "cost_curve_source": source}
+
+
+def curve_warning(run: Run) -> str | None:
+    """Why the run's cost curve may be unsteady (sessions' curves that disagree), or None."""
+    return run.cost_curve_source.warning if run.cost_curve_source else None
 
 
 def config_hash(config: dict) -> str:
@@ -409,6 +477,13 @@ def load(path: Path) -> Run:
             raise _schema_error(exc, name) from None
     if config_hash(run.config) != run.config_hash:
         raise ValueError("config_hash does not match its config")
+    if run.schema_version >= 2:
+        curve, source = combine_curves([s.cost_curve for s in run.sessions])
+        # Exactly: each width is one session's measurement, not a value that rounding could move.
+        mismatch = (f"cost_curve should be {json.dumps(curve)}" if run.cost_curve != curve
+                    else difference(run.cost_curve_source.model_dump(), source, "cost_curve_source"))
+        if mismatch:
+            raise ValueError(f"the cost curve does not combine its sessions' curves: {mismatch}")
     mismatch = difference(run.summary, summarize(run))
     if mismatch:
         raise ValueError(f"summary does not match the raw samples: {mismatch}")
@@ -507,8 +582,9 @@ class Checkpoint:
 
 
 def _is_header(item) -> bool:
+    # Checkpoints of schema 1 also hold the curve their first session timed ("cost_curve").
     return (isinstance(item, dict) and isinstance(item.get("config_hash"), str) and isinstance(item.get("config"), dict)
-            and isinstance(item.get("cost_curve"), dict) and isinstance(item.get("provenance"), dict)
+            and isinstance(item.get("cost_curve", {}), dict) and isinstance(item.get("provenance"), dict)
             and isinstance(item["provenance"].get("started"), str))
 
 
@@ -516,7 +592,9 @@ def _is_item(item) -> bool:
     if not isinstance(item, dict):
         return False
     if "session" in item:
-        return set(item) == {"session"} and isinstance(item["session"], dict) and isinstance(item["session"].get("started"), str)
+        return (set(item) == {"session"} and isinstance(item["session"], dict)
+                and isinstance(item["session"].get("started"), str)
+                and isinstance(item["session"].get("cost_curve", {}), dict))
     try:
         Sample.model_validate(item)
     except ValidationError:

@@ -4,6 +4,10 @@ Protocol: load once, measure the target's forward cost curve, warm every method 
 each question and repeat run the baseline and then every other method in an order that rotates
 from unit to unit, so slow drift of the machine (thermal, background load) hits all alike.
 Greedy outputs are compared token by token with the baseline's (see results.summarize).
+
+A resumed run is a new session on a machine that may be busier or quieter than the first: each
+session times its own cost curve at its start, and the result prices forwards with the per-width
+fastest of them (`results.combine_curves`), warning where they disagree.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from pathlib import Path
 
 from specatlas.bench import provenance
 from specatlas.bench import questions as qs
-from specatlas.bench.results import BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, dumps, references, summarize
+from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, curve_fields, curve_warning,
+                                     dumps, references, summarize)
 from specatlas.cli import add_trust_remote_code, number
 from specatlas.fsutil import WriteError, create_unique, output_place, writable_dir
 from specatlas.impls.engine.draft_length import CHOICES, DraftLengthPolicy
@@ -230,13 +235,14 @@ def bench(args) -> Path:
               file=sys.stderr)
     if checkpoint.header is None:
         checkpoint.start({
-            "config_hash": digest, "config": config, "cost_curve": cs.cost_curve(target.model),
+            "config_hash": digest, "config": config,
             "provenance": {"started": now(), "packages": versions, "hardware": provenance.hardware(device),
                            "prompt_set_file": _shown(prompt_set.path), "arguments": _arguments(args),
                            **({"left_out_questions": left_out} if left_out else {}),
                            **({"llama_cpp": cs.llamacpp_build()} if set(peer_ids) & set(cs.LLAMACPP) else {})},
         })
-    checkpoint.append({"session": {"started": now(), "git_commit": git["commit"], "git_dirty": git["dirty"]}})
+    checkpoint.append({"session": {"started": now(), "git_commit": git["commit"], "git_dirty": git["dirty"],
+                                   "cost_curve": cs.cost_curve(target.model)}})
 
     draft_model = drafter.model if drafter else None
     contenders = [built(lambda s=METHODS[i], d=d: cs.specatlas_method(s, target.model, draft_model, d),
@@ -341,6 +347,7 @@ def _unit(contender, question, repeat: int, tokenizer, args, stop) -> dict:
 
 
 def _assemble(checkpoint: Checkpoint, contenders) -> Run:
+    header = checkpoint.header
     sessions, samples = [], []
     for item in checkpoint.items:
         if "session" in item:
@@ -352,11 +359,12 @@ def _assemble(checkpoint: Checkpoint, contenders) -> Run:
             samples.append(item)
             sessions[-1]["units"] += 1
     sessions[-1]["finished"] = now()  # earlier sessions were interrupted: their end is unknown
-    header = checkpoint.header
+    if "cost_curve" in header and not sessions[0].get("cost_curve"):
+        sessions[0]["cost_curve"] = header["cost_curve"]  # a schema-1 checkpoint: its first session timed it
     ids = {c.id for c in contenders}
     run = Run(
         schema_version=SCHEMA_VERSION, config_hash=header["config_hash"], config=header["config"],
-        provenance=header["provenance"], cost_curve=header["cost_curve"], sessions=sessions,
+        provenance=header["provenance"], sessions=sessions, **curve_fields(sessions),
         methods=[c.record for c in contenders],
         samples=[s for s in samples if s["method"] in ids], summary={},
     )
@@ -369,6 +377,8 @@ def _slug(name: str) -> str:
 
 
 def _print_summary(run: Run) -> None:
+    if curve_warning(run):
+        print(f"warning: {curve_warning(run)}")
     print(f"{'method':26} {'speedup':>8} {'tokens/s ratio':>14} {'accepted':>9}  lossless")
     for method in run.methods:
         summary = run.summary.get(method.id)
