@@ -47,6 +47,13 @@ class Stats:
         return sum(self.accepted_lengths) / len(self.accepted_lengths) if self.accepted_lengths else 0.0
 
     @property
+    def overlapped_seconds(self) -> float:
+        """Seconds of drafting and verification that ran at once (PEARL's drafter on its thread), at
+        least: their sum less the decoding's wall time, which also holds the acceptance and the
+        bookkeeping. 0 for a loop that drafts, then verifies."""
+        return max(0.0, self.draft_seconds + self.verify_seconds - (self.wall_seconds - self.prefill_seconds))
+
+    @property
     def acceptance_by_position(self) -> list[float]:
         return [a / d if d else 0.0 for a, d in zip(self.accepted_at, self.drafted_at)]
 
@@ -62,6 +69,7 @@ class Stats:
             "prefill_seconds": round(self.prefill_seconds, 4),
             "draft_seconds": round(self.draft_seconds, 4),
             "verify_seconds": round(self.verify_seconds, 4),
+            "overlapped_seconds": round(self.overlapped_seconds, 4),
             "wall_seconds": round(self.wall_seconds, 4),
         }
 

@@ -26,10 +26,10 @@ cores to spare (on a GPU: the two models on two devices or streams, as the paper
 `overlap=False` runs them one after the other (the same tokens: every draw is keyed by position).
 What overlaps here: the drafter's forwards with the target's verification forward, inside torch's
 kernels; the Python between kernels and the acceptance walk are serialised by the GIL, and on a
-2-core CPU both forwards share torch's 2 intra-op threads. Measured once on a 2-core CPU shared
-with other jobs (SmolLM2-135M, its distilled drafter, one prompt, 32 greedy tokens): overlapped
-rounds took 69-79 s against 187 s in sequence, the same tokens; the machine's load dominates
-those times (a second thread also wins a larger share of a contended CPU), so they bound nothing.
+2-core CPU both forwards share torch's 2 intra-op threads. How much ran at once is measured, not
+assumed: `specatlas run pearl --prompt TEXT --max-new-tokens 32` prints it after the draft and
+verify seconds (`overlapped_seconds` in `--json`: their sum less the decoding's wall time, a lower
+bound), and every round's drafter is tested to be still drafting when the target's forward begins.
 """
 
 from __future__ import annotations

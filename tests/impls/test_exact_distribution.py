@@ -120,6 +120,18 @@ def test_multi_candidate_sampling_that_keeps_the_rejected_mass_is_caught(target,
     assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
 
 
+def test_multi_candidate_sampling_without_replacement_that_forgets_the_tried_candidates_is_caught(
+        target, drafter_model, monkeypatch):
+    """MCSD's default, candidates drawn without replacement (the SpecInfer tree above): a planted bug
+    judges each later candidate by the drafter's q itself, not q with the candidates tried before it
+    removed and renormalised, as if the candidates were i.i.d."""
+    monkeypatch.setattr(verification, "without", lambda probs, tokens: probs)
+    sampling = SAMPLINGS[0]
+    worst = deviation(sampled_distribution(target, drafter_model, "tree (SpecInfer recursive rejection)", sampling),
+                      target_distribution(target, sampling, "tree (SpecInfer recursive rejection)"))
+    assert worst > 1e-2, f"the planted bug moved the distribution by only {worst:.2e}"
+
+
 def test_spectr_with_rho_one_is_caught(target, drafter_model, monkeypatch):
     """A planted bug: K-SEQ with ρ = 1 (each of the k drafts tried as speculative sampling tries one)
     accepts more of a token than p has once k > 1. The enumeration must see it."""

@@ -1,8 +1,8 @@
 """Online speculative decoding (Liu et al. 2024): the drafter distilled on the requests it serves.
 Over a stream of queries its acceptance rises while every output stays the target's: greedy output
 is plain decoding's at every request, the joint distribution of two requests with an update between
-them is enumerated exactly, and only the drafter's own weights change (never the target's, never
-a draft model handed to the builder)."""
+them is enumerated exactly, an update is the paper's rule computed here from scratch, and only the
+drafter's own weights change (never the target's, never a draft model handed to the builder)."""
 
 import copy
 
@@ -127,3 +127,55 @@ def test_a_drafter_sharing_the_targets_weights_is_exact_and_training_them_is_cau
         assert worst > 1e-5, f"the planted bug moved the distribution by only {worst:.2e}"
     else:
         assert worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"
+
+
+def test_an_update_is_one_adamw_step_of_forward_kl_where_drafts_were_rejected(monkeypatch):
+    """The paper's rule, checked against an independent computation: a request's buffer holds one
+    entry per step that rejected a draft token, at that token's position, with the target's own
+    distribution there (where the untrained drafter's greedy token is not the target's); the update
+    is one AdamW step (its code's 1e-4, no weight decay) on the gradient of the mean forward
+    KL(p || q_θ) over those entries, and empties the buffer."""
+    target, model = randomise(tiny_llama(seed=1, layers=2), 11), tiny_llama(seed=2, layers=1)
+    trainable = list(model.parameters())
+    decoder = SpeculativeDecoder(target, OnlineDistillation(model, trainable, interval=1), draft_length=FixedLength(4))
+    drafter = decoder.drafter
+    output = decoder.generate(QUERIES[0], 12)
+    text = QUERIES[0] + output.tokens
+    rejections = sum(output.stats.drafted_at) - sum(output.stats.accepted_at)
+    assert rejections > 0 and len(drafter.mismatches) == rejections
+    with torch.no_grad():
+        target_p = target(input_ids=torch.tensor([text])).logits[0].softmax(-1)
+        draft_greedy = model(input_ids=torch.tensor([text])).logits[0].argmax(-1)
+    for position, p in drafter.mismatches:
+        assert torch.allclose(p.to(target_p), target_p[position - 1], atol=1e-5)  # row position - 1 predicts text[position]
+        assert int(draft_greedy[position - 1]) != text[position]
+
+    # The KL, computed here from scratch on a copy of the drafter as it served the request.
+    before = copy.deepcopy(model)
+    log_q = before(input_ids=torch.tensor([text])).logits[0].log_softmax(-1)
+    rows = [(position, p.clone()) for position, p in drafter.mismatches]  # out of inference mode, for autograd
+    kl = torch.stack([(torch.xlogy(p, p) - p * log_q[position - 1]).sum() for position, p in rows]).mean()
+    want = torch.autograd.grad(kl, list(before.parameters()))
+
+    seen = []
+    step = drafter.optimizer.step
+    monkeypatch.setattr(drafter.optimizer, "step", lambda: (seen.append([t.grad.clone() for t in trainable]), step()))
+    decoder.generate(QUERIES[1], 1)  # the next request starts with the update
+    assert drafter.updates == 1 and drafter.buffer == [] and len(seen) == 1
+    for got, grad in zip(seen[0], want):
+        assert torch.allclose(got, grad, atol=1e-6, rtol=1e-4)
+    # AdamW's first step from zero moments, no weight decay: θ - lr · g / (|g| + eps).
+    for old, new, grad in zip(before.parameters(), model.parameters(), seen[0]):
+        assert torch.allclose(new.detach(), old.detach() - 1e-4 * grad / (grad.abs() + 1e-8), atol=1e-7)
+
+
+def test_the_registry_builder_updates_every_eight_requests():
+    """Its code's interval: the buffer fills for 8 requests, the 9th starts with one update."""
+    target, model = randomise(tiny_llama(seed=1, layers=2), 11), tiny_llama(seed=2, layers=1)
+    decoder = online_speculative_decoding(target, model, DraftLengthPolicy.paper())
+    queries = [[1 + i, 5, 9 - i] for i in range(8)]
+    for query in queries:
+        decoder.generate(query, 6)
+    assert decoder.drafter.updates == 0 and len(decoder.drafter.buffer) == 7  # the 8th is still being served
+    decoder.generate(QUERIES[0], 1)
+    assert decoder.drafter.updates == 1 and decoder.drafter.buffer == []

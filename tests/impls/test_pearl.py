@@ -1,12 +1,15 @@
 """PEARL (Liu et al. 2025): pre-verify and post-verify, the drafter on a thread beside the target.
 Its output distribution, enumerated exactly on the toy, is the target's, with and without the
 overlap; a planted bug (a target token drawn from the row that already judged the round's first
-draft) is caught; greedy output is plain decoding's on a real transformer."""
+draft) is caught; every round's drafter is still drafting when the target's forward begins (run in
+sequence, it never is); greedy output is plain decoding's on a real transformer."""
+
+import threading
 
 import pytest
 
 from specatlas.impls.engine import verification
-from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.decoding import SpeculativeDecoder, Stats
 from specatlas.impls.engine.draft_length import FixedLength
 from specatlas.impls.engine.drafting import ModelDrafter
 from specatlas.impls.engine.pipeline import Pearl
@@ -107,3 +110,55 @@ def test_the_overlap_does_not_change_the_sampled_text():
              for overlap in (True, False)}
     assert texts[True] == texts[False]
     assert texts[True] != pearl(target, drafter, 4).generate([3, 5, 7], 24, sampling, Randomness(8)).tokens
+
+
+class Meeting(threading.Condition):
+    """A rendezvous per round: the drafting and the target's forward of round k each count
+    themselves in, then wait (up to `patience` seconds) for the other to have begun round k."""
+
+    def __init__(self, patience: float):
+        super().__init__()
+        self.patience, self.begun, self.met = patience, {"draft": 0, "score": 0}, []
+
+    def arrive(self, side: str, other: str) -> bool:
+        with self:
+            self.begun[side] += 1
+            mine = self.begun[side]
+            self.notify_all()
+            return self.wait_for(lambda: self.begun[other] >= mine, self.patience)
+
+
+def watched(target, drafter, meeting: Meeting, overlap: bool) -> Pearl:
+    class Watched(Pearl):
+        def _draft(self, context, depth, sampling, rng):
+            meeting.met.append(meeting.arrive("draft", "score"))
+            return super()._draft(context, depth, sampling, rng)
+
+        def _score(self, session, unverified):
+            meeting.arrive("score", "draft")
+            return super()._score(session, unverified)
+
+    return Watched(target, ModelDrafter(drafter), draft_length=FixedLength(3), overlap=overlap)
+
+
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlapped", "planted-in-sequence"])
+def test_drafting_and_the_targets_forward_are_under_way_at_once(overlap):
+    """The overlap itself, without timing anything: in every round the drafting and the target's
+    forward have both begun before either does its work. Run in sequence (overlap=False, the planted
+    bug), no round's drafting sees its forward begin (each gives up after a short wait); overlapped,
+    every one does (a long wait, over as soon as the other side arrives)."""
+    target, drafter = tiny_llama(seed=1, vocab=16), tiny_llama(seed=2, layers=1, vocab=16)
+    meeting = Meeting(patience=30.0 if overlap else 0.05)
+    watched(target, drafter, meeting, overlap).generate([3, 5, 7], 8)
+    assert len(meeting.met) >= 2 and all(met == overlap for met in meeting.met), meeting.met
+
+
+def test_overlapped_seconds_are_counted_only_where_the_two_ran_at_once():
+    """`Stats.overlapped_seconds`, what `specatlas run pearl` reports: the draft and verification
+    seconds beyond the decoding's wall time. Drafting then verifying, it is 0, PEARL in sequence too."""
+    target, drafter = tiny_llama(seed=1, vocab=16), tiny_llama(seed=2, layers=1, vocab=16)
+    plain = SpeculativeDecoder(target, ModelDrafter(drafter), draft_length=FixedLength(3)).generate([3, 5, 7], 12).stats
+    sequential = pearl(target, drafter, 3, overlap=False).generate([3, 5, 7], 12).stats
+    assert plain.draft_seconds > 0 and sequential.draft_seconds > 0
+    assert plain.overlapped_seconds == 0 and sequential.overlapped_seconds == 0
+    assert Stats(prefill_seconds=1.0, draft_seconds=2.0, verify_seconds=3.0, wall_seconds=5.5).overlapped_seconds == 0.5

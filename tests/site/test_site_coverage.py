@@ -53,3 +53,34 @@ def test_reasons_name_real_nodes_and_are_not_about_registered_ones(fixture_catal
     assert set(coverage.NOT_RUNNABLE) <= nodes
     registered = {node for spec in METHODS.values() for node in (*spec.drafting, *spec.verification)}
     assert not set(coverage.NOT_RUNNABLE) & registered
+
+
+@pytest.fixture(scope="module")
+def real_page(tmp_path_factory):
+    """The page for the real catalog, measured by the committed run above (made before SpecTr,
+    MCSD and SpecHub were registered)."""
+    root = make_root(tmp_path_factory.mktemp("real"), papers=repo_root() / "papers")
+    shutil.copy(repo_root() / "results" / RUN, root / "results")
+    return pages.coverage_page(load_catalog(root), load_all(root / "results"))
+
+
+def test_every_registered_method_is_on_the_row_of_each_node_it_runs(real_page):
+    """Each method of the registry (a labelled variant as its paper's record) is listed on every
+    drafting and verification node the registry gives it."""
+    for spec in METHODS.values():
+        if spec.has_paper:
+            for node in (*spec.drafting, *spec.verification):
+                assert f"(papers/{spec.record_id}.md)" in row(real_page, node), f"{spec.id} missing from {node}"
+
+
+def test_a_row_names_the_methods_not_measured_yet(real_page):
+    """On the multi-draft node the committed run measured SpecInfer only."""
+    measured, unmeasured = row(real_page, "multi-draft").split(" (not yet: ")
+    assert re.search(r"\| 1 of \d+$", measured)
+    assert "(papers/miao2024specinfer.md)" not in unmeasured
+    for method in ("sun2023spectr", "yang2024multi", "sun2024spechub"):
+        assert f"(papers/{method}.md)" in unmeasured
+
+
+def test_a_node_that_needs_a_target_trained_for_it_says_so(page):
+    assert "Needs a target pre\\-trained or post\\-trained" in row(page, "multi-token-prediction")
