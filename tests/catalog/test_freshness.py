@@ -133,3 +133,43 @@ def test_weekly_workflow_runs_a_command_that_parses():
     parsed = cli.build_parser(argv).parse_args(argv)
     assert parsed.days == 60 and parsed.out == Path("freshness.md")
     assert any("gh issue edit" in s.get("run", "") and "gh issue create" in s.get("run", "") for s in steps)
+
+
+def test_queries_match_locally_as_arxiv_reads_them():
+    q = freshness.QUERIES
+    assert freshness.matches(q["speculative decoding"], "Adaptive Draft Trees for Long-Output Speculative\n Decoding")
+    assert not freshness.matches(q["speculative decoding"], "speculative sampling and decoding")  # a phrase, not two words
+    assert freshness.matches(q["draft model"], "A small draft model speeds up inference")
+    assert not freshness.matches(q["draft model"], "A draft model for essays")  # AND (decoding OR inference)
+    assert freshness.matches(q["draft then verify"], "Draft-then-verify decoding")
+    assert not freshness.matches(q["self-speculative"], "speculative self-attention")
+
+
+def test_a_saved_listing_is_swept_offline_like_the_api(catalog_root, tmp_path, capsys):
+    listing = tmp_path / "cs.LG.xml"
+    listing.write_bytes(FEED)
+    out = tmp_path / "freshness.md"
+    args = argparse.Namespace(since=SINCE, days=30, max_per_query=500, out=out, listing=[listing])
+
+    def no_network(url):
+        raise AssertionError("a listing sweep asked the network")
+
+    assert freshness.execute(args, fetch=no_network, pause=lambda s: None, today=dt.date(2026, 11, 30)) == 0
+    text = out.read_text(encoding="utf-8")
+    # The feed is one query's answer; swept locally, each entry is matched by the phrases it holds:
+    # the long-output paper, the pre-training paper ("multi-token prediction", as the API would find it)
+    # and the diffusion paper ("lossless acceleration"); the catalogued copy holds none, the old one
+    # is outside the window.
+    assert "specatlas new --arxiv 2611.20417" in text and "2611.09001" not in text and "2609.01234" not in text
+    assert "matched: lossless acceleration" in text and "matched: multi-token prediction" in text
+    assert "3 matching paper(s) since 2026-10-01, 3 not in the catalog" in capsys.readouterr().err
+
+
+def test_a_listing_that_is_not_a_feed_is_one_line_naming_it(catalog_root, tmp_path, capsys):
+    page = tmp_path / "listing.html"
+    page.write_text("<html><body>not a feed", encoding="utf-8")
+    for path in (page, tmp_path / "missing.xml"):
+        args = argparse.Namespace(since=SINCE, days=30, max_per_query=500, out=None, listing=[path])
+        assert freshness.execute(args, pause=lambda s: None) == 3
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(path) in err and "Traceback" not in err

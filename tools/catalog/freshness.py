@@ -5,12 +5,19 @@ already has (same arXiv id, or same normalized title, previous titles included) 
 freshness_ignore.yaml says was triaged as out of scope, and prints markdown with a ready-to-edit
 `specatlas new --arxiv ID` per paper. The weekly workflow (.github/workflows/freshness.yml) posts
 that markdown as one issue. Standard library only.
+
+`--listing FILE` sweeps offline instead: arXiv Atom feeds saved earlier (an API answer or a
+category export, e.g. `curl -o cs.CL.xml "https://export.arxiv.org/api/query?search_query=cat:cs.CL
+&sortBy=submittedDate&sortOrder=descending&max_results=2000"`) are matched against the same
+queries here, so a maintainer with a network saves the listings once and the sweep can be repeated
+and reviewed without one.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import re
 import sys
 import time
 import urllib.parse
@@ -97,6 +104,65 @@ def search(since: dt.date, fetch: Fetch, queries: dict[str, str] = QUERIES, max_
     return found
 
 
+def matches(query: str, text: str) -> bool:
+    """Whether `text` (title and abstract) satisfies one of `QUERIES` the way arXiv's search would:
+    `all:"a phrase"` and `all:word` terms (case and spacing ignored), AND binding tighter than OR,
+    parentheses."""
+    tokens = re.findall(r'\(|\)|\bAND\b|\bOR\b|all:"[^"]*"|all:\S+?(?=\)|\s|$)', query)
+    haystack = " " + " ".join(re.findall(r"[a-z0-9]+", text.lower())) + " "
+    position = 0
+
+    def atom() -> bool:
+        nonlocal position
+        token = tokens[position]
+        position += 1
+        if token == "(":
+            value = either()
+            position += 1  # the ")"
+            return value
+        words = re.findall(r"[a-z0-9]+", token[4:].lower())
+        return f" {' '.join(words)} " in haystack
+
+    def both() -> bool:
+        nonlocal position
+        value = atom()
+        while position < len(tokens) and tokens[position] == "AND":
+            position += 1
+            value = atom() and value
+        return value
+
+    def either() -> bool:
+        nonlocal position
+        value = both()
+        while position < len(tokens) and tokens[position] == "OR":
+            position += 1
+            value = both() or value
+        return value
+
+    return either()
+
+
+def sweep(listings: list[Path], since: dt.date, queries: dict[str, str] = QUERIES) -> dict[str, Candidate]:
+    """`search` over saved Atom feeds: every entry in `CATEGORIES` first posted on or after `since`
+    that a query matches, by arXiv id. A file that is not a feed is a MetadataError naming it."""
+    found: dict[str, Candidate] = {}
+    for path in listings:
+        try:
+            entries, _ = parse_arxiv_feed(path.read_bytes())
+        except OSError as exc:
+            raise MetadataError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        except MetadataError as exc:
+            raise MetadataError(f"{path}: {exc}") from None
+        for entry in entries:
+            if entry.published < since or not set(entry.categories) & set(CATEGORIES):
+                continue
+            labels = [label for label, query in queries.items() if matches(query, f"{entry.title} {entry.abstract}")]
+            if labels:
+                candidate = found.setdefault(entry.arxiv_id, Candidate(entry))
+                candidate.queries += [label for label in labels if label not in candidate.queries]
+    return found
+
+
 def read_ignored(path: Path = IGNORE_FILE) -> dict[str, str]:
     if not path.exists():
         return {}
@@ -158,6 +224,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     window.add_argument("--days", type=number(int, 0, 36_500), default=30, help="include papers first posted in the last N days (default 30)")
     parser.add_argument("--max-per-query", type=number(int, 1, 10_000), default=MAX_PER_QUERY, help=f"newest results read per query (default {MAX_PER_QUERY})")
     parser.add_argument("--out", type=Path, help="write the markdown here (a new file or an earlier report) instead of stdout")
+    parser.add_argument("--listing", type=Path, action="append", metavar="FILE",
+                        help="sweep offline: an arXiv Atom feed saved earlier (an API answer or a category export), "
+                             "matched against the same queries here; repeat for several")
 
 
 def execute(args: argparse.Namespace, fetch: Fetch | None = None, pause=time.sleep, today: dt.date | None = None) -> int:
@@ -169,7 +238,10 @@ def execute(args: argparse.Namespace, fetch: Fetch | None = None, pause=time.sle
         print(f"specatlas freshness: {exc}", file=sys.stderr)
         return 1
     try:
-        found = search(since, fetch or http_get, max_per_query=args.max_per_query, pause=pause)
+        if getattr(args, "listing", None):
+            found = sweep(args.listing, since)
+        else:
+            found = search(since, fetch or http_get, max_per_query=args.max_per_query, pause=pause)
     except MetadataError as exc:
         hint = "; offline? the check needs arXiv's API" if isinstance(exc, Offline) else ""
         print(f"specatlas freshness: {exc}{hint}", file=sys.stderr)
