@@ -123,21 +123,19 @@ def matches(query: str, text: str) -> bool:
         words = re.findall(r"[a-z0-9]+", token[4:].lower())
         return f" {' '.join(words)} " in haystack
 
-    def both() -> bool:
+    def joined(word: str, operand, combine) -> bool:  # operand (word operand)*, every operand read
         nonlocal position
-        value = atom()
-        while position < len(tokens) and tokens[position] == "AND":
+        value = operand()
+        while position < len(tokens) and tokens[position] == word:
             position += 1
-            value = atom() and value
+            value = combine(operand(), value)
         return value
 
+    def both() -> bool:
+        return joined("AND", atom, lambda a, b: a and b)
+
     def either() -> bool:
-        nonlocal position
-        value = both()
-        while position < len(tokens) and tokens[position] == "OR":
-            position += 1
-            value = both() or value
-        return value
+        return joined("OR", both, lambda a, b: a or b)
 
     return either()
 
