@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from contextlib import nullcontext
 
-from specatlas.cli import CommandError, add_trust_remote_code
+from specatlas.cli import CommandError, add_trust_remote_code, number
 from specatlas.impls.engine.draft_length import CONTEXTS
 
 MEASURED, DEFAULT, BOTH = "measured", "default", "both"
@@ -20,8 +20,8 @@ KERNELS = (MEASURED, DEFAULT, BOTH)
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="local HF folder or hub id (default: the embedded model)")
     parser.add_argument("--device", default=None, help="cpu, cuda or mps (default: the best available)")
-    parser.add_argument("--max-width", type=int, default=64, help="widest forward to time, in new tokens (default 64)")
-    parser.add_argument("--context", type=int, default=CONTEXTS[0],
+    parser.add_argument("--max-width", type=number(int, 1, 512), default=64, help="widest forward to time, in new tokens (default 64)")
+    parser.add_argument("--context", type=number(int, 1, 1_000_000), default=CONTEXTS[0],
                         help=f"tokens cached before each timed forward (default {CONTEXTS[0]}; the cost-aware policy "
                              f"also times {', '.join(map(str, CONTEXTS[1:]))})")
     parser.add_argument("--kernels", choices=KERNELS, default=MEASURED,
@@ -31,10 +31,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    if not 1 <= args.max_width <= 512:
-        raise CommandError("--max-width must be in 1..512")
-    if not 1 <= args.context <= 1_000_000:
-        raise CommandError("--context must be in 1..1000000")
     from specatlas.impls.engine import cpu_kernels
     from specatlas.impls.engine.draft_length import calibrate, relative
     from specatlas.impls.engine.models import ModelLoadError, load_model, pick_device

@@ -29,7 +29,7 @@ import yaml
 from specatlas.catalog.metadata import ARXIV_API, ArxivEntry, Fetch, MetadataError, Offline, http_get, parse_arxiv_feed
 from specatlas.catalog.records import Catalog, normalize_title, read_catalog
 from specatlas.cli import number
-from specatlas.fsutil import WriteError, atomic_write, output_file, starts_with
+from specatlas.fsutil import ReadError, WriteError, atomic_write, output_file, read_limited, starts_with
 from specatlas.paths import papers_dir
 
 # label -> arXiv search_query. Phrases, so "speculative" alone (a common word) does not flood it.
@@ -50,7 +50,8 @@ API_DELAY_S = 3.0  # arXiv's API terms ask for one request every three seconds
 RETRIES = 3
 RETRY_WAIT_S = 15.0
 IGNORE_FILE = Path(__file__).with_name("freshness_ignore.yaml")
-ISSUE_BODY_LIMIT = 60_000  # GitHub refuses issue bodies over 65,536 characters
+ISSUE_BODY_LIMIT = 60_000
+LISTING_LIMIT = 512 * 2**20  # a saved feed; a year of cs.CL as one export is well under it  # GitHub refuses issue bodies over 65,536 characters
 
 
 def search_url(query: str, start: int = 0, max_results: int = PAGE_SIZE) -> str:
@@ -146,10 +147,8 @@ def sweep(listings: list[Path], since: dt.date, queries: dict[str, str] = QUERIE
     found: dict[str, Candidate] = {}
     for path in listings:
         try:
-            entries, _ = parse_arxiv_feed(path.read_bytes())
-        except OSError as exc:
-            raise MetadataError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-        except MetadataError as exc:
+            entries, _ = parse_arxiv_feed(read_limited(path, LISTING_LIMIT))
+        except (ReadError, MetadataError) as exc:
             raise MetadataError(f"{path}: {exc}") from None
         for entry in entries:
             if entry.published < since or not set(entry.categories) & set(CATEGORIES):
