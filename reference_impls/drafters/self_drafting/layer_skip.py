@@ -180,8 +180,9 @@ class Swift(LayerSkip):
 
     def propose(self, context, depth, sampling, rng):
         # The code optimises after each verification, right before the next draft (its
-        # `swift_forward`): here at the start of the draft, so its cost is drafting's, and a step
-        # the cost-aware policy makes plain (no draft asked for) runs neither.
+        # `swift_forward`; its last one of a generation feeds a draft never verified): here at the
+        # start of each draft, so its cost is drafting's and a step the cost-aware policy makes
+        # plain (no draft asked for) runs neither.
         if self.optimising and len(context) - self.prompt_length > self.window + 1:
             self._optimise(context)
         return super().propose(context, depth, sampling, rng)
