@@ -111,6 +111,21 @@ def test_a_new_key_priced_out_by_the_prior_is_probed_once_then_judged_on_evidenc
     assert policy.trim(wide).depth == 0  # ...but slowly
 
 
+def test_a_drafter_whose_trees_never_pay_is_asked_for_drafts_only_to_probe():
+    # The policy guesses a chain (`nodes`: one node a depth), which would pay at the prior; the
+    # drafter's real trees hold 8 siblings a depth, which never do: asking for one is work thrown away.
+    policy = CostAware(4, {CONTEXT: relative(CURVE)})
+    asked, verified = [], []
+    for step in range(100):
+        depth = policy.choose()
+        tree = Draft(list(range(8 * depth)), [-1 if node < 8 else 8 * (node // 8 - 1) for node in range(8 * depth)])
+        draft = policy.trim(tree) if depth else Draft()
+        asked += [step] if depth else []
+        verified += [step] if draft.depth else []
+        policy.record(draft, 0, 0.0, STEP * policy.ratio(1 + len(draft.tokens)), 1 + len(draft.tokens))
+    assert asked == verified and len(verified) == 100 // (PROBE_EVERY + 1) + 1  # the first draft, then a probe every PROBE_EVERY plain steps
+
+
 # `--draft-length` is parsed once into a `DraftLengthPolicy`, whose name is what results record.
 @pytest.mark.parametrize("text, policy", [
     ("paper", DraftLengthPolicy.paper()),
