@@ -98,6 +98,9 @@ class FixedLength:
     def choose(self) -> int:
         return self.depth
 
+    def depth_for(self, key, budget: int) -> int:
+        return budget
+
     def trim(self, draft):
         return draft
 
@@ -161,16 +164,23 @@ class CostAware:
         best = max(self._best_depth(key, lambda d: 1 + self.nodes(d)) for key in keys)
         return best or int(self.plain >= PROBE_EVERY)
 
+    def depth_for(self, key, budget: int) -> int:
+        """Before drafting, for a drafter that knows its draft's key (SAM-Decoding's auxiliary
+        drafter): the depth that pays for `key` on the structure's expected widths, at most
+        `budget`; 0, so nothing is drafted, unless a probe is due (`trim`)."""
+        return min(budget, self._paying(key, lambda d: 1 + self.nodes(d)))
+
     def trim(self, draft):
-        """The draft cut to the depth that pays for its key, priced at its actual widths; a probe
-        of depth 1 for a key idle for `PROBE_EVERY` steps (or never drafted)."""
+        """The draft cut to the depth that pays for its key, priced at its actual widths."""
         if draft.auxiliary or not draft.tokens:  # auxiliary rows (a Jacobi window) are not cut
             return draft
         node_depths = draft.node_depths()
-        keep = self._best_depth(draft.key, lambda d: None if d > max(node_depths) else 1 + sum(x <= d for x in node_depths))
-        if not keep and self.idle.get(draft.key, PROBE_EVERY) >= PROBE_EVERY:
-            keep = 1
-        return draft.cut(keep)
+        return draft.cut(self._paying(draft.key, lambda d: None if d > max(node_depths) else 1 + sum(x <= d for x in node_depths)))
+
+    def _paying(self, key, width_of) -> int:
+        """The best depth for `key`, or a probe of depth 1 for a key idle for `PROBE_EVERY` steps
+        (or never drafted)."""
+        return self._best_depth(key, width_of) or int(self.idle.get(key, PROBE_EVERY) >= PROBE_EVERY)
 
     def record(self, draft, accepted: int, draft_seconds: float, verify_seconds: float, width: int) -> None:
         observed = verify_seconds / self.ratio(width)
