@@ -175,7 +175,8 @@ class CostAware:
         if draft.auxiliary or not draft.tokens:  # auxiliary rows (a Jacobi window) are not cut
             return draft
         node_depths = draft.node_depths()
-        return draft.cut(self._paying(draft.key, lambda d: None if d > max(node_depths) else 1 + sum(x <= d for x in node_depths)))
+        return draft.cut(self._paying(draft.key, lambda d: None if d > max(node_depths)
+                                      else 1 + sum(x <= d for x in node_depths)))
 
     def _paying(self, key, width_of) -> int:
         """The best depth for `key`, or a probe of depth 1 for a key idle for `PROBE_EVERY` steps
