@@ -88,7 +88,7 @@ def test_depth_for_gates_a_key_before_drafting_as_trim_cuts_after():
     """What a composed drafter asks before its part drafts (SAM-Decoding's auxiliary): the same
     depth `trim` would keep, so a part that does not pay is not run, and is probed seldom."""
     policy = CostAware(8, {CONTEXT: relative(CURVE)})
-    assert policy.depth_for("auxiliary", 5) == 1  # no evidence yet: a probe
+    assert policy.depth_for("auxiliary", 5) > 0  # no evidence yet: worth a try
     for _ in range(40):
         policy.record(Draft.chain([1] * 4, key="long match"), 4, 0.0, STEP * policy.ratio(5), 5)
         policy.record(Draft.chain([1], key="auxiliary"), 0, 0.0, STEP * policy.ratio(2), 2)
