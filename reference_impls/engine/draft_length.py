@@ -101,6 +101,9 @@ class FixedLength:
     def choose(self) -> int:
         return self.depth
 
+    def depth_for(self, key, budget: int) -> int:
+        return budget
+
     def trim(self, draft):
         return draft
 
@@ -167,6 +170,13 @@ class CostAware:
         best = max((self._best_depth(key, lambda d: 1 + self.nodes(d)) for key in keys), default=0)
         return best or int(self.plain >= PROBE_EVERY)
 
+    def depth_for(self, key, budget: int) -> int:
+        """Before drafting, for a drafter that knows its draft's key (SAM-Decoding's auxiliary
+        drafter): the depth that pays for `key` on the structure's expected widths, at most
+        `budget`; 0, so nothing is drafted, unless a probe is due. A declined key gets probes only."""
+        best = 0 if key in self.declined else self._best_depth(key, lambda d: 1 + self.nodes(d))
+        return min(budget, best or self._probe(key))
+
     def trim(self, draft):
         """The draft cut to the depth that pays for its key, priced at its actual widths; a probe
         of depth 1 for a key idle for `PROBE_EVERY` steps (or never drafted). A key whose draft does
@@ -175,12 +185,12 @@ class CostAware:
             return draft
         node_depths = draft.node_depths()
         keep = self._best_depth(draft.key, lambda d: None if d > max(node_depths) else 1 + sum(x <= d for x in node_depths))
-        if keep:
-            self.declined.discard(draft.key)
-        else:
-            self.declined.add(draft.key)
-            keep = int(self.idle.get(draft.key, PROBE_EVERY) >= PROBE_EVERY)
-        return draft.cut(keep)
+        (self.declined.discard if keep else self.declined.add)(draft.key)
+        return draft.cut(keep or self._probe(draft.key))
+
+    def _probe(self, key) -> int:
+        """A probe of depth 1 for a key idle for `PROBE_EVERY` steps (or never drafted)."""
+        return int(self.idle.get(key, PROBE_EVERY) >= PROBE_EVERY)
 
     def record(self, draft, accepted: int, draft_seconds: float, verify_seconds: float, width: int) -> None:
         observed = verify_seconds / self.ratio(width)

@@ -84,6 +84,21 @@ def test_learns_acceptance_per_key_and_trims_drafts_of_a_bad_key():
     assert good.depth == 8 and bad.depth == 0
 
 
+def test_depth_for_gates_a_key_before_drafting_as_trim_cuts_after():
+    """What a composed drafter asks before its part drafts (SAM-Decoding's auxiliary): the same
+    depth `trim` would keep, so a part that does not pay is not run, and is probed seldom."""
+    policy = CostAware(8, {CONTEXT: relative(CURVE)})
+    assert policy.depth_for("auxiliary", 5) > 0  # no evidence yet: worth a try
+    for _ in range(40):
+        policy.record(Draft.chain([1] * 4, key="long match"), 4, 0.0, STEP * policy.ratio(5), 5)
+        policy.record(Draft.chain([1], key="auxiliary"), 0, 0.0, STEP * policy.ratio(2), 2)
+    assert policy.choose() > 0 and policy.depth_for("auxiliary", 5) == 0
+    assert policy.depth_for("long match", 5) == 5 and policy.depth_for("long match", 3) == 3  # the budget caps
+    for _ in range(PROBE_EVERY):
+        policy.record(Draft(), 0, 0.0, STEP, 1)
+    assert policy.depth_for("auxiliary", 5) == 1  # idle long enough: probed again
+
+
 def test_cut_keeps_the_shallow_part_of_a_tree_with_its_parents_and_q():
     #        root
     #       /    \
