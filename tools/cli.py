@@ -50,10 +50,18 @@ def add_trust_remote_code(parser: argparse.ArgumentParser) -> None:
 
 
 # Bounds shared by commands, beyond which a value is a typo or an attack: torch's seeds are 64-bit;
-# a million new tokens, a year of training, a billion steps, 10^15 answer tokens.
+# a million new tokens, a year of training, a billion steps, 10^15 answer tokens, 10,000 epochs.
 MAX_SEED = 2**63 - 1
 MAX_NEW_TOKENS = 1_000_000
-MAX_MINUTES, MAX_STEPS, MAX_TOKENS = 525_600.0, 10**9, 10**15
+MAX_MINUTES, MAX_STEPS, MAX_TOKENS, MAX_EPOCHS = 525_600.0, 10**9, 10**15, 10_000.0
+
+
+def epochs_given(args: argparse.Namespace) -> float | int | None:
+    """`--epochs` of a command that also takes `--steps` (train, train-curve): both set the schedule,
+    so both given is a one-line error. A whole number stays whole: a card's command says `--epochs 2`."""
+    if args.epochs is not None and args.steps is not None:
+        raise CommandError("--epochs and --steps both set the schedule: give one")
+    return None if args.epochs is None else int(args.epochs) if args.epochs.is_integer() else args.epochs
 
 
 def number(kind: type, low: float, high: float, above: bool = False):

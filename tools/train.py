@@ -9,6 +9,7 @@
     specatlas train eagle3                      # the EAGLE-3 head (training-time test)
     specatlas train fr-spec                     # FR-Spec's token ranking, beside the EAGLE head (seconds)
     specatlas train eagle3 --tokens 512000      # on the first shards holding 512k answer tokens
+    specatlas train eagle3 --epochs 2           # as many steps as draw the training data twice
 
 The trainable families are `specatlas.impls.families.FAMILIES`, named by paper id or alias (each
 family's `paper` and `aliases`).
@@ -31,7 +32,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from specatlas.cli import MAX_MINUTES, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError, add_trust_remote_code, number
+from specatlas.cli import (MAX_EPOCHS, MAX_MINUTES, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError, add_trust_remote_code,
+                           epochs_given, number)
 from specatlas.fsutil import WriteError, output_dir
 from specatlas.impls.families import training
 from specatlas.impls.engine.checkpoints import SHIPPED_HEADS, shipped_head_folder
@@ -51,8 +53,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                                      "model, else ./<family>-head)")
     parser.add_argument("--budget-minutes", type=number(float, 0, MAX_MINUTES, above=True), default=45.0, help="stop training after this long (the schedule is in steps; a budget stop is recorded and a rerun resumes)")
     parser.add_argument("--steps", type=number(int, 1, MAX_STEPS), help="training steps (default: the family's; the budget may stop earlier)")
+    parser.add_argument("--epochs", type=number(float, 0, MAX_EPOCHS, above=True),
+                        help="instead of --steps: the steps that draw the training data this many times (each step "
+                             "draws the family's batch at random), resolved from the data before training and "
+                             "recorded in the model card with them")
     parser.add_argument("--stop-at", type=number(int, 1, MAX_STEPS), metavar="STEP",
-                        help="end at this step of the --steps schedule (a model card's command uses it to remake a "
+                        help="end at this step of the schedule, --steps or --epochs (a model card's command uses it to remake a "
                              "run the budget stopped)")
     parser.add_argument("--data", type=Path, help="a `specatlas train-data` folder (default: the shipped data for the "
                                                    "embedded model, else ./train-data-<model>)")
@@ -82,7 +88,10 @@ def execute(args: argparse.Namespace) -> int:
         hint = f"; closest: {', '.join(close)}" if close else ""
         raise CommandError(f"no trainable head for {args.method!r}{hint}; trainable: "
                            f"{', '.join(family.paper for family in FAMILIES.values())}")
-    if args.stop_at is not None and args.stop_at > (args.steps or trainer.default_steps):
+    epochs = epochs_given(args)
+    if epochs is not None and not trainer.default_steps:
+        raise CommandError(f"{trainer.name} counts its data once and has no schedule: --epochs does not apply")
+    if epochs is None and args.stop_at is not None and args.stop_at > (args.steps or trainer.default_steps):
         raise CommandError(f"--stop-at {args.stop_at} is past the schedule's {args.steps or trainer.default_steps} steps")
     torch.manual_seed(args.seed)
     family = trainer.name
@@ -101,7 +110,7 @@ def execute(args: argparse.Namespace) -> int:
     output = output or checked(default_output(trainer, loaded.name))
     try:  # the head folder is checked again when saved: something else may have written there since
         result = train_one(trainer, loaded, args.data or train_data.default_folder(loaded.name), args.tokens, output,
-                           args.budget_minutes, args.steps, args.seed, card_command(args), args.stop_at)
+                           args.budget_minutes, args.steps, args.seed, card_command(args), args.stop_at, epochs)
     except WriteError as exc:
         raise CommandError(str(exc)) from None
     print(f"specatlas train: wrote {output} ({result})", file=sys.stderr)
@@ -109,8 +118,9 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: Path, budget_minutes: float,
-              steps: int | None, seed: int, command: str, stop: int | None = None) -> str:
-    """Train `trainer`'s module on the data in `data` (its first `tokens` answer tokens) and save it to `output`."""
+              steps: int | None, seed: int, command: str, stop: int | None = None, epochs: float | None = None) -> str:
+    """Train `trainer`'s module on the data in `data` (its first `tokens` answer tokens) and save it
+    to `output`; `epochs` (instead of `steps`) resolves to steps on that data."""
     print(f"specatlas train: {trainer.paper} ({trainer.name}) for {loaded.name}; data in {data}", file=sys.stderr)
     shards, held_out = train_data.load(data, loaded.tokenizer, tokens)
     folder = training.features_folder(loaded.name)
@@ -120,8 +130,18 @@ def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: P
     answer_tokens = sum(len(t) - p for t, p in zip(features.tokens, features.prompt_lengths))
     print(f"specatlas train: data: {len(features.tokens)} conversations ({len(features.held_out)} held out), "
           f"{answer_tokens} answer tokens, {sum(map(len, features.tokens))} tokens", file=sys.stderr)
+    if epochs is not None:
+        steps = trainer.epoch_steps(features, epochs, seed)
+        examples, per_step, unit = trainer.epoch(features, training.split(features, seed)[0])
+        print(f"specatlas train: {epochs} epochs = {steps} steps ({examples} training {unit}, {per_step} a step)",
+              file=sys.stderr)
+        if steps > MAX_STEPS:
+            raise CommandError(f"--epochs {epochs} is {steps:,} steps on this data, more than {MAX_STEPS:,}")
+        if stop is not None and stop > steps:
+            raise CommandError(f"--stop-at {stop} is past the schedule's {steps} steps (--epochs {epochs})")
     draft_model = default_draft_model(loaded.model, None) if trainer.uses_draft_model else None
-    return trainer.train(loaded, features, folder, output, budget_minutes, steps, seed, command, tqdm, draft_model, stop)
+    return trainer.train(loaded, features, folder, output, budget_minutes, steps, seed, command, tqdm, draft_model, stop,
+                         epochs)
 
 
 def card_command(args: argparse.Namespace) -> str:

@@ -2,16 +2,19 @@
 
     specatlas train-curve eagle3                                  # 32k, 128k, 512k and 2M answer tokens
     specatlas train-curve medusa --tokens 32000,128000 --steps 2000
+    specatlas train-curve eagle3 --epochs 2                       # every size drawn twice: steps grow with data
 
-For each size the family is trained with one config (the same steps, seed and settings; only the
+For each size the family is trained with one config (the same schedule, seed and settings; only the
 data grows, a prefix of the `specatlas train-data` shards) into the user cache, never over the
 shipped head, and measured on the data's held-out shard, the same text for every size: the top-1
 chain's acceptance from the model card, and the family's paper method (its paper tree or draft
 length) run greedily on held-out prompts with that head: mean accepted tokens per step, the
-output checked identical to plain decoding. Results go to
-results/training/<model>-<family>-steps<S>-seed<N>-acceptance-vs-data.json (one file per config),
-one entry per size, written as each finishes (a rerun skips the sizes done); the site charts it on
-the training page.
+output checked identical to plain decoding. The schedule is either fixed steps (`--steps`, the
+default: a larger data set is drawn fewer times, so its curve mixes data with epochs) or epochs
+(`--epochs`: every size drawn as often, its steps resolved per size). Results go to
+results/training/<model>-<family>-{steps<S>|epochs<E>}-seed<N>-acceptance-vs-data.json (one file per
+config, its "schedule" saying which), one entry per size with its steps and epochs drawn, written as
+each finishes (a rerun skips the sizes done); the site charts it on the training page.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import json
 import sys
 from pathlib import Path
 
-from specatlas.cli import MAX_MINUTES, MAX_NEW_TOKENS, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError, number
+from specatlas.cli import (MAX_EPOCHS, MAX_MINUTES, MAX_NEW_TOKENS, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError,
+                           epochs_given, number)
 from specatlas.fsutil import update_json
 
 SIZES = (32_000, 128_000, 512_000, 2_000_000)
@@ -31,6 +35,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("method", metavar="PAPER_ID", help="a trainable family, by paper id or alias")
     parser.add_argument("--tokens", default=",".join(map(str, SIZES)), help="answer-token sizes, comma-separated")
     parser.add_argument("--steps", type=number(int, 1, MAX_STEPS), help="training steps at every size (default: the family's)")
+    parser.add_argument("--epochs", type=number(float, 0, MAX_EPOCHS, above=True),
+                        help="instead of fixed steps: every size drawn this many times (its steps grow with its data)")
     parser.add_argument("--budget-minutes", type=number(float, 0, MAX_MINUTES, above=True), default=600.0,
                         help="time budget of each run")
     parser.add_argument("--prompts", type=number(int, 1, 100_000), default=16, help="held-out prompts the paper method decodes")
@@ -57,10 +63,13 @@ def execute(args: argparse.Namespace) -> int:
         raise CommandError(f"--tokens must be comma-separated whole numbers, got {args.tokens!r}") from None
     if not sizes or not 1 <= min(sizes) <= max(sizes) <= MAX_TOKENS:
         raise CommandError(f"--tokens must be positive and at most {MAX_TOKENS:,}")
-    steps = args.steps or family.default_steps
-    # One file per config (steps, seed): a curve's points differ only in the data.
-    path = curves_dir() / f"{EMBEDDED}-{family.name}-steps{steps}-seed{args.seed}-acceptance-vs-data.json"
-    curve = read_curve(path, family.name, EMBEDDED)  # before the model loads: a damaged file stops nothing long
+    epochs = epochs_given(args)
+    schedule = {"schedule": "epochs", "epochs": epochs} if epochs is not None else \
+        {"schedule": "fixed-steps", "steps": args.steps or family.default_steps}
+    # One file per config (schedule, seed): a curve's points differ only in the data.
+    label = f"epochs{epochs}" if epochs is not None else f"steps{schedule['steps']}"
+    path = curves_dir() / f"{EMBEDDED}-{family.name}-{label}-seed{args.seed}-acceptance-vs-data.json"
+    curve = read_curve(path, family.name, EMBEDDED, schedule)  # before the model loads: a damaged file stops nothing long
     try:
         loaded = load_model(None, torch.device("cpu"), torch.float32)
     except ModelLoadError as exc:
@@ -72,20 +81,21 @@ def execute(args: argparse.Namespace) -> int:
             print(f"specatlas train-curve: {size} tokens already measured", file=sys.stderr)
             continue
         output = cache_root() / "train-curve" / loaded.name / f"{family.name}-{size}"
-        command = f"specatlas train {family.paper} --tokens {size} --seed {args.seed}"  # the card adds --steps
-        train_one(family, loaded, data, size, output, args.budget_minutes, args.steps, args.seed, command)
+        command = f"specatlas train {family.paper} --tokens {size} --seed {args.seed}"  # the card adds the schedule
+        train_one(family, loaded, data, size, output, args.budget_minutes, args.steps, args.seed, command, epochs=epochs)
         card = json.loads((output / "training.json").read_text(encoding="utf-8"))
         shards, held_out = train_data.load(data, loaded.tokenizer, tokens=1)
         prompts = [c.prompt for _, conversations in shards[:held_out] for c in conversations][: args.prompts]
         point = {
             "requested_tokens": size, "train_answer_tokens": card["train_answer_tokens"],
             "train_conversations": card["train_conversations"], "steps": card["steps"],
-            "stopped_by": card["stopped_by"], "final_loss": card["final_loss"], "config": card["config"],
+            "epochs_seen": card["epochs_seen"], "stopped_by": card["stopped_by"], "final_loss": card["final_loss"],
+            "config": card["config"],
             "chain": card["held_out"], "paper_method": paper_method_acceptance(family, loaded, output, prompts,
                                                                               args.max_new_tokens)}
         path.parent.mkdir(parents=True, exist_ok=True)
-        curve = update_json(path, lambda saved, point=point: with_point(saved if _is_curve(saved, family.name) else curve,
-                                                                         point))
+        curve = update_json(path, lambda saved, point=point: with_point(
+            (saved if _is_curve(saved, family.name) else curve) | schedule, point))
         print(f"specatlas train-curve: {size} tokens -> {json.dumps(point['paper_method'])}", file=sys.stderr)
     return 0
 
@@ -109,10 +119,11 @@ def _is_curve(curve, family: str) -> bool:
             and all(isinstance(p, dict) and type(p.get("requested_tokens")) is int for p in curve["points"]))
 
 
-def read_curve(path: Path, family: str, model: str) -> dict:
+def read_curve(path: Path, family: str, model: str, schedule: dict) -> dict:
+    """The curve file at `path`, labelled with its `schedule` (a file from before the label is fixed-steps, as its name says)."""
     if not path.exists():
         return {"family": family, "model": model, "what": "held-out acceptance by training data size "
-                "(`specatlas train-curve`)", "points": []}
+                "(`specatlas train-curve`)"} | schedule | {"points": []}
     from specatlas.fsutil import ReadError, read_json
 
     try:
@@ -121,7 +132,7 @@ def read_curve(path: Path, family: str, model: str) -> dict:
         raise CommandError(f"{path}: {exc}") from None
     if not _is_curve(curve, family):
         raise CommandError(f"{path}: not this family's acceptance-vs-data curve (family, points with requested_tokens)")
-    return curve
+    return curve | schedule
 
 
 def paper_method_acceptance(family, loaded, checkpoint: Path, prompts: list[list[int]], max_new_tokens: int) -> dict:

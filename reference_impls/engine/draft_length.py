@@ -21,7 +21,10 @@ context makes wide forwards dearer); `step`, the seconds of one step, and `level
 drafting one level, are followed online from every step, whatever its width, so load on the
 machine rescales every width alike. d = 0 is a plain step. When the best depth is 0, a
 depth-1 probe is made after `PROBE_EVERY` steps without a draft, so a drafter that stopped
-paying is tried again, seldom.
+paying is tried again, seldom. A draft that does not pay at its actual widths (a tree wider than
+`nodes` guessed: SWIFT's widens where its drafter is unsure) is work thrown away, so its key is
+declined: no draft is asked for on its account until one of its probes pays, and a plain step
+costs what a baseline step does.
 """
 
 from __future__ import annotations
@@ -98,6 +101,9 @@ class FixedLength:
     def choose(self) -> int:
         return self.depth
 
+    def depth_for(self, key, budget: int) -> int:
+        return budget
+
     def trim(self, draft):
         return draft
 
@@ -121,6 +127,7 @@ class CostAware:
         self.level_seconds = 0.0
         self.counts: dict[object, tuple[list[float], list[float]]] = {}  # key -> (accepted, reached) by position
         self.idle: dict[object, int] = {}  # key -> steps since a draft of it was verified
+        self.declined: set[object] = set()  # keys whose last draft did not pay: `choose` asks for none for them
         self.plain = PROBE_EVERY  # steps since any draft was verified
 
     def at(self, context: int) -> None:
@@ -156,21 +163,34 @@ class CostAware:
 
     def choose(self) -> int:
         """A depth budget for the drafter: the best for any key seen, or for a new one (the coming
-        draft's key is not known yet); a probe when none pays and nothing was drafted for long."""
-        keys = list(self.counts) + ([object()] if any(key is not None for key in self.counts) or not self.counts else [])
-        best = max(self._best_depth(key, lambda d: 1 + self.nodes(d)) for key in keys)
+        draft's key is not known yet) but a declined one; a probe when none pays and nothing was
+        drafted for long."""
+        keys = [key for key in self.counts if key not in self.declined]
+        keys += [object()] if any(key is not None for key in self.counts) or not self.counts else []
+        best = max((self._best_depth(key, lambda d: 1 + self.nodes(d)) for key in keys), default=0)
         return best or int(self.plain >= PROBE_EVERY)
+
+    def depth_for(self, key, budget: int) -> int:
+        """Before drafting, for a drafter that knows its draft's key (SAM-Decoding's auxiliary
+        drafter): the depth that pays for `key` on the structure's expected widths, at most
+        `budget`; 0, so nothing is drafted, unless a probe is due. A declined key gets probes only."""
+        best = 0 if key in self.declined else self._best_depth(key, lambda d: 1 + self.nodes(d))
+        return min(budget, best or self._probe(key))
 
     def trim(self, draft):
         """The draft cut to the depth that pays for its key, priced at its actual widths; a probe
-        of depth 1 for a key idle for `PROBE_EVERY` steps (or never drafted)."""
+        of depth 1 for a key idle for `PROBE_EVERY` steps (or never drafted). A key whose draft does
+        not pay is declined (`choose` asks for none) until one of its drafts pays here."""
         if draft.auxiliary or not draft.tokens:  # auxiliary rows (a Jacobi window) are not cut
             return draft
         node_depths = draft.node_depths()
         keep = self._best_depth(draft.key, lambda d: None if d > max(node_depths) else 1 + sum(x <= d for x in node_depths))
-        if not keep and self.idle.get(draft.key, PROBE_EVERY) >= PROBE_EVERY:
-            keep = 1
-        return draft.cut(keep)
+        (self.declined.discard if keep else self.declined.add)(draft.key)
+        return draft.cut(keep or self._probe(draft.key))
+
+    def _probe(self, key) -> int:
+        """A probe of depth 1 for a key idle for `PROBE_EVERY` steps (or never drafted)."""
+        return int(self.idle.get(key, PROBE_EVERY) >= PROBE_EVERY)
 
     def record(self, draft, accepted: int, draft_seconds: float, verify_seconds: float, width: int) -> None:
         observed = verify_seconds / self.ratio(width)

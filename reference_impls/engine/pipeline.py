@@ -24,12 +24,14 @@ The overlap: the drafter runs on a worker thread while the main thread runs the 
 both release the GIL inside torch's kernels, so the two forwards overlap when the machine has
 cores to spare (on a GPU: the two models on two devices or streams, as the paper's two processes).
 `overlap=False` runs them one after the other (the same tokens: every draw is keyed by position).
+A round with nothing to draft (the cost-aware policy's plain step) runs the target alone, with no
+drafter thread beside it: exactly a step of plain decoding.
 What overlaps here: the drafter's forwards with the target's verification forward, inside torch's
 kernels; the Python between kernels and the acceptance walk are serialised by the GIL, and on a
 2-core CPU both forwards share torch's 2 intra-op threads. How much ran at once is measured, not
 assumed: `specatlas run pearl --prompt TEXT --max-new-tokens 32` prints it after the draft and
 verify seconds (`overlapped_seconds` in `--json`: their sum less the decoding's wall time, a lower
-bound), and every round's drafter is tested to be still drafting when the target's forward begins.
+bound), and every drafting round's drafter is tested to be still drafting when the target's forward begins.
 """
 
 from __future__ import annotations
@@ -49,40 +51,46 @@ class Pearl(SpeculativeDecoder):
 
     def steps(self, session, sampling, limit, stats):
         unverified = Draft()  # u: drafted after the committed text, not verified yet (post-verify)
-        with ThreadPoolExecutor(1) as pool:
-            while stats.new_tokens < limit:
-                self.draft_length.at(len(session.tokens))
-                depth = max(0, min(self.draft_length.choose(), limit - stats.new_tokens - len(unverified.tokens) - 1))
-                context = session.tokens + unverified.tokens
-                if self.overlap:
+        while stats.new_tokens < limit:
+            self.draft_length.at(len(session.tokens))
+            depth = max(0, min(self.draft_length.choose(), limit - stats.new_tokens - len(unverified.tokens) - 1))
+            context = session.tokens + unverified.tokens
+            if not depth:  # nothing to draft: the target alone, as plain decoding runs it
+                draft, draft_seconds = Draft(), 0.0
+                scored, target_seconds = self._score(session, unverified)
+            elif self.overlap:
+                # The drafter's thread lives for this round only: kept for the generation, it and the
+                # OpenMP team its forwards start would stay beside the target's forwards of later
+                # rounds that draft nothing (the cost-aware policy's plain steps).
+                with ThreadPoolExecutor(1) as pool:
                     drafting = pool.submit(self._draft, context, depth, sampling, session.rng)
                     scored, target_seconds = self._score(session, unverified)
                     draft, draft_seconds = drafting.result()
-                else:
-                    draft, draft_seconds = self._draft(context, depth, sampling, session.rng)
-                    scored, target_seconds = self._score(session, unverified)
-                chain, before = joined(unverified, draft, 0, 1), len(session.tokens)
-                step = session.settle(chain, scored)
-                committed = len(step.committed) - before
-                # No target token: every node of the chain was kept, d_1 unscored, so d_2.. wait for the next round.
-                unverified = joined(Draft(), draft, 1, len(draft.tokens)) if committed == len(step.accepted) else Draft()
-                # With the overlap, draft and target seconds add up to more than the wall time.
-                stats.draft_seconds += draft_seconds
-                stats.verify_seconds += target_seconds
-                stats.record(chain, step.accepted, committed)
-                self.draft_length.record(chain, len(step.accepted), draft_seconds, target_seconds, len(scored.logits))
-                yield step
+            else:
+                draft, draft_seconds = self._draft(context, depth, sampling, session.rng)
+                scored, target_seconds = self._score(session, unverified)
+            chain, before = joined(unverified, draft, 0, 1), len(session.tokens)
+            step = session.settle(chain, scored)
+            committed = len(step.committed) - before
+            # No target token: every node of the chain was kept, d_1 unscored, so d_2.. wait for the next round.
+            unverified = joined(Draft(), draft, 1, len(draft.tokens)) if committed == len(step.accepted) else Draft()
+            # With the overlap, draft and target seconds add up to more than the wall time.
+            stats.draft_seconds += draft_seconds
+            stats.verify_seconds += target_seconds
+            stats.record(chain, step.accepted, committed)
+            self.draft_length.record(chain, len(step.accepted), draft_seconds, target_seconds, len(scored.logits))
+            yield step
 
     def _score(self, session, unverified: Draft):
         begin = self.clock()
         return session.score(unverified), self.clock() - begin
 
     def _draft(self, context, depth, sampling, rng) -> tuple[Draft, float]:
-        """(the drafter's chain of `depth` tokens after `context`, seconds it took); inference mode
-        is per thread, so the worker enters it itself."""
+        """(the drafter's chain of `depth` >= 1 tokens after `context`, seconds it took); inference
+        mode is per thread, so the worker enters it itself."""
         begin = self.clock()
         with torch.inference_mode():
-            draft = self.drafter.propose(context, depth, sampling, rng) if depth > 0 else Draft()
+            draft = self.drafter.propose(context, depth, sampling, rng)
         return draft, self.clock() - begin
 
 

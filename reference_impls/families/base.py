@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from specatlas.fsutil import build_dir
 from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.engine.weight_storage import pack
 from specatlas.impls.families.blocks import LayerConfig
-from specatlas.impls.families.training import Run
+from specatlas.impls.families.training import Run, positions_after, shared_prompt_prefix, split
 
 # In every head folder the project writes (`Family.save`, `specatlas train`): a later save may replace it.
 HEAD_MARKER = ".specatlas-train"
@@ -121,7 +122,7 @@ class Family:
 | Data | {card['train_conversations']} conversations of {card.get('data_source') or "the target's answers"}, \
 {card['train_tokens']} tokens ({card['train_answer_tokens']} of them answer tokens); {card.get('targets', "labels are the target's greedy tokens")} |
 | Held out | {card['held_out_conversations']} conversations, {held['positions']} answer positions |
-| Training | {card['steps']} steps{_schedule(card)}, {card['train_seconds'] / 60:.1f} min (float32, CPU), final loss {card['final_loss']} |
+| Training | {card['steps']} steps{_schedule(card)}{_epochs(card)}, {card['train_seconds'] / 60:.1f} min (float32, CPU), final loss {card['final_loss']} |
 | Held-out acceptance by draft position (top-1 chain, given the earlier drafts accepted) | {by_position} |
 | Held-out mean accepted tokens per step (top-1 chain, bonus token included) | {held['mean_accepted_tokens_chain']} |{untrained}
 | Weights | int8 matrices with a float16 scale per row, vectors float16 (`weight_storage`; the acceptance above is measured on them), in the family's published key layout (loads with `specatlas.impls.engine.checkpoints.load`) |
@@ -143,18 +144,36 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
         """Indices into the target's `hidden_states` the head reads (N: the final normed state)."""
         return (model.config.num_hidden_layers,)
 
+    def epoch(self, features, train_ids: list[int]) -> tuple[int, int, str]:
+        """The family's data in the unit a step of its `fit` draws: (how many the training
+        conversations `train_ids` hold, how many a step draws, the unit). Most families draw whole
+        conversations, `conversations` a step; one drawing rows or positions overrides this."""
+        if not hasattr(self, "conversations"):
+            raise NotImplementedError(f"the {self.name} family draws no `conversations` a step: its `epoch` says what it draws")
+        return len(train_ids), self.conversations, "conversations"
+
+    def epoch_steps(self, features, epochs: float, seed: int) -> int:
+        """The steps of `epochs` epochs on `features` (`--epochs`): as many draws as `epochs` times
+        the training data holds, rounded up. Resolved before training and recorded with the steps,
+        so the run stays a step schedule, a function of its config."""
+        examples, per_step, _ = self.epoch(features, split(features, seed)[0])
+        return max(1, math.ceil(round(epochs * examples / per_step, 9)))  # round: 0.1 * 30 is not 3.0000000000000004 steps
+
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress,
-              draft_model=None, stop=None) -> str:
+              draft_model=None, stop=None, epochs: float | None = None) -> str:
         """Train on `features` (cached in `folder`) and save to `output`. The run is a function of
         its config: the seed fixes the initial weights here and every step's draws in `train_loop`,
         and its resume checkpoint is keyed by the whole config, so a changed seed, schedule, setting
-        or data never resumes another run. `stop`: end at that step of the schedule (`Run.stop`)."""
+        or data never resumes another run. `stop`: end at that step of the schedule (`Run.stop`).
+        `epochs`: what `steps` was resolved from (`epoch_steps`), recorded in the config beside them."""
         data = hashlib.sha256()
         for tokens in features.tokens:
             data.update(tokens.numpy().astype("int64").tobytes() + b"|")
         steps = steps or self.default_steps
         config = {"family": self.name, "settings": self.settings(), "steps": steps, "seed": seed,
                   "data": {"conversations": len(features.tokens), "sha256": data.hexdigest()}}
+        if epochs is not None:  # absent otherwise: a --steps run keeps the key it always had
+            config["epochs"] = epochs
         key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
         torch.manual_seed(seed)
         run = Run(self.name, seed, steps, folder / f"{self.name}-{key}.ckpt", config, draft_model, stop)
@@ -169,6 +188,12 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
                 and isinstance(value := getattr(self, name), (bool, int, float, str, tuple))}
 
 
+def positions_epoch(family: Family, features, train_ids: list[int]) -> tuple[int, int, str]:
+    """`Family.epoch` of a family that draws `batch` positions a step, with replacement, from every
+    position after the shared prompt prefix (Medusa, Hydra, ReDrafter: `epoch = positions_epoch`)."""
+    return positions_after(features, train_ids, shared_prompt_prefix(features)), family.batch, "positions"
+
+
 def _schedule(card: dict) -> str:
     """How the run ended, when the card records it: its schedule ran out, or the time budget stopped it."""
     if card.get("stopped_by") == "budget":
@@ -176,6 +201,16 @@ def _schedule(card: dict) -> str:
     if card.get("stopped_by") == "stop":
         return f" of {card['planned_steps']} planned (stopped there by --stop-at)"
     return f" (seed {card['config']['seed']})" if "config" in card else ""
+
+
+def _epochs(card: dict) -> str:
+    """How much of its data the run drew, when the card records it (`training.epochs_seen`)."""
+    seen = card.get("epochs_seen")
+    if not seen:
+        return ""
+    asked = f"--epochs {card['config']['epochs']}: " if "epochs" in card.get("config", {}) else ""
+    return (f"; {asked}{seen['epochs']} epochs drawn ({seen['per_step']:,} of the {seen['per_epoch']:,} training "
+            f"{seen['unit']} a step, at random)")
 
 
 def layer_config(config: dict, what: str) -> LayerConfig:

@@ -85,6 +85,8 @@ class EagleFamily(Family):
     last layer is no warm start: it was tuned for the residual stream, whose scale is far larger
     than the normed features')."""
 
+    # A step schedule: EAGLE's training script runs 20 epochs of ShareGPT and recommends 20-40
+    # (SafeAILab/EAGLE eagle/train/main.py, num_epochs); far past a CPU budget, `--epochs` asks for it.
     name, conversations, lr, default_steps, steps_evaluated = "eagle", 4, 5e-4, 1500, 5
     title, paper, aliases = "EAGLE", "li2024eagle", ("eagle", "eagle-1", "eagle2", "eagle-2", "li2024eagle2")
 

@@ -96,6 +96,7 @@ class Eagle3Family(EagleFamily):
     conversation a step (unrolled 7 times it costs as much as several of EAGLE's: on a CPU budget
     more, smaller steps learn faster)."""
 
+    # A step schedule: EAGLE-3's training script runs 40 epochs (SafeAILab/EAGLE eagle/traineagle3/main.py, num_epochs).
     name, conversations, ttt_steps, deep_rows = "eagle3", 1, 7, 64
     title, paper, aliases = "EAGLE-3", "li2025eagle", ("eagle3", "eagle-3")
 

@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 from specatlas.impls.engine.drafting import Draft, grow_template
 from specatlas.impls.engine.errors import CheckpointError
-from specatlas.impls.families.base import Family
+from specatlas.impls.families.base import Family, positions_epoch
 from specatlas.impls.families.medusa import MEDUSA_TREE, MedusaDrafter
 from specatlas.impls.families.training import (acceptance_summary, finish, loss_vocabulary, shared_prompt_prefix, split,
                                                 teacher_forced, train_loop)
@@ -72,8 +72,10 @@ class HydraFamily(Family):
     train.py; with greedy self-distilled data its teacher objective has the same argmax). AdamW
     at 1e-3, cosine schedule, 256 positions a step."""
 
+    # A step schedule: Hydra++ trains 10 epochs of ShareGPT (zankner/Hydra README, --num_train_epochs 10).
     name, num_heads, batch, lr, default_steps = "hydra", 4, 256, 1e-3, 2000
     title, paper, aliases = "Hydra", "ankner2024hydra", ("hydra",)
+    epoch = positions_epoch
 
     def detect(self, weights, config):
         if any(key.startswith("hydra_mlp.") for key in weights):

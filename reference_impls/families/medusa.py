@@ -16,7 +16,7 @@ from torch.nn import functional as F
 
 from specatlas.impls.engine.drafting import Draft, Drafter, grow_template
 from specatlas.impls.engine.errors import CheckpointError
-from specatlas.impls.families.base import Family
+from specatlas.impls.families.base import Family, positions_epoch
 from specatlas.impls.families.training import acceptance_summary, finish, loss_vocabulary, shared_prompt_prefix, split, train_loop
 
 
@@ -68,8 +68,11 @@ class MedusaFamily(Family):
     0.8^k x cross-entropy against the target's greedy token k+2 positions ahead (the paper's
     decaying weights), AdamW at 1e-3 with a cosine schedule."""
 
+    # A step schedule: Medusa's script trains one epoch of ShareGPT (FasterDecoding/Medusa
+    # scripts/train_vicuna_7b.sh, --num_train_epochs 1); `--epochs 1` asks for that here.
     name, num_heads, batch, lr, default_steps = "medusa", 4, 256, 1e-3, 2000
     title, paper, aliases, weight_file = "Medusa", "cai2024medusa", ("medusa", "medusa-2"), "medusa_lm_head.safetensors"
+    epoch = positions_epoch
 
     def detect(self, weights, config):
         if any(VLLM_MEDUSA_KEY.match(key) for key in weights):

@@ -64,6 +64,11 @@ class PassFamily(Family):
     held_out_conversations, held_out_stride = 32, 8  # evaluation: every 8th answer position of 32 conversations
     title, paper, aliases = "PaSS", "monea2023pass", ("pass",)
 
+    def epoch(self, features, train_ids):
+        """A step draws `positions` answer positions of one conversation (each with a label after it)."""
+        return sum(max(0, len(features.tokens[c]) - features.prompt_lengths[c]) for c in train_ids), \
+            self.positions, "answer positions"
+
     def detect(self, weights, config):
         return ("pass", weights) if "lookahead_embeddings" in weights else None
 

@@ -26,7 +26,7 @@ from torch.nn import functional as F
 from specatlas.impls.drafters.model_free.retrieval import trie_draft
 from specatlas.impls.engine.drafting import Draft
 from specatlas.impls.engine.errors import CheckpointError
-from specatlas.impls.families.base import Family, draft_vocabulary
+from specatlas.impls.families.base import Family, draft_vocabulary, positions_epoch
 from specatlas.impls.families.medusa import MedusaDrafter, ResBlock
 from specatlas.impls.families.training import (acceptance_summary, coverage, draft_tokens, finish, shared_prompt_prefix, split,
                                                 teacher_forced, train_loop)
@@ -96,6 +96,7 @@ class ReDrafterFamily(Family):
     name, predict, num_layers, batch, lr, default_steps = "redrafter", 5, 2, 256, 1e-3, 1500
     draft_vocab, exit_width = DRAFT_VOCAB, EXIT_WIDTH
     title, paper, aliases = "ReDrafter", "zhang2024recurrent", ("redrafter",)
+    epoch = positions_epoch
 
     def detect(self, weights, config):
         if config.get("model_type") == MODEL_TYPE or any(map(REDRAFTER_KEY.match, weights)):

@@ -240,6 +240,12 @@ def split(features: Features, seed: int = 0, held_out: float = 0.1) -> tuple[lis
     return sorted(order[cut:]), sorted(order[:cut])
 
 
+def positions_after(features: Features, conversations: list[int], start: int) -> int:
+    """How many positions of `conversations` lie at or after `start`: the rows a row-batched head
+    (Medusa, Hydra, ReDrafter) draws its batches from."""
+    return sum(max(0, len(features.tokens[c]) - start) for c in conversations)
+
+
 def shared_prompt_prefix(features: Features) -> int:
     """Length of the prefix every prompt shares (the chat template's system turn): not worth training on."""
     sequences = [tokens[:length].tolist() for tokens, length in zip(features.tokens, features.prompt_lengths)]
@@ -424,21 +430,32 @@ def finish(family, run: Run, module, loaded, features, train_ids, test_ids, stat
     card = {"family": family.name, "base_model": loaded.name, "train_conversations": len(train_ids),
             "train_tokens": tokens, "train_answer_tokens": answer_tokens, "held_out_conversations": len(test_ids),
             "steps": state.step, "planned_steps": state.planned, "stopped_by": state.stopped_by, "config": run.config,
+            "epochs_seen": epochs_seen(family, features, train_ids, state.step),
             "train_seconds": round(state.seconds), "final_loss": round(state.losses[-1], 4) if state.losses else None, "loss_curve": [round(x, 4) for x in state.losses[:: max(1, len(state.losses) // 20)]],
-            "held_out": accuracy, "command": reproducing(command, state), "torch": torch.__version__,
+            "held_out": accuracy, "command": reproducing(command, state, run.config.get("epochs")), "torch": torch.__version__,
             "data_source": features.source} | (notes or {})
     family.save(module, output, loaded.model, loaded.name, extra, card)
     return f"{state.step} steps in {state.seconds / 60:.1f} min, loss {card['final_loss']}, " \
            f"held-out mean accepted tokens (top-1 chain) {accuracy['mean_accepted_tokens_chain']}"
 
 
-def reproducing(command: str, state: Progress) -> str:
+def epochs_seen(family, features: Features, train_ids: list[int], steps: int) -> dict:
+    """How much of its data a run of `steps` steps drew (`Family.epoch`): each step draws its
+    examples at random, so an epoch is as many draws as the data holds, not a pass over each once."""
+    examples, per_step, unit = family.epoch(features, train_ids)
+    return {"epochs": round(steps * per_step / max(1, examples), 3), "unit": unit, "per_epoch": examples,
+            "per_step": per_step}
+
+
+def reproducing(command: str, state: Progress, epochs: float | None = None) -> str:
     """The command that makes these weights again: `command` (`specatlas train` with its data, seed
-    and model, no schedule or budget) plus the schedule, `--steps` planned, and `--stop-at` the step
-    reached when the run ended early. A budget stop depends on the machine; the stop step does not,
-    and `--steps` alone would anneal the cosine to zero at another step."""
+    and model, no schedule or budget) plus the schedule as it was given, `--epochs` (which the same
+    data resolves to the same steps) or `--steps` planned, and `--stop-at` the step reached when the
+    run ended early. A budget stop depends on the machine; the stop step does not, and `--steps`
+    alone would anneal the cosine to zero at another step."""
     stop = f" --stop-at {state.step}" if state.step < state.planned else ""
-    return f"{command} --steps {state.planned}{stop}"
+    schedule = f"--epochs {epochs}" if epochs is not None else f"--steps {state.planned}"
+    return f"{command} {schedule}{stop}"
 
 
 def teacher_forced(features: Features, conversations: list[int], start: int, layer: int, depth: int):

@@ -61,8 +61,9 @@ def sam_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> 
     context, or in the datastore when that match is clearly longer; its continuation is the draft.
     Short matches hand over to Token Recycling, which learns from every verification."""
     auxiliary = TokenRecycling(recycling_template(target, policy))
-    return SpeculativeDecoder(target, SuffixAutomatonDraft(datastore_for(target), auxiliary=auxiliary),
-                              draft_length=policy.controller(target, SAM_TOKENS))
+    length = policy.controller(target, SAM_TOKENS)
+    return SpeculativeDecoder(target, SuffixAutomatonDraft(datastore_for(target), auxiliary=auxiliary, draft_length=length),
+                              draft_length=length)
 
 
 # SAM-Decoding[EAGLE-2] as its Spec-Bench row ran (hyx1999/SAM-Decoding at 061897e, the commit the
@@ -80,11 +81,12 @@ def sam_decoding_eagle2(target, draft_model=None, policy=DraftLengthPolicy.paper
     checkpoint = load_head(target, "eagle", drafter_checkpoint)
     auxiliary = EagleDrafter(checkpoint.head, target.model.embed_tokens.weight, target.lm_head.weight,
                              checkpoint.hidden_layers[0], tree=None, dynamic=SAM_EAGLE2_TREE, label=checkpoint.describe())
-    drafter = SuffixAutomatonDraft(datastore_for(target), SAM_EAGLE2_BIAS, auxiliary=auxiliary,
-                                   threshold=SAM_EAGLE2_THRESHOLD)
     total, depth, top_k = SAM_EAGLE2_TREE
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(
-        target, SAM_EAGLE2_TOKENS, lambda d: min(total, top_k * min(d, depth)), SAM_EAGLE2_TOKENS))
+    length = policy.controller(target, SAM_EAGLE2_TOKENS, lambda d: min(total, top_k * min(d, depth)), SAM_EAGLE2_TOKENS)
+    # The controller gates the EAGLE head as it gates EAGLE-2 alone: no head forward on a step it makes plain.
+    drafter = SuffixAutomatonDraft(datastore_for(target), SAM_EAGLE2_BIAS, auxiliary=auxiliary,
+                                   threshold=SAM_EAGLE2_THRESHOLD, draft_length=length)
+    return SpeculativeDecoder(target, drafter, draft_length=length)
 
 
 # SuffixDecoding (its simulator's defaults, also ArcticInference's vLLM defaults): suffix trees of

@@ -43,6 +43,9 @@ class LinearFamily(Family):
     def describe(self, config):
         return "a linear head on the target's final state"
 
+    def epoch(self, features, train_ids):  # `batch` rows a step, from `table`'s rows
+        return sum(len(features.tokens[c]) - 1 for c in train_ids), self.batch, "positions"
+
     def fit(self, loaded, features, run, output, budget_minutes, command, progress) -> str:
         model = loaded.model
         final, lm_weight = model.config.num_hidden_layers, model.lm_head.weight.detach()

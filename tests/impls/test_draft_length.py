@@ -84,6 +84,21 @@ def test_learns_acceptance_per_key_and_trims_drafts_of_a_bad_key():
     assert good.depth == 8 and bad.depth == 0
 
 
+def test_depth_for_gates_a_key_before_drafting_as_trim_cuts_after():
+    """What a composed drafter asks before its part drafts (SAM-Decoding's auxiliary): the same
+    depth `trim` would keep, so a part that does not pay is not run, and is probed seldom."""
+    policy = CostAware(8, {CONTEXT: relative(CURVE)})
+    assert policy.depth_for("auxiliary", 5) > 0  # no evidence yet: worth a try
+    for _ in range(40):
+        policy.record(Draft.chain([1] * 4, key="long match"), 4, 0.0, STEP * policy.ratio(5), 5)
+        policy.record(Draft.chain([1], key="auxiliary"), 0, 0.0, STEP * policy.ratio(2), 2)
+    assert policy.choose() > 0 and policy.depth_for("auxiliary", 5) == 0
+    assert policy.depth_for("long match", 5) == 5 and policy.depth_for("long match", 3) == 3  # the budget caps
+    for _ in range(PROBE_EVERY):
+        policy.record(Draft(), 0, 0.0, STEP, 1)
+    assert policy.depth_for("auxiliary", 5) == 1  # idle long enough: probed again
+
+
 def test_cut_keeps_the_shallow_part_of_a_tree_with_its_parents_and_q():
     #        root
     #       /    \
@@ -109,6 +124,21 @@ def test_a_new_key_priced_out_by_the_prior_is_probed_once_then_judged_on_evidenc
     for _ in range(30):
         policy.record(wide.cut(0), 0, 0.0, STEP, 1)  # plain steps: the evidence fades...
     assert policy.trim(wide).depth == 0  # ...but slowly
+
+
+def test_a_drafter_whose_trees_never_pay_is_asked_for_drafts_only_to_probe():
+    # The policy guesses a chain (`nodes`: one node a depth), which would pay at the prior; the
+    # drafter's real trees hold 8 siblings a depth, which never do: asking for one is work thrown away.
+    policy = CostAware(4, {CONTEXT: relative(CURVE)})
+    asked, verified = [], []
+    for step in range(100):
+        depth = policy.choose()
+        tree = Draft(list(range(8 * depth)), [-1 if node < 8 else 8 * (node // 8 - 1) for node in range(8 * depth)])
+        draft = policy.trim(tree) if depth else Draft()
+        asked += [step] if depth else []
+        verified += [step] if draft.depth else []
+        policy.record(draft, 0, 0.0, STEP * policy.ratio(1 + len(draft.tokens)), 1 + len(draft.tokens))
+    assert asked == verified and len(verified) == 100 // (PROBE_EVERY + 1) + 1  # the first draft, then a probe every PROBE_EVERY plain steps
 
 
 # `--draft-length` is parsed once into a `DraftLengthPolicy`, whose name is what results record.

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from specatlas.datastore import INSTRUCTIONS, read_corpus
-from specatlas.impls.drafters.model_free.retrieval import (Datastore, ReferenceCopy, RetrievalTree, SuffixAutomaton,
-                                       SuffixAutomatonDraft, suffix_array, trie_draft)
+from specatlas.impls.drafters.model_free.retrieval import (AUXILIARY, Datastore, ReferenceCopy, RetrievalTree,
+                                       SuffixAutomaton, SuffixAutomatonDraft, suffix_array, trie_draft)
 from specatlas.impls.engine.drafting import Prefill, Verified
 from specatlas.impls.drafters.model_free.recycling import TokenRecycling
 from specatlas.impls.engine.sampling import Randomness, Sampling
@@ -121,7 +121,7 @@ def test_sam_hands_short_matches_to_its_auxiliary_drafter_which_learns_from_ever
     assert recycling.table == {9: [1], 1: [2], 7: [5]}
     # [.., 1, 2]: 2 never occurred before, so no match: the auxiliary drafts.
     draft = drafter.propose(context + [1, 2], 2, GREEDY, RNG)
-    assert draft.key == ("auxiliary", None) and draft.tokens == []  # 2 has no table row yet
+    assert draft.key == AUXILIARY and draft.tokens == []  # 2 has no table row yet
     drafter.observe(Verified(draft, logits[1:2], {}, [], tuple(context + [1, 2, 7]), 2))
     # [.., 2, 7]: only [7] matches (1 < 3 tokens): the recycled row of 7, then nothing after 5.
     assert drafter.propose(context + [1, 2, 7], 2, GREEDY, RNG).tokens == [5]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from specatlas.impls.engine import kv
+from specatlas.impls.engine import draft_length, kv
 
 from specatlas.impls.methods import self_speculative as methods_self
 from specatlas.impls.drafters.self_drafting import layer_skip as ss
@@ -118,6 +118,51 @@ def test_swift_optimises_its_layer_set_on_the_fly(model):
     assert drafter.best_score == max(drafter.gp.y)
     assert drafter.skipped == [1, 3] or len(drafter.skipped) == drafter.count
     assert 0 not in drafter.skipped and model.config.num_hidden_layers - 1 not in drafter.skipped
+
+
+# Seconds by forward width under which the drafts the cost-aware policy guesses for these methods
+# (`nodes`: 3 nodes a depth for SWIFT, 2 for staged) pay, but their real trees (SWIFT: 5 to 10
+# candidates at a depth drafted with confidence <= 0.95; staged: 16 nodes) never do.
+NARROW_ONLY = {64: {1: 1.0, 4: 1.0, 6: 1e3, 128: 1e3}}
+
+
+def drafter_forwards_by_step(decoder, forwards, prompt, tokens) -> list[tuple[bool, int]]:
+    """(drafted, drafter forwards in it) for each step of one generation: `forwards()` counts them;
+    those between two of the policy's records are the later step's. The clock stands still, so the
+    cost curve and the acceptance alone decide."""
+    steps, record, seen = [], decoder.draft_length.record, [forwards()]
+
+    def recording(draft, *args):
+        steps.append((draft.depth > 0, forwards() - seen[0]))
+        seen[0] = forwards()
+        record(draft, *args)
+
+    decoder.draft_length.record, decoder.clock = recording, lambda: 0.0
+    decoder.generate(prompt, tokens)
+    return steps
+
+
+@pytest.mark.parametrize("method", ["swift", "staged"])
+def test_a_plain_step_of_the_cost_aware_policy_runs_no_drafter_forward(model, monkeypatch, method):
+    monkeypatch.setattr(draft_length, "calibrate_contexts", lambda *args, **kwargs: NARROW_ONLY)
+    policy, counted = DraftLengthPolicy.cost_aware(), [0]
+    if method == "swift":  # every view forward, drafts and the layer-set search alike
+        forward = TargetLayers.forward
+
+        def counting(self, *args, **kwargs):
+            counted[0] += 1
+            return forward(self, *args, **kwargs)
+
+        monkeypatch.setattr(TargetLayers, "forward", counting)
+        decoder = methods_self.swift(model, policy=policy, window=4)
+    else:
+        draft_model = tiny_llama(seed=7, layers=1)
+        draft_model.register_forward_pre_hook(lambda *args: counted.__setitem__(0, counted[0] + 1))
+        decoder = methods_self.staged(model, draft_model, policy=policy)
+    steps = drafter_forwards_by_step(decoder, lambda: counted[0], [1, 2, 3], 40)
+    plain = [count for drafted, count in steps if not drafted]
+    assert len(plain) > 20 and sum(plain) == 0, f"{sum(plain)} drafter forwards in {len(plain)} plain steps"
+    assert any(drafted and count for drafted, count in steps)  # the probes draft
 
 
 def test_simulated_speed_counts_verifications_and_draft_forwards():

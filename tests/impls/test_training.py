@@ -87,9 +87,11 @@ def test_features_are_an_unpadded_forwards_states_and_greedy_tokens_cached_per_s
 HEADS = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter"]  # every family but FR-Spec (not a head)
 
 
-def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0, stop_after_steps=None, stop=None):
+def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0, stop_after_steps=None, stop=None,
+          epochs=None):
     """`specatlas train <family>` on the tiny model; `stop_after_steps`: a time budget that runs out
-    after that many steps (a fake clock that advances one minute per step); `stop`: `--stop-at`."""
+    after that many steps (a fake clock that advances one minute per step); `stop`: `--stop-at`;
+    `epochs`: what `steps` was resolved from."""
     trainer = FAMILIES[family]
     monkeypatch.setattr(trainer, "off_policy_warmup", 2, raising=False)  # DistillSpec: on-policy batches from step 2
     features = training.features(loaded, tiny_shards(loaded), trainer.layers(loaded.model), cache)
@@ -101,7 +103,7 @@ def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0,
         budget = stop_after_steps + 0.5
     draft_model = default_draft_model(loaded.model, None) if trainer.uses_draft_model else None
     summary = trainer.train(loaded, features, cache, output, budget, steps, seed, "specatlas train x", None, draft_model,
-                            stop)
+                            stop, epochs)
     monkeypatch.setattr(training, "clock", training.time.monotonic)
     return summary, json.loads((output / "training.json").read_text())
 
@@ -182,6 +184,60 @@ def test_shipped_cards_of_stopped_runs_print_the_command_that_remakes_them():
         stop = card["steps"] if card["steps"] < card["planned_steps"] else None
         assert (args.steps, args.stop_at, args.seed) == (card["planned_steps"], stop, card["config"]["seed"]), card["family"]
         assert "--budget-minutes" not in argv
+
+
+def test_epochs_resolve_to_the_steps_that_draw_the_training_data_that_often(tmp_path, loaded):
+    """Each family's epoch is counted in what its step draws: whole conversations (EAGLE 4, EAGLE-3 1,
+    Kangaroo, DistillSpec and SpecDec++ 2), positions after the shared prompt (Medusa, Hydra,
+    ReDrafter: 256), answer positions (PaSS: 48); steps = ceil(epochs x data / per step)."""
+    import math
+
+    features = training.features(loaded, tiny_shards(loaded), (), tmp_path)
+    train_ids, _ = training.split(features, 0)
+    assert len(train_ids) == 7  # 8 conversations, one held out
+    start = training.shared_prompt_prefix(features)
+    rows = sum(len(features.tokens[c]) - start for c in train_ids)
+    answers = sum(len(features.tokens[c]) - features.prompt_lengths[c] for c in train_ids)
+    conversations, positions = "conversations", "positions"
+    drawn = {"eagle": (7, 4, conversations), "eagle3": (7, 1, conversations), "kangaroo": (7, 2, conversations),
+             "distillspec": (7, 2, conversations), "specdecpp": (7, 2, conversations), "medusa": (rows, 256, positions),
+             "hydra": (rows, 256, positions), "redrafter": (rows, 256, positions), "pass": (answers, 48, "answer positions")}
+    assert set(drawn) == set(HEADS) and rows > answers > 7
+    for family, (examples, per_step, unit) in drawn.items():
+        assert FAMILIES[family].epoch(features, train_ids) == (examples, per_step, unit)
+        for epochs in (0.1, 1, 2.5, 40):
+            assert FAMILIES[family].epoch_steps(features, epochs, 0) == max(1, math.ceil(epochs * examples / per_step))
+    assert FAMILIES["eagle3"].epoch_steps(features, 2, 0) == 14 and FAMILIES["eagle"].epoch_steps(features, 2, 0) == 4
+    assert FAMILIES["eagle3"].epoch_steps(features, 0.3, 0) == 3  # 0.3 x 7 = 2.1: rounded up, never 2 or 4
+
+
+def test_an_epoch_run_records_its_epochs_and_resolved_steps_and_its_command_says_epochs(tmp_path, loaded, monkeypatch):
+    from specatlas.cli import build_parser
+
+    cache = tmp_path / "data"
+    _, card = train(loaded, tmp_path, "eagle3", monkeypatch, cache, tmp_path / "epochs", steps=14, epochs=2)
+    assert card["config"]["epochs"] == 2 and card["config"]["steps"] == card["steps"] == card["planned_steps"] == 14
+    assert card["epochs_seen"] == {"epochs": 2.0, "unit": "conversations", "per_epoch": 7, "per_step": 1}
+    assert card["command"] == "specatlas train x --epochs 2"
+    assert build_parser(["train", "eagle3", "--epochs", "2"]).parse_args(["train", "eagle3", "--epochs", "2"]).epochs == 2
+    assert "14 steps (seed 0); --epochs 2: 2.0 epochs drawn (1 of the 7 training conversations a step, at random)" in \
+        (tmp_path / "epochs" / "README.md").read_text()
+    _, steps = train(loaded, tmp_path, "eagle3", monkeypatch, cache, tmp_path / "steps", steps=14)
+    assert "epochs" not in steps["config"] and steps["command"] == "specatlas train x --steps 14"  # --steps keys unchanged
+    assert steps["epochs_seen"]["epochs"] == 2.0  # what a --steps run drew is recorded too
+    assert len(list(cache.glob("eagle3-*.ckpt"))) == 2  # keyed by the whole config, epochs included
+
+
+def test_epochs_with_steps_or_a_family_without_a_schedule_is_one_line(capsys):
+    from specatlas.cli import main
+
+    assert main(["train", "eagle3", "--steps", "5", "--epochs", "2"]) == 2
+    assert main(["train-curve", "eagle3", "--steps", "5", "--epochs", "2"]) == 2
+    assert main(["train", "fr-spec", "--epochs", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["specatlas train: --epochs and --steps both set the schedule: give one",
+                   "specatlas train-curve: --epochs and --steps both set the schedule: give one",
+                   "specatlas train: fr-spec counts its data once and has no schedule: --epochs does not apply"]
 
 
 def test_another_seed_or_schedule_never_resumes_a_run(tmp_path, loaded, monkeypatch):

@@ -34,5 +34,13 @@ def test_a_curve_file_becomes_a_chart_and_a_table(tmp_path):
     (tmp_path / "results/training/m-eagle3-acceptance-vs-data.json").write_text(json.dumps(curve))
     page = training_page(SimpleNamespace(root=tmp_path))
     assert page.count("<polyline") == 2 and "li2025eagle (paper tree)" in page
-    assert "| 128,007 | 100 | 1.6 | 2.3 (li2025eagle) | yes |" in page
+    assert "| 128,007 | 100 | – | 1.6 | 2.3 (li2025eagle) | yes |" in page
     assert "No curve is measured yet" not in page
+    # A file from before the schedule label is fixed-steps; an epochs curve says so, with each size's epochs.
+    assert "schedule: fixed 100 steps at every size" in page and "data size, fixed 100 steps at every size" in page
+    by_epochs = {**curve, "schedule": "epochs", "epochs": 3,
+                 "points": [point(32000, 1.5, 2.0) | {"steps": 768, "epochs_seen": {"epochs": 3.0}}]}
+    (tmp_path / "results/training/m-eagle3-epochs3-acceptance-vs-data.json").write_text(json.dumps(by_epochs))
+    page = training_page(SimpleNamespace(root=tmp_path))
+    assert "schedule: 3 epochs at every size" in page and "data size, 3 epochs at every size" in page  # text, chart
+    assert "| 32,007 | 768 | 3.0 | 1.5 | 2.0 (li2025eagle) | yes |" in page

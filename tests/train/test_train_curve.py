@@ -18,3 +18,35 @@ def test_a_heads_paper_method_is_measured_and_checked_against_plain_decoding(tmp
     assert result["identical_to_plain"] and result["prompts"] == 2
     assert result["method"] == FAMILIES[family].paper
     assert 1.0 <= result["mean_accepted_tokens"] and result["steps"] >= 24 / 6  # at most 6 tokens a step here
+
+
+def test_an_epochs_curve_trains_every_size_as_often_so_its_steps_grow_with_the_data(tmp_path, monkeypatch):
+    """`train-curve --epochs 2` on a tiny target and data of 3, 6 and 12 training conversations:
+    EAGLE-3 (one conversation a step) trains 6, 12 and 24 steps, each point records its epochs and
+    steps, and the file says its schedule; `--steps` writes a fixed-steps file beside it."""
+    import json
+
+    from specatlas import train_data, train_curve
+    from specatlas.cli import main
+    from specatlas.impls.engine import models
+    from tests.impls.toy import tiny_llama
+    from tests.train.test_train_data_load import make_folder
+
+    make_folder(tmp_path / "data", shards=5, per_shard=3, answer=10)  # 30 answer tokens a shard, the first held out
+    target = tiny_llama(3, layers=6, vocab=16).float()
+    monkeypatch.setattr(models, "load_model", lambda *args, **kwargs: LoadedModel(target, None, "tiny"))
+    monkeypatch.setattr(train_data, "default_folder", lambda name: tmp_path / "data")
+    monkeypatch.setattr(train_curve, "curves_dir", lambda: tmp_path / "results")
+    monkeypatch.setattr(train_curve, "paper_method_acceptance", lambda *args: {"method": "li2025eagle"})  # tested above
+    monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))
+    assert main(["train-curve", "eagle3", "--tokens", "30,60,120", "--epochs", "2"]) == 0
+    curve = json.loads((tmp_path / "results" / f"{models.EMBEDDED}-eagle3-epochs2-seed0-acceptance-vs-data.json").read_text())
+    assert (curve["schedule"], curve["epochs"]) == ("epochs", 2)
+    points = curve["points"]
+    assert [p["train_conversations"] for p in points] == [3, 6, 12]
+    assert [p["steps"] for p in points] == [p["config"]["steps"] for p in points] == [6, 12, 24]
+    assert all(p["config"]["epochs"] == 2 and p["epochs_seen"]["epochs"] == 2.0 for p in points)
+    assert main(["train-curve", "eagle3", "--tokens", "30,60", "--steps", "6"]) == 0
+    fixed = json.loads((tmp_path / "results" / f"{models.EMBEDDED}-eagle3-steps6-seed0-acceptance-vs-data.json").read_text())
+    assert (fixed["schedule"], fixed["steps"]) == ("fixed-steps", 6) and "epochs" not in fixed
+    assert [p["steps"] for p in fixed["points"]] == [6, 6] and [p["epochs_seen"]["epochs"] for p in fixed["points"]] == [2.0, 1.0]

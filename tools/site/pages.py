@@ -347,13 +347,22 @@ def training_page(catalog: Catalog) -> str:
                   f"{points[0]['paper_method']['method']} (paper tree)" if points else "paper method":
                       [(p["train_answer_tokens"], p["paper_method"]["mean_accepted_tokens"]) for p in points]}
         chart = acceptance_by_data(series, f"{curve['family']} on {curve['model']}: held-out mean accepted tokens "
-                                           "by training data size") if points else None
-        curves.append((path.name, curve, Markup(chart) if chart else None))
+                                           f"by training data size, {schedule_label(curve)}") if points else None
+        curves.append((path.name, curve, schedule_label(curve), Markup(chart) if chart else None))
     sources = {model: [(source, counts.get("read", 0), counts.get("kept", 0),
                         "; ".join(f"{why.removeprefix('dropped: ')} {n:,}" for why, n in counts.items()
                                   if why.startswith("dropped")) or "–")
                        for source, counts in manifest.get("sources", {}).items()] for model, manifest in manifests}
     return _page("training.md.j2", manifests=manifests, heads=heads, curves=curves, sources=sources)
+
+
+def schedule_label(curve: dict) -> str:
+    """How an acceptance-vs-data curve was trained: the same epochs at every size, or the same steps
+    (a file written before the label existed is fixed-steps: its name carries the steps)."""
+    if curve.get("schedule") == "epochs":
+        return f"{curve['epochs']} epochs at every size (steps grow with the data)"
+    steps = curve.get("steps") or (curve["points"][0]["steps"] if curve["points"] else "?")
+    return f"fixed {steps} steps at every size (a larger set is drawn fewer times)"
 
 
 def _json(path: Path) -> dict:

@@ -287,6 +287,9 @@ class SuffixAutomaton:
         return self.text[end : end + count]
 
 
+AUXILIARY = "auxiliary"  # the key of SAM-Decoding's auxiliary drafts
+
+
 class SuffixAutomatonDraft(Drafter):
     """SAM-Decoding (Hu et al. 2025): a dynamic suffix automaton over the prompt and the generated
     text, updated with each committed token, finds the exact longest suffix of the context that
@@ -297,7 +300,10 @@ class SuffixAutomatonDraft(Drafter):
 
     When the better match (the static one counted `bias` tokens shorter) is shorter than
     `threshold` tokens, the draft comes from the `auxiliary` drafter instead (the paper pairs SAM
-    with Token Recycling or EAGLE-2), which observes every verification, whoever drafted.
+    with Token Recycling or EAGLE-2), which observes every verification, whoever drafted. Its
+    drafts have a key of their own (`AUXILIARY`), and `draft_length`, the loop's controller, says
+    how deep they pay before the auxiliary drafts (`depth_for`): a step handed to it that would
+    be cut to a plain step runs none of its forwards (an EAGLE head's, on the cost-aware policy).
 
     Defaults of the paper's code: l_bias = 4, l_threshold = 4, 10 draft tokens (capped here by the
     loop's depth budget). The static match is served by the datastore's suffix array, which
@@ -306,9 +312,9 @@ class SuffixAutomatonDraft(Drafter):
     """
 
     def __init__(self, datastore: Datastore | None = None, bias: int = 4, longest_static: int = 64,
-                 auxiliary: Drafter | None = None, threshold: int = 4):
+                 auxiliary: Drafter | None = None, threshold: int = 4, draft_length=None):
         self.datastore, self.bias, self.longest_static = datastore, bias, longest_static
-        self.auxiliary, self.threshold = auxiliary, threshold
+        self.auxiliary, self.threshold, self.draft_length = auxiliary, threshold, draft_length
         self.automaton = SuffixAutomaton()
 
     @property
@@ -332,8 +338,10 @@ class SuffixAutomatonDraft(Drafter):
                 draft, key = self.datastore.tokens[start : start + depth], ("datastore", match_key(length))
                 matched = length - self.bias
         if self.auxiliary is not None and matched < self.threshold:
-            auxiliary = self.auxiliary.propose(context, depth, sampling, rng)
-            auxiliary.key = ("auxiliary", auxiliary.key)
+            if self.draft_length is not None:
+                depth = self.draft_length.depth_for(AUXILIARY, depth)
+            auxiliary = self.auxiliary.propose(context, depth, sampling, rng) if depth else Draft()
+            auxiliary.key = AUXILIARY
             return auxiliary
         return Draft.chain(draft, key=key)
 

@@ -9,7 +9,7 @@ verify. They differ in how the skipped set is found:
 - Draft & Verify searches it once per model, before decoding, by Bayesian optimisation of
   decoding speed on calibration prompts (`search_skipped`), and adapts the exit threshold online
   (`ExitThreshold`) so the acceptance rate stays near its target.
-- SWIFT searches it during decoding (`Swift`): after each step, while optimising, it scores one
+- SWIFT searches it during decoding (`Swift`): before each draft, while optimising, it scores one
   candidate set by how well the skipped model re-drafts the first tokens it generated, and keeps
   the best; drafts are verified as a tree of the draft's top candidates at each depth, more of
   them where the draft was less confident.
@@ -178,10 +178,14 @@ class Swift(LayerSkip):
         super().start(prompt, prefill)
         self.prompt_length = len(prompt)
 
-    def observe(self, step):
-        super().observe(step)
-        if self.optimising and len(step.committed) - self.prompt_length > self.window + 1:
-            self._optimise(step.committed)
+    def propose(self, context, depth, sampling, rng):
+        # The code optimises after each verification, right before the next draft (its
+        # `swift_forward`; its last one of a generation feeds a draft never verified): here at the
+        # start of each draft, so its cost is drafting's and a step the cost-aware policy makes
+        # plain (no draft asked for) runs neither.
+        if self.optimising and len(context) - self.prompt_length > self.window + 1:
+            self._optimise(context)
+        return super().propose(context, depth, sampling, rng)
 
     def _optimise(self, text):
         """One optimisation step: score a candidate set by its matchness on the context window."""
