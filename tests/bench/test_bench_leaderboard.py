@@ -1,9 +1,11 @@
 """The leaderboard page: per-hardware tables, failures never ranked, text escaped, reported
 numbers kept apart, and the committed page equal to what the committed results say."""
 
+import argparse
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ from benchruns import HARDWARE, build_run, sample, turn
 from specatlas.bench.leaderboard import measured_markdown, render_markdown
 from specatlas.bench.published import SPEC_BENCH_FILE, PublishedDataError
 from specatlas.bench.results import config_hash
+from specatlas.bench.run import _arguments
 from specatlas.cli import main
 from specatlas.paths import repo_root
 
@@ -299,3 +302,10 @@ def test_fastest_here_is_the_fastest_lossless_method_measured_on_this_hardware(w
     assert main(["leaderboard", "--results", str(folder), "--fastest"]) == 1  # nothing for the embedded model
     err = capsys.readouterr().err
     assert "no result in" in err and "ranks a lossless method on smollm2-135m-instruct" in err and err.count("\n") == 1
+
+
+def test_recorded_arguments_name_files_outside_the_repository_by_name_only():
+    # the bench of 2026-12-05 recorded `--questions /abs/path/question.jsonl` verbatim in its provenance
+    args = argparse.Namespace(questions=Path("/elsewhere/data/spec_bench/question.jsonl"), out=Path("/elsewhere/out"),
+                              seed=0, _private=1)
+    assert _arguments(args) == {"out": "out", "questions": "question.jsonl", "seed": 0}

@@ -305,7 +305,8 @@ def _default_out() -> Path:
 
 
 def _arguments(args) -> dict:
-    return {k: str(v) if isinstance(v, Path) else v for k, v in sorted(vars(args).items()) if not k.startswith("_")}
+    """The command's arguments as recorded in results: paths as `_shown` records them."""
+    return {k: _shown(v) if isinstance(v, Path) else v for k, v in sorted(vars(args).items()) if not k.startswith("_")}
 
 
 def _reason(exc: Exception) -> str:
