@@ -185,8 +185,11 @@ class CostAware:
             return draft
         node_depths = draft.node_depths()
         keep = self._best_depth(draft.key, lambda d: None if d > max(node_depths) else 1 + sum(x <= d for x in node_depths))
-        (self.declined.discard if keep else self.declined.add)(draft.key)
-        return draft.cut(keep or self._probe(draft.key))
+        if keep:
+            self.declined.discard(draft.key)
+            return draft.cut(keep)
+        self.declined.add(draft.key)
+        return draft.cut(self._probe(draft.key))
 
     def _probe(self, key) -> int:
         """A probe of depth 1 for a key idle for `PROBE_EVERY` steps (or never drafted)."""
