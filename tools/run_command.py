@@ -136,7 +136,8 @@ def execute(args: argparse.Namespace) -> int:
             print(target.tokenizer.decode(output.tokens, skip_special_tokens=True))
         print(f"[{stats.new_tokens} tokens, {stats.tokens_per_second:.1f} tokens/s, "
               f"{stats.mean_accepted:.2f} mean accepted tokens per step, {stats.target_forwards} target forward passes, "
-              f"draft {stats.draft_seconds:.2f}s / verify {stats.verify_seconds:.2f}s"
+              f"draft {stats.draft_seconds:.2f}s / verify {stats.verify_seconds:.2f}s "
+              f"(target forwards {stats.forward_seconds:.2f}s of it)"
               + (f" ({stats.overlapped_seconds:.2f}s of them at once)" if round(stats.overlapped_seconds, 2) else "")
               + f", peak RSS {peak_mb:.0f} MB]")
         if comparison:

@@ -36,6 +36,7 @@ class Stats:
     prefill_seconds: float = 0.0
     draft_seconds: float = 0.0
     verify_seconds: float = 0.0
+    forward_seconds: float = 0.0  # of verify_seconds, the target's verification forwards (`Session.score`)
     wall_seconds: float = 0.0
 
     @property
@@ -69,6 +70,7 @@ class Stats:
             "prefill_seconds": round(self.prefill_seconds, 4),
             "draft_seconds": round(self.draft_seconds, 4),
             "verify_seconds": round(self.verify_seconds, 4),
+            "forward_seconds": round(self.forward_seconds, 4),
             "overlapped_seconds": round(self.overlapped_seconds, 4),
             "wall_seconds": round(self.wall_seconds, 4),
         }
@@ -112,6 +114,16 @@ def room_after(model, prompt: list[int], max_new_tokens: int = 1) -> int | None:
     return None if limit is None else limit - len(prompt)
 
 
+def finished(tensor: torch.Tensor) -> None:
+    """Wait for the kernels queued before `tensor` is ready: CUDA and MPS run them asynchronously, so a
+    timer read without this would count their launch, and the first read of the result (acceptance)
+    would pay for them instead. On a CPU the forward has already run."""
+    if tensor.device.type == "cuda":
+        torch.cuda.synchronize(tensor.device)
+    elif tensor.device.type == "mps":
+        torch.mps.synchronize()
+
+
 class Session:
     """One generation on the target: its KV cache and the committed tokens.
 
@@ -130,6 +142,7 @@ class Session:
         self.tokens = list(prompt)
         self.cache = kv.new_cache(target)
         self.forwards = 0
+        self.forward_seconds = 0.0  # in `score`'s forwards: a step's verification less acceptance and bookkeeping
         hidden = {}
         if len(prompt) > 1:
             out = forward(target, self.cache, self.tokens[:-1], hidden_layers=self.hidden_layers, last_only=True)
@@ -147,10 +160,14 @@ class Session:
         """The verification forward over [pending] + draft (row 0: the pending token)."""
         rows, tree = [self.tokens[-1]] + draft.tokens, [-1] + [parent + 1 for parent in draft.parents]
         self.forwards += 1
+        begin = time.perf_counter()
         if draft.exit_states is None:
-            return self.forward(self.target, self.cache, rows, tree=tree, hidden_layers=self.hidden_layers)
-        # an early exit already ran the first rows through the shallow layers
-        return forward_from_exit(self.target, self.cache, draft.exit_states, rows, tree, self.hidden_layers)
+            out = self.forward(self.target, self.cache, rows, tree=tree, hidden_layers=self.hidden_layers)
+        else:  # an early exit already ran the first rows through the shallow layers
+            out = forward_from_exit(self.target, self.cache, draft.exit_states, rows, tree, self.hidden_layers)
+        finished(out.logits)
+        self.forward_seconds += time.perf_counter() - begin
+        return out
 
     def settle(self, draft: Draft, out: kv.ForwardOutput) -> Verified:
         """Acceptance, KV rollback and commit of `draft` on `score`'s forward. That forward may have
@@ -217,6 +234,7 @@ class SpeculativeDecoder:
             if done is not None:
                 break
         stats.target_forwards = session.forwards
+        stats.forward_seconds = session.forward_seconds
         stats.wall_seconds = clock() - started
         return Output(list(session.tokens[len(prompt) :][: stats.new_tokens]), stats)
 

@@ -8,11 +8,14 @@ PACKAGES = {"python": "3.11.7", "torch": "2", "transformers": "5", "specatlas": 
 HARDWARE = {"cpu": "Test CPU", "gpu": None, "cores": 2, "torch_threads": 2, "platform": "test"}
 
 
-def turn(tokens, seconds, steps=None, widths=None, drafted=None, accepted=None, timed=True, draft=0.1, verify=None):
+def turn(tokens, seconds, steps=None, widths=None, drafted=None, accepted=None, timed=True, draft=0.1, verify=None,
+         forward=None):
+    """`forward`: the turn's timed target forwards (`Turn.forward_seconds`); None: left out, as result
+    files before 2026-12-05 have it."""
     return {"seed": 1, "tokens": tokens, "wall_seconds": seconds, "steps": steps or len(tokens),
             "widths": widths or {1: len(tokens)}, "draft_seconds": draft if timed else None,
             "verify_seconds": (seconds / 2 if verify is None else verify) if timed else None,
-            "drafted_at": drafted, "accepted_at": accepted}
+            "drafted_at": drafted, "accepted_at": accepted} | ({} if forward is None else {"forward_seconds": forward})
 
 
 def build_run(samples, methods=("baseline", "fast"), hardware=HARDWARE, temperature=0.0, errors=None, names=None,

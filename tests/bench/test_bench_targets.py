@@ -68,6 +68,28 @@ def test_step_time_is_not_split_where_the_widths_miss_steps():
     assert step_time([plain], {1: 0.01}) is not None
 
 
+def test_step_time_takes_the_forwards_as_timed_where_every_turn_records_them():
+    # 4 steps, 48 ms of verification of which 44 ms in the forwards: the cost curve's 10 ms per
+    # one-token forward would leave 8 ms of "overhead" that is attention over a longer context.
+    timed = Turn.model_validate(turn([1, 2, 3, 4], 1.0, verify=0.048, draft=0.0, forward=0.044))
+    measured = step_time([timed], {1: 0.01})
+    assert measured.measured and (measured.forward, measured.overhead) == pytest.approx((0.011, 0.001))
+    assert measured.overhead_share == pytest.approx(0.1)
+    # early-exit turns, whose widths miss steps, split too: the forward was timed, not priced
+    resumed = Turn.model_validate(turn([1, 2, 3, 4], 1.0, steps=4, widths={1: 1}, verify=0.048, forward=0.04))
+    assert step_time([resumed], {1: 0.01}).forward == pytest.approx(0.01)
+    # one turn without the timing (an older result file's session): all are priced
+    priced = step_time([timed, Turn.model_validate(turn([1, 2], 1.0, verify=0.024, draft=0.0))], {1: 0.01})
+    assert not priced.measured and priced.forward == pytest.approx(0.01)
+
+
+def test_a_turn_whose_forwards_exceed_its_verification_is_refused():
+    with pytest.raises(ValueError, match="forward_seconds is part of verify_seconds"):
+        Turn.model_validate(turn([1, 2], 1.0, verify=0.02, forward=0.03))
+    with pytest.raises(ValueError, match="forward_seconds is part of verify_seconds"):
+        Turn.model_validate(turn([1, 2], 1.0, timed=False, forward=0.01))
+
+
 def test_leaderboard_time_table_shows_the_per_step_forward_and_overhead(write_run):
     page = measured_markdown(write_run(targets_run()).parent)
     rows = {r.split("|")[1].strip(): r for r in table_rows(page, "Where the time goes")}

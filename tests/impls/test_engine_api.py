@@ -181,3 +181,33 @@ def test_an_inner_decoder_is_lossless_under_sampling(sampling):
     want = sequence_distribution(target, PROMPT, length, sampling)
     worst = max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
     assert abs(sum(got.values()) - 1) < 1e-9 and worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"
+
+
+def test_the_stats_time_the_target_forwards_apart_from_the_rest_of_the_verification():
+    """`forward_seconds` is the verification forwards alone: the bench's per-step overhead is the
+    verification less it. A forward and an acceptance that each sleep a known time bound both sides."""
+    import time
+
+    from specatlas.impls.engine import kv
+    from specatlas.impls.engine.verification import GreedyMatch
+
+    def slow_forward(*args, **kwargs):
+        time.sleep(0.02)
+        return kv.forward(*args, **kwargs)
+
+    class SlowAcceptance(GreedyMatch):
+        def verify(self, *args):
+            time.sleep(0.01)
+            return super().verify(*args)
+
+    class Repeat(Drafter):
+        def propose(self, context, depth, sampling, rng):
+            return Draft.chain([context[-1]] * depth)
+
+    decoder = SpeculativeDecoder(ToyLM(seed=4), Repeat(), greedy_verifier=SlowAcceptance(),
+                                 draft_length=FixedLength(2), forward=slow_forward)
+    stats = decoder.generate(PROMPT, 6).stats
+    steps = len(stats.accepted_lengths)
+    assert steps >= 2 and stats.target_forwards == steps + 1  # the prefill is not a verification
+    assert 0.02 * steps <= stats.forward_seconds <= stats.verify_seconds - 0.01 * steps
+    assert stats.as_dict()["forward_seconds"] == round(stats.forward_seconds, 4)

@@ -66,6 +66,7 @@ class Turn:
     widths: dict[int, int]  # tokens fed per decoding forward -> how many such forwards (prefill excluded)
     draft_seconds: float | None = None  # None where the implementation does not expose it (peers)
     verify_seconds: float | None = None
+    forward_seconds: float | None = None  # of verify_seconds, the target's verification forwards
     drafted_at: list[int] | None = None  # per draft position: steps that reached it
     accepted_at: list[int] | None = None
 
@@ -131,7 +132,7 @@ def specatlas_method(spec: MethodSpec, target, draft_model, policy: DraftLengthP
         s = out.stats
         steps = len(s.accepted_lengths)
         return Turn(out.tokens, s.wall_seconds, steps, dict(Counter(widths[len(widths) - steps:])),
-                    s.draft_seconds, s.verify_seconds, list(s.drafted_at), list(s.accepted_at))
+                    s.draft_seconds, s.verify_seconds, s.forward_seconds, list(s.drafted_at), list(s.accepted_at))
 
     setup = decoder.drafter.describe() + "; " + decoder.draft_length.describe() if decoder.drafter else "no drafter"
     if policy.name == PAPER and spec.paper_settings:

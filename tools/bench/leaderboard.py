@@ -367,12 +367,13 @@ def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: 
         "- **Lossless** (identical outputs / compared): every greedy output compared token by "
         "token with the baseline's.",
         "- **Target forward** and **overhead** (ms per decoding step): a step drafts, then verifies in one "
-        "target forward. *Target forward* prices that step's forward at its width on the run's cost curve; "
-        "*overhead* is the rest of the verification time (tree mask and positions, acceptance, KV rollback, "
-        "commit, and attention over a context longer than the curve's 64 tokens, which the baseline's row "
-        "shows alone), also as a share of a one-token forward. Drafting is apart, in its own column. "
-        "Blank (–) where a row's steps were not timed (peers) or its verifications ran outside the counted "
-        "forward (resumed from an early exit).",
+        "target forward. *Target forward* is that forward as the engine timed it (result files before "
+        "2026-12-05 price it at its width on the run's cost curve, timed after 64 cached tokens, so their "
+        "overhead also holds attention over the rest of the context); *overhead* is the rest of the "
+        "verification time (tree mask and positions, acceptance, KV rollback, commit), also as a share of "
+        "a one-token forward on the cost curve. Drafting is apart, in its own column. Blank (–) where a "
+        "row's steps were not timed (peers) or, priced, its verifications ran outside the counted forward "
+        "(resumed from an early exit).",
     ]
     return "\n".join(out)
 
@@ -669,7 +670,10 @@ def targets_markdown(run: Run, name: str) -> str:
                 "| Row | Category | Speedup |", "|---|---|---:|"]
         out += [f"| {md(row)} | {md(SUBTASKS.get(category, category))} | {value:.3f}× |" for row, category, value in below]
     if timed:
-        out += ["", f"**Per-step time** (ms per decoding step; a one-token forward costs "
+        how = ("target forwards as the engine timed them" if all(t.measured for _, t in timed) else
+               "target forwards priced on the cost curve, timed after 64 cached tokens: the overhead also holds "
+               "attention over the rest of the context")
+        out += ["", f"**Per-step time** (ms per decoding step; {how}; a one-token forward costs "
                 f"{_milliseconds(forward_cost(run.cost_curve, 1))} ms on the cost curve)", "",
                 "| Row | Steps | Step | Drafting | Target forward | Overhead | Overhead (% of a one-token forward) |",
                 "|---|---:|---:|---:|---:|---:|---:|"]

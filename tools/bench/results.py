@@ -70,14 +70,19 @@ class Turn(_Strict):
     widths: dict[Width, Annotated[int, Field(ge=0)]]  # tokens fed -> forwards
     draft_seconds: float | None = Seconds
     verify_seconds: float | None = Seconds
+    # of verify_seconds, the target's verification forwards as timed (result files before 2026-12-05 lack it)
+    forward_seconds: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     drafted_at: list[Annotated[int, Field(ge=0)]] | None  # draft tokens proposed at each depth
     accepted_at: list[Annotated[int, Field(ge=0)]] | None  # and of those, accepted
 
     @model_validator(mode="after")
-    def _accepted_within_drafted(self) -> Turn:
+    def _consistent(self) -> Turn:
         drafted, accepted = self.drafted_at or [], self.accepted_at or []
         if len(drafted) != len(accepted) or any(a > d for a, d in zip(accepted, drafted)):
             raise ValueError("accepted_at must list, per draft position, at most the drafted_at tokens")
+        if self.forward_seconds is not None and (self.verify_seconds is None
+                                                 or self.forward_seconds > self.verify_seconds + 1e-6):
+            raise ValueError("forward_seconds is part of verify_seconds: it needs verify_seconds, and cannot exceed it")
         if self.steps > len(self.tokens):
             raise ValueError(f"{self.steps} steps for {len(self.tokens)} tokens: every counted target forward "
                              "commits at least one token")
@@ -361,6 +366,7 @@ class StepTime:
     forward: float
     overhead: float
     one_token: float  # c(1): a one-token target forward, from the run's cost curve
+    measured: bool = False  # forward as timed in the engine, not priced by the cost curve
 
     @property
     def total(self) -> float:
@@ -377,23 +383,29 @@ def step_time(turns: list[Turn], curve: dict[int, float]) -> StepTime | None:
     engine's loop (`decoding.SpeculativeDecoder.steps`; `Turn.steps` counts them, the prefill
     excluded, so mean accepted tokens are tokens / steps): drafting (`draft_seconds`, the draft-
     length policy's choice included), then one verification (`verify_seconds`). Of the
-    verification, `forward` is the target forwards at the widths the steps fed, priced by the
-    run's cost curve, and `overhead` the rest: building the tree mask and positions, acceptance,
-    KV rollback, commit, and attention over a context longer than the curve's (the baseline's
-    overhead is this floor). The prefill and the loop's bookkeeping between steps are in no step:
-    result files do not record them apart. None where a turn's drafting and verification are not
-    timed (peers), or its widths do not count one forward per step (a verification resumed from an
-    early exit runs outside the counted forward)."""
-    if not turns or any(t.draft_seconds is None or t.verify_seconds is None or sum(t.widths.values()) != t.steps
-                        for t in turns):
+    verification, `forward` is the target's forwards and `overhead` the rest: building the tree
+    mask and positions, acceptance, KV rollback and commit (the baseline's overhead is this floor).
+    The forwards are as timed (`forward_seconds`) where every turn records them; in older result
+    files they are priced by the run's cost curve at the widths the steps fed, which is timed after a
+    64-token context, so there the overhead also holds attention over the rest of the context. The
+    prefill and the loop's bookkeeping between steps are in no step: result files do not record them
+    apart. None where a turn's drafting and verification are not timed (peers), or, priced, its widths
+    do not count one forward per step (a verification resumed from an early exit runs outside the
+    counted forward)."""
+    if not turns or any(t.draft_seconds is None or t.verify_seconds is None for t in turns):
         return None
     steps = sum(t.steps for t in turns)
     if not steps:
         return None
-    forward = sum(forward_cost(curve, w) * n for t in turns for w, n in t.widths.items())
+    if all(t.forward_seconds is not None for t in turns):
+        forward = sum(t.forward_seconds for t in turns)
+    elif any(sum(t.widths.values()) != t.steps for t in turns):
+        return None
+    else:
+        forward = sum(forward_cost(curve, w) * n for t in turns for w, n in t.widths.items())
     verify = sum(t.verify_seconds for t in turns)
     return StepTime(steps, sum(t.draft_seconds for t in turns) / steps, forward / steps, (verify - forward) / steps,
-                    forward_cost(curve, 1))
+                    forward_cost(curve, 1), measured=all(t.forward_seconds is not None for t in turns))
 
 
 def forward_cost(curve: dict[int, float], width: int) -> float:
