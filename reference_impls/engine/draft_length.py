@@ -21,10 +21,10 @@ context makes wide forwards dearer); `step`, the seconds of one step, and `level
 drafting one level, are followed online from every step, whatever its width, so load on the
 machine rescales every width alike. d = 0 is a plain step. When the best depth is 0, a
 depth-1 probe is made after `PROBE_EVERY` steps without a draft, so a drafter that stopped
-paying is tried again, seldom. A draft that does not pay at its actual widths (a tree wider than
-`nodes` guessed: SWIFT's widens where its drafter is unsure) is work thrown away, so its key is
-declined: no draft is asked for on its account until one of its probes pays, and a plain step
-costs what a baseline step does.
+paying is tried again, seldom. Before a key's first draft its widths are the structure's guess
+(`nodes`); from then on `choose` prices the widths its drafts had (a tree may be wider than
+guessed: SWIFT's widens where its drafter is unsure), as `trim` does, so a draft the policy
+asks for is one it expects to keep, and a plain step asks the drafter for nothing.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class CostAware:
         self.level_seconds = 0.0
         self.counts: dict[object, tuple[list[float], list[float]]] = {}  # key -> (accepted, reached) by position
         self.idle: dict[object, int] = {}  # key -> steps since a draft of it was verified
-        self.declined: set[object] = set()  # keys whose last draft did not pay: `choose` asks for none for them
+        self.node_counts: dict[object, list[float | None]] = {}  # key -> by depth d, nodes at depth <= d in its drafts
         self.plain = PROBE_EVERY  # steps since any draft was verified
 
     def at(self, context: int) -> None:
@@ -161,35 +161,39 @@ class CostAware:
                 best, best_rate = depth, rate
         return best
 
+    def expected_width(self, key, depth: int) -> float:
+        """The width of a depth-`depth` draft of `key`: as its drafts had it (faded by `MEMORY`),
+        else the structure's guess."""
+        counts = self.node_counts.get(key)
+        learnt = counts[depth] if counts and depth < len(counts) else None
+        return 1 + (self.nodes(depth) if learnt is None else learnt)
+
     def choose(self) -> int:
         """A depth budget for the drafter: the best for any key seen, or for a new one (the coming
-        draft's key is not known yet) but a declined one; a probe when none pays and nothing was
-        drafted for long."""
-        keys = [key for key in self.counts if key not in self.declined]
+        draft's key is not known yet); a probe when none pays and nothing was drafted for long."""
+        keys = list(self.counts)
         keys += [object()] if any(key is not None for key in self.counts) or not self.counts else []
-        best = max((self._best_depth(key, lambda d: 1 + self.nodes(d)) for key in keys), default=0)
+        best = max((self._best_depth(key, lambda d, key=key: self.expected_width(key, d)) for key in keys), default=0)
         return best or int(self.plain >= PROBE_EVERY)
 
     def depth_for(self, key, budget: int) -> int:
         """Before drafting, for a drafter that knows its draft's key (SAM-Decoding's auxiliary
-        drafter): the depth that pays for `key` on the structure's expected widths, at most
-        `budget`; 0, so nothing is drafted, unless a probe is due. A declined key gets probes only."""
-        best = 0 if key in self.declined else self._best_depth(key, lambda d: 1 + self.nodes(d))
-        return min(budget, best or self._probe(key))
+        drafter): the depth that pays for `key` at its expected widths, at most `budget`; 0, so
+        nothing is drafted, unless a probe is due."""
+        return min(budget, self._best_depth(key, lambda d: self.expected_width(key, d)) or self._probe(key))
 
     def trim(self, draft):
-        """The draft cut to the depth that pays for its key, priced at its actual widths; a probe
-        of depth 1 for a key idle for `PROBE_EVERY` steps (or never drafted). A key whose draft does
-        not pay is declined (`choose` asks for none) until one of its drafts pays here."""
+        """The draft cut to the depth that pays for its key, priced at its actual widths (which
+        `choose` learns from here); a probe of depth 1 for a key idle for `PROBE_EVERY` steps (or
+        never drafted)."""
         if draft.auxiliary or not draft.tokens:  # auxiliary rows (a Jacobi window) are not cut
             return draft
         node_depths = draft.node_depths()
-        keep = self._best_depth(draft.key, lambda d: None if d > max(node_depths) else 1 + sum(x <= d for x in node_depths))
-        if keep:
-            self.declined.discard(draft.key)
-            return draft.cut(keep)
-        self.declined.add(draft.key)
-        return draft.cut(self._probe(draft.key))
+        widths = {d: 1 + sum(x <= d for x in node_depths) for d in range(1, min(max(node_depths), self.max_depth) + 1)}
+        counts = self.node_counts.setdefault(draft.key, [None] * (self.max_depth + 1))
+        for depth, width in widths.items():
+            counts[depth] = width - 1 if counts[depth] is None else MEMORY * counts[depth] + (1 - MEMORY) * (width - 1)
+        return draft.cut(self._best_depth(draft.key, widths.get) or self._probe(draft.key))
 
     def _probe(self, key) -> int:
         """A probe of depth 1 for a key idle for `PROBE_EVERY` steps (or never drafted)."""

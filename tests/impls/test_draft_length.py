@@ -141,6 +141,22 @@ def test_a_drafter_whose_trees_never_pay_is_asked_for_drafts_only_to_probe():
     assert asked == verified and len(verified) == 100 // (PROBE_EVERY + 1) + 1  # the first draft, then a probe every PROBE_EVERY plain steps
 
 
+def test_one_draft_wider_than_its_key_pays_for_does_not_stop_the_drafts_that_pay():
+    # A tree of 3 siblings (width 4) whose first token is always accepted pays on this curve
+    # (2 tokens for 1.55 steps). One draft of 15 siblings is cut (a Hydra or EAGLE-2 tree that
+    # spread where its heads were unsure); the next step still asks for the drafts that pay, since
+    # the key's widths follow its drafts (faded), not that one.
+    policy = CostAware(4, {CONTEXT: relative(CURVE)})
+    siblings = lambda n: Draft(list(range(n)), [-1] * n)  # noqa: E731
+    for _ in range(40):
+        draft = policy.trim(siblings(3)) if policy.choose() else Draft()
+        policy.record(draft, 1 if draft.depth else 0, 0.0, STEP * policy.ratio(1 + len(draft.tokens)), 1 + len(draft.tokens))
+    assert policy.choose() > 0 and policy.trim(siblings(3)).depth == 1
+    assert policy.trim(siblings(15)).depth == 0  # 2 tokens for 2.2 steps: cut
+    policy.record(Draft(), 0, 0.0, STEP, 1)
+    assert policy.choose() > 0 and policy.expected_width(None, 1) == pytest.approx(1 + 0.95 * 3 + 0.05 * 15)
+
+
 # `--draft-length` is parsed once into a `DraftLengthPolicy`, whose name is what results record.
 @pytest.mark.parametrize("text, policy", [
     ("paper", DraftLengthPolicy.paper()),
