@@ -123,6 +123,7 @@ class CostAware:
     def __init__(self, max_depth: int, relative_cost: dict[int, dict[int, float]], nodes=lambda d: d):
         self.max_depth, self.relative, self.nodes = max_depth, dict(relative_cost), nodes
         self.context = min(self.relative)
+        self.ratios: dict[int, float] = {}  # r(w) at `context`: every key and depth prices the same few widths
         self.step_seconds: float | None = None
         self.level_seconds = 0.0
         self.counts: dict[object, tuple[list[float], list[float]]] = {}  # key -> (accepted, reached) by position
@@ -132,10 +133,13 @@ class CostAware:
 
     def at(self, context: int) -> None:
         """The coming step verifies after `context` tokens."""
-        self.context = context
+        if context != self.context:
+            self.context, self.ratios = context, {}
 
     def ratio(self, width: int) -> float:
-        return price(self.relative, width, self.context)
+        if width not in self.ratios:
+            self.ratios[width] = price(self.relative, width, self.context)
+        return self.ratios[width]
 
     def acceptances(self, key) -> list[float]:
         """a_1..a_max for `key` (index 0 holds the prior)."""
