@@ -126,6 +126,7 @@ class CostAware:
         self.ratios: dict[int, float] = {}  # r(w) at `context`: every key and depth prices the same few widths
         self.step_seconds: float | None = None
         self.level_seconds = 0.0
+        self.drafts = 0  # drafts recorded
         self.counts: dict[object, tuple[list[float], list[float]]] = {}  # key -> (accepted, reached) by position
         self.idle: dict[object, int] = {}  # key -> steps since a draft of it was verified
         self.node_counts: dict[object, list[float | None]] = {}  # key -> by depth d, nodes at depth <= d in its drafts
@@ -211,7 +212,14 @@ class CostAware:
             self.idle[key] += 1
         if not draft.depth:
             return
-        self.level_seconds = MEMORY * self.level_seconds + (1 - MEMORY) * draft_seconds / draft.depth
+        # A drafter's first draft pays its one-off setup (Sequoia's tree search and the cost curves
+        # it times, a datastore's load): seconds, not a level's cost, and the fading average would
+        # keep them for dozens of drafts, which the policy, seeing drafts as dear, would not make.
+        # The second draft sets the cost outright; later ones fade into it.
+        level = draft_seconds / draft.depth
+        if self.drafts:
+            self.level_seconds = level if self.drafts == 1 else MEMORY * self.level_seconds + (1 - MEMORY) * level
+        self.drafts += 1
         self.plain = self.idle[draft.key] = 0
         accepted_at, reached_at = self.counts.setdefault(draft.key, ([0.0] * (self.max_depth + 1), [0.0] * (self.max_depth + 1)))
         for position in range(1, self.max_depth + 1):

@@ -76,3 +76,10 @@ def test_small_bench_end_to_end_with_resume_after_kill(tmp_path):
     for method in ("saxena2023prompt", "saxena2023prompt@cost-aware", "hf-generate"):
         assert run.summary[method]["lossless"]["status"] == "pass", run.summary[method]["lossless"]
         assert run.summary[method]["overall"]["speedup"] > 0
+    # our rows time their target forwards inside their verification; a peer's steps are not timed
+    for sample in run.samples:
+        for turn in sample.turns:
+            if sample.method == "hf-generate":
+                assert turn.forward_seconds is None and turn.verify_seconds is None
+            else:
+                assert 0 < turn.forward_seconds <= turn.verify_seconds
