@@ -369,8 +369,9 @@ def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: 
         "- **Target forward** and **overhead** (ms per decoding step): a step drafts, then verifies in one "
         "target forward. *Target forward* is that forward as the engine timed it (result files before "
         "2026-12-05 price it at its width on the run's cost curve, timed after 64 cached tokens, so their "
-        "overhead also holds attention over the rest of the context); *overhead* is the rest of the "
-        "verification time (tree mask and positions, acceptance, KV rollback, commit), also as a share of "
+        "overhead also holds attention over the rest of the context and the tree mask); *overhead* is the rest "
+        "of the verification time (acceptance, KV rollback, commit; the tree mask and positions are built "
+        "inside the timed forward call), also as a share of "
         "a one-token forward on the cost curve. Drafting is apart, in its own column. Blank (–) where a "
         "row's steps were not timed (peers) or, priced, its verifications ran outside the counted forward "
         "(resumed from an early exit).",

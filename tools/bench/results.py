@@ -383,11 +383,12 @@ def step_time(turns: list[Turn], curve: dict[int, float]) -> StepTime | None:
     engine's loop (`decoding.SpeculativeDecoder.steps`; `Turn.steps` counts them, the prefill
     excluded, so mean accepted tokens are tokens / steps): drafting (`draft_seconds`, the draft-
     length policy's choice included), then one verification (`verify_seconds`). Of the
-    verification, `forward` is the target's forwards and `overhead` the rest: building the tree
-    mask and positions, acceptance, KV rollback and commit (the baseline's overhead is this floor).
-    The forwards are as timed (`forward_seconds`) where every turn records them; in older result
-    files they are priced by the run's cost curve at the widths the steps fed, which is timed after a
-    64-token context, so there the overhead also holds attention over the rest of the context. The
+    verification, `forward` is the target's forward call (the tree mask and positions are built in
+    it) and `overhead` the rest: acceptance, KV rollback and commit (the baseline's overhead is this
+    floor). The forwards are as timed (`forward_seconds`) where every turn records them; in older
+    result files they are priced by the run's cost curve at the widths the steps fed, which is timed
+    after a 64-token context, so there the overhead also holds the tree mask and attention over the
+    rest of the context. The
     prefill and the loop's bookkeeping between steps are in no step: result files do not record them
     apart. None where a turn's drafting and verification are not timed (peers), or, priced, its widths
     do not count one forward per step (a verification resumed from an early exit runs outside the
