@@ -133,7 +133,8 @@ def templated(records: list[dict], seed: int = 0, arithmetic: int = 600) -> list
 
 
 def normalised(text: str) -> str:
-    return " ".join(re.findall(r"\w+", text.lower()))
+    # A sign starting a word is kept: "-28 degrees" and "28 degrees" are two prompts.
+    return " ".join(re.findall(r"(?<!\w)-?\w+", text.lower()))
 
 
 def keep(text: str) -> bool:

@@ -56,3 +56,9 @@ def test_the_projects_own_sources_share_no_text_with_any_benchmark():
     own = prompt_pool.project() + prompt_pool.templated(records)
     assert len(own) > 1000
     assert not shared_text([p.text for p in own])
+
+
+def test_duplicates_are_judged_on_words_and_signs_not_punctuation_or_case():
+    normalised = prompt_pool.normalised
+    assert normalised("Convert -28 degrees Celsius!") != normalised("Convert 28 degrees Celsius.")  # two prompts
+    assert normalised("A well-known fact, e.g. this.") == normalised("a WELL known fact e g this")
