@@ -398,7 +398,8 @@ def step_time(turns: list[Turn], curve: dict[int, float]) -> StepTime | None:
     steps = sum(t.steps for t in turns)
     if not steps:
         return None
-    if all(t.forward_seconds is not None for t in turns):
+    measured = all(t.forward_seconds is not None for t in turns)
+    if measured:
         forward = sum(t.forward_seconds for t in turns)
     elif any(sum(t.widths.values()) != t.steps for t in turns):
         return None
@@ -406,7 +407,7 @@ def step_time(turns: list[Turn], curve: dict[int, float]) -> StepTime | None:
         forward = sum(forward_cost(curve, w) * n for t in turns for w, n in t.widths.items())
     verify = sum(t.verify_seconds for t in turns)
     return StepTime(steps, sum(t.draft_seconds for t in turns) / steps, forward / steps, (verify - forward) / steps,
-                    forward_cost(curve, 1), measured=all(t.forward_seconds is not None for t in turns))
+                    forward_cost(curve, 1), measured)
 
 
 def forward_cost(curve: dict[int, float], width: int) -> float:
