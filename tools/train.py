@@ -63,7 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, help="a `specatlas train-data` folder (default: the shipped data for the "
                                                    "embedded model, else ./train-data-<model>)")
     parser.add_argument("--tokens", type=number(int, 1, MAX_TOKENS), help="train on the first data shards holding this many answer tokens "
-                                                   "(default: all)")
+                                                   "(default: all, recorded in the model card's command as the count)")
     parser.add_argument("--seed", type=number(int, 0, MAX_SEED), default=0)
     add_trust_remote_code(parser)
 
@@ -108,8 +108,12 @@ def execute(args: argparse.Namespace) -> int:
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     output = output or checked(default_output(trainer, loaded.name))
+    data = args.data or train_data.default_folder(loaded.name)
+    # "All the data" changes meaning when `specatlas train-data` appends shards: the run, and the
+    # command its card prints, name the answer tokens that select today's shards.
+    args.tokens = args.tokens or train_data.training_tokens(data)
     try:  # the head folder is checked again when saved: something else may have written there since
-        result = train_one(trainer, loaded, args.data or train_data.default_folder(loaded.name), args.tokens, output,
+        result = train_one(trainer, loaded, data, args.tokens, output,
                            args.budget_minutes, args.steps, args.seed, card_command(args), args.stop_at, epochs)
     except WriteError as exc:
         raise CommandError(str(exc)) from None

@@ -308,16 +308,9 @@ def _commit() -> str | None:
 HELD_OUT_SHARDS = 1  # the first answer shards: never trained on, the held-out set of every run on this data
 
 
-def load(folder: Path, tokenizer, tokens: int | None = None) -> tuple[list[tuple[str, list]], int]:
-    """The answer shards of `folder` in manifest order, as (content hash, conversations) with every
-    prompt's token ids filled in (third-party prompts re-read from their source by reference and
-    checked against the recorded hash), and how many of them, first, are held out. With `tokens`,
-    the training shards stop once they hold that many answer tokens (the data-size curve trains on
-    such prefixes, all evaluated on the same held-out shards)."""
-    from specatlas.impls.engine.models import encode_chat
-    from specatlas.impls.families.answers import ShardError, file_sha, read_shard, text_sha
-    from specatlas.prompt_pool import THIRD_PARTY, SourceError, sharegpt
-
+def selected(folder: Path, tokens: int | None = None) -> list[dict]:
+    """The manifest entries of the answer shards `load` reads: the held-out ones, then training
+    shards in order until they hold `tokens` answer tokens (all of them without `tokens`)."""
     manifest = read_manifest(folder)
     if len(manifest["answers"]) <= HELD_OUT_SHARDS:
         raise CommandError(f"not enough training data in {folder} ({len(manifest['answers'])} answer shards; the first "
@@ -328,6 +321,26 @@ def load(folder: Path, tokenizer, tokens: int | None = None) -> tuple[list[tuple
             break
         chosen.append(entry)
         total += entry["answer_tokens"]
+    return chosen
+
+
+def training_tokens(folder: Path) -> int:
+    """The answer tokens of every training shard in `folder`: as `--tokens`, it selects exactly those
+    shards again after `specatlas train-data` has appended more."""
+    return sum(entry["answer_tokens"] for entry in selected(folder)[HELD_OUT_SHARDS:])
+
+
+def load(folder: Path, tokenizer, tokens: int | None = None) -> tuple[list[tuple[str, list]], int]:
+    """The answer shards of `folder` in manifest order, as (content hash, conversations) with every
+    prompt's token ids filled in (third-party prompts re-read from their source by reference and
+    checked against the recorded hash), and how many of them, first, are held out. With `tokens`,
+    the training shards stop once they hold that many answer tokens (the data-size curve trains on
+    such prefixes, all evaluated on the same held-out shards)."""
+    from specatlas.impls.engine.models import encode_chat
+    from specatlas.impls.families.answers import ShardError, file_sha, read_shard, text_sha
+    from specatlas.prompt_pool import THIRD_PARTY, SourceError, sharegpt
+
+    chosen = selected(folder, tokens)
     third_party: dict[str, str] | None = None
     shards = []
     for entry in chosen:

@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from specatlas import train_data
 from specatlas.impls.families import answers, training
 from specatlas.impls.families.answers import Conversation, text_sha
 from specatlas.impls.engine.checkpoints import load
@@ -168,7 +169,8 @@ def test_the_card_command_keeps_what_shapes_the_weights_and_parses_back():
 
 def test_shipped_cards_of_stopped_runs_print_the_command_that_remakes_them():
     """Every shipped head trained on a step schedule (its card records `planned_steps`): the card's
-    command parses as `specatlas train`, runs its schedule, and stops where the run stopped."""
+    command parses as `specatlas train`, runs its schedule, stops where the run stopped, and trains on
+    the shards the card names, however many `specatlas train-data` has built since."""
     import shlex
 
     from specatlas.cli import build_parser
@@ -184,6 +186,10 @@ def test_shipped_cards_of_stopped_runs_print_the_command_that_remakes_them():
         stop = card["steps"] if card["steps"] < card["planned_steps"] else None
         assert (args.steps, args.stop_at, args.seed) == (card["planned_steps"], stop, card["config"]["seed"]), card["family"]
         assert "--budget-minutes" not in argv
+        # the data is pinned: the card's --tokens selects the shards it names (their combined hash)
+        chosen = train_data.selected(train_data.default_folder(card["base_model"]), args.tokens)
+        assert train_data.describe(train_data.default_folder(card["base_model"]), [(e["sha256"], []) for e in chosen],
+                                   train_data.HELD_OUT_SHARDS) == card["data_source"], card["family"]
 
 
 def test_epochs_resolve_to_the_steps_that_draw_the_training_data_that_often(tmp_path, loaded):

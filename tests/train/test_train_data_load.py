@@ -33,6 +33,17 @@ def test_the_first_shard_is_held_out_and_tokens_choose_a_prefix_of_the_rest(tmp_
     assert len(shards) == 2  # the held-out shard and one to train on
 
 
+def test_all_the_data_is_pinned_as_a_token_count_that_selects_the_same_shards_after_more_are_built(tmp_path):
+    """`specatlas train` without --tokens trains on every shard and its card names their answer
+    tokens: once `train-data` has appended a shard, that count still selects the same ones."""
+    entries = make_folder(tmp_path / "data")
+    tokens = train_data.training_tokens(tmp_path / "data")
+    assert tokens == 90  # 3 training shards of 30 answer tokens; the held-out shard is not counted
+    assert train_data.selected(tmp_path / "data", tokens) == train_data.selected(tmp_path / "data") == entries
+    grown = make_folder(tmp_path / "grown", shards=5)
+    assert train_data.selected(tmp_path / "grown", tokens) == grown[:4] != train_data.selected(tmp_path / "grown")
+
+
 def test_a_changed_shard_or_too_little_data_is_refused_in_one_line(tmp_path):
     make_folder(tmp_path / "data")
     shard = tmp_path / "data" / "answers-00002.npz"
