@@ -22,6 +22,7 @@ tokens at each draft position, given the earlier ones matched.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -60,7 +61,9 @@ class DataError(Exception):
 
 def features_folder(model_name: str) -> Path:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_name)
-    return cache_root() / "train-features" / safe
+    # "-v2": states captured by `states_of`; the folders before it may hold states of the wrong
+    # layer, and checkpoints trained on them (keyed by config and data, not by how states were taken).
+    return cache_root() / "train-features" / f"{safe}-v2"
 
 
 @torch.no_grad()  # not inference_mode: these tensors are training inputs
@@ -140,6 +143,29 @@ def _states_problem(stored: dict, count: int, layers: tuple[int, ...], config) -
     return None
 
 
+@contextlib.contextmanager
+def states_of(model, layers: tuple[int, ...]):
+    """{hidden-state index: [B, T, H]} filled by the forwards run inside, through the target's
+    modules: index h is the output of decoder layer h - 1 (0: the embeddings; num_hidden_layers:
+    the final norm's output), the numbering of transformers' `hidden_states`. Not
+    `output_hidden_states` itself: transformers 5 installs its capturing hooks on the decoder layers
+    once per model object, and a slice shares the target's layers, so after a second object has
+    captured, every layer reports twice and each index past 1 names an earlier layer's state."""
+    inner, states = model.model, {}
+
+    def module(layer: int):
+        return inner.embed_tokens if layer == 0 else inner.norm if layer == model.config.num_hidden_layers \
+            else inner.layers[layer - 1]
+
+    handles = [module(layer).register_forward_hook(lambda _, args, output, layer=layer: states.__setitem__(layer, output))
+               for layer in layers]
+    try:
+        yield states
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def _forward_states(model, tokens: list[torch.Tensor], layers: tuple[int, ...], batch_tokens: int,
                     greedy: torch.Tensor | None = None) -> dict:
     """{hidden.<layer>: [N, H] float16, greedy: [N]} over the concatenated conversations, from
@@ -164,13 +190,14 @@ def _forward_states(model, tokens: list[torch.Tensor], layers: tuple[int, ...], 
         mask = torch.zeros(len(batch), width, dtype=torch.long)
         for row, i in enumerate(batch):
             ids[row, : len(tokens[i])], mask[row, : len(tokens[i])] = tokens[i], 1
-        result = forward(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), output_hidden_states=True)
+        with states_of(model, layers) as states:
+            result = forward(input_ids=ids.to(model.device), attention_mask=mask.to(model.device))
         for row, i in enumerate(batch):
             length = len(tokens[i])
             if not shallow:
                 computed[i] = result.logits[row, :length].argmax(-1).cpu()
             for layer in layers:
-                hidden[layer][i] = result.hidden_states[layer][row, :length].to(torch.float16).cpu()
+                hidden[layer][i] = states[layer][row, :length].to(torch.float16).cpu()
         start = end
     return {"greedy": greedy if shallow else torch.cat(computed)} | \
         {f"hidden.{layer}": torch.cat(hidden[layer]) for layer in layers}

@@ -85,6 +85,22 @@ def test_features_are_an_unpadded_forwards_states_and_greedy_tokens_cached_per_s
     assert all(torch.equal(x, y) for x, y in zip(repaired.greedy, features.greedy))
 
 
+def test_features_of_every_shard_are_the_states_of_their_layer_after_slices_and_full_forwards(tmp_path, loaded):
+    """Shard after shard through a shallow slice (the greedy tokens cached), then the full model:
+    every cached state is the one a fresh copy of the target computes at that index. With
+    transformers' own capture, each slice that asked for hidden states hooked the shared layers once
+    more: index 3 of the slices, and index 2 of the full model after them, were earlier layers' states."""
+    shards = tiny_shards(loaded)
+    training.features(loaded, shards, (6,), tmp_path / "cached")  # layer 6 and the greedy tokens, by the full model
+    shallow = training.features(loaded, shards, (3, 6), tmp_path / "cached")  # layer 3: through a 4-layer slice per shard
+    full = training.features(loaded, shards, (2, 6), tmp_path / "full")
+    fresh = tiny_llama(3, layers=6).float()  # nothing has captured through this one's layers
+    for i, tokens in enumerate(full.tokens):
+        states = fresh(input_ids=tokens[None], output_hidden_states=True).hidden_states
+        for features, layer in ((shallow, 3), (full, 2), (full, 6)):
+            torch.testing.assert_close(features.hidden[layer][i].float(), states[layer][0], atol=2e-3, rtol=1e-2)
+
+
 HEADS = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter"]  # every family but FR-Spec (not a head)
 
 
