@@ -10,6 +10,7 @@
     specatlas train fr-spec                     # FR-Spec's token ranking, beside the EAGLE head (seconds)
     specatlas train eagle3 --tokens 512000      # on the first shards holding 512k answer tokens
     specatlas train eagle3 --epochs 2           # as many steps as draw the training data twice
+    specatlas train eagle eagle3 kangaroo       # one after another, on one pass of the target over the data
 
 The trainable families are `specatlas.impls.families.FAMILIES`, named by paper id or alias (each
 family's `paper` and `aliases`).
@@ -45,7 +46,9 @@ from specatlas import train_data
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("method", metavar="PAPER_ID", help=f"paper id or alias: {', '.join(family.paper for family in FAMILIES.values())}")
+    parser.add_argument("method", metavar="PAPER_ID", nargs="+",
+                        help=f"paper id or alias: {', '.join(family.paper for family in FAMILIES.values())}; several "
+                             "train one after another on one pass of the target over the data")
     parser.add_argument("--model", help="local HF folder or hub id (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, ...")
     parser.add_argument("--output", type=Path, help="folder for the trained checkpoint, new, empty or an earlier "
@@ -81,44 +84,59 @@ def default_output(family: Family, model_name: str) -> Path:
 
 
 def execute(args: argparse.Namespace) -> int:
-    trainer = resolve(args.method)
-    if trainer is None:
-        names = [name for family in FAMILIES.values() for name in (family.paper, *family.aliases)]
-        close = difflib.get_close_matches(args.method.lower(), names, n=3, cutoff=0.5)
-        hint = f"; closest: {', '.join(close)}" if close else ""
-        raise CommandError(f"no trainable head for {args.method!r}{hint}; trainable: "
-                           f"{', '.join(family.paper for family in FAMILIES.values())}")
+    trainers = {name: resolved(name) for name in args.method}
+    if len({trainer.name for trainer in trainers.values()}) < len(args.method):
+        raise CommandError(f"a family is named twice in {' '.join(args.method)}")
     epochs = epochs_given(args)
-    if epochs is not None and not trainer.default_steps:
-        raise CommandError(f"{trainer.name} counts its data once and has no schedule: --epochs does not apply")
-    if epochs is None and args.stop_at is not None and args.stop_at > (args.steps or trainer.default_steps):
-        raise CommandError(f"--stop-at {args.stop_at} is past the schedule's {args.steps or trainer.default_steps} steps")
-    torch.manual_seed(args.seed)
-    family = trainer.name
+    for trainer in trainers.values():
+        if epochs is not None and not trainer.default_steps:
+            raise CommandError(f"{trainer.name} counts its data once and has no schedule: --epochs does not apply")
+        if epochs is None and args.stop_at is not None and args.stop_at > (args.steps or trainer.default_steps):
+            raise CommandError(f"--stop-at {args.stop_at} is past {trainer.name}'s schedule of "
+                               f"{args.steps or trainer.default_steps} steps")
+    if args.output and len(trainers) > 1:
+        raise CommandError("--output is one head's folder: give it with one family (the others go to their default folders)")
 
-    def checked(output: Path) -> Path:
+    def checked(output: Path, trainer: Family) -> Path:
         try:
-            return output_dir(output, f"the {family} head", HEAD_MARKER, allowed=SHIPPED_HEADS, legacy=earlier_head)
+            return output_dir(output, f"the {trainer.name} head", HEAD_MARKER, allowed=SHIPPED_HEADS, legacy=earlier_head)
         except WriteError as exc:
             raise CommandError(str(exc)) from None
 
-    output = args.output and checked(args.output)  # a given folder before the model loads, the default after
+    output = args.output and checked(args.output, *trainers.values())  # a given folder before the model loads
     try:
         loaded = load_model(args.model, pick_device(args.device), torch.float32, args.trust_remote_code)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
-    output = output or checked(default_output(trainer, loaded.name))
+    outputs = {name: output or checked(default_output(trainer, loaded.name), trainer) for name, trainer in trainers.items()}
     data = args.data or train_data.default_folder(loaded.name)
     # "All the data" changes meaning when `specatlas train-data` appends shards: the run, and the
     # command its card prints, name the answer tokens that select today's shards.
     args.tokens = args.tokens or train_data.training_tokens(data)
-    try:  # the head folder is checked again when saved: something else may have written there since
-        result = train_one(trainer, loaded, data, args.tokens, output,
-                           args.budget_minutes, args.steps, args.seed, card_command(args), args.stop_at, epochs)
-    except WriteError as exc:
-        raise CommandError(str(exc)) from None
-    print(f"specatlas train: wrote {output} ({result})", file=sys.stderr)
+    if len(trainers) > 1:  # one pass of the target caches every layer the families read (each would run its own)
+        shards, _ = train_data.load(data, loaded.tokenizer, args.tokens)
+        layers = {layer for trainer in trainers.values() for layer in trainer.layers(loaded.model)}
+        training.features(loaded, shards, tuple(layers), training.features_folder(loaded.name), tqdm)
+    for name, trainer in trainers.items():
+        try:  # the head folder is checked again when saved: something else may have written there since
+            result = train_one(trainer, loaded, data, args.tokens, outputs[name], args.budget_minutes, args.steps,
+                               args.seed, card_command(args, name), args.stop_at, epochs)
+        except WriteError as exc:
+            raise CommandError(str(exc)) from None
+        print(f"specatlas train: wrote {outputs[name]} ({result})", file=sys.stderr)
     return 0
+
+
+def resolved(name: str) -> Family:
+    """`resolve`, or the one-line error naming the closest trainable families."""
+    trainer = resolve(name)
+    if trainer is None:
+        names = [name for family in FAMILIES.values() for name in (family.paper, *family.aliases)]
+        close = difflib.get_close_matches(name.lower(), names, n=3, cutoff=0.5)
+        hint = f"; closest: {', '.join(close)}" if close else ""
+        raise CommandError(f"no trainable head for {name!r}{hint}; trainable: "
+                           f"{', '.join(family.paper for family in FAMILIES.values())}")
+    return trainer
 
 
 def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: Path, budget_minutes: float,
@@ -148,11 +166,12 @@ def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: P
                          epochs)
 
 
-def card_command(args: argparse.Namespace) -> str:
-    """The command a model card prints, less the schedule (`training.reproducing` adds --steps and
-    --stop-at as the run went): what shapes the weights, never --output (the card's command writes
-    the folder it sits in) nor --budget-minutes (it only stops a run)."""
-    parts = ["specatlas", "train", args.method]
+def card_command(args: argparse.Namespace, method: str) -> str:
+    """The command a model card prints for the head of `method` (one of the families trained),
+    less the schedule (`training.reproducing` adds --steps and --stop-at as the run went): what
+    shapes the weights, never --output (the card's command writes the folder it sits in) nor
+    --budget-minutes (it only stops a run), nor the other families trained beside it."""
+    parts = ["specatlas", "train", method]
     for flag, value in (("--model", args.model), ("--device", None if args.device == "auto" else args.device),
                         ("--data", args.data), ("--tokens", args.tokens), ("--seed", args.seed or None)):
         if value is not None:

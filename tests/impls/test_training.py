@@ -174,7 +174,7 @@ def test_the_card_command_keeps_what_shapes_the_weights_and_parses_back():
 
     argv = ["train", "specdecpp", "--budget-minutes", "10", "--steps", "1000", "--tokens", "250000", "--output", "out",
             "--data", "my data", "--seed", "3"]
-    command = training.reproducing(card_command(build_parser(argv).parse_args(argv)),
+    command = training.reproducing(card_command(build_parser(argv).parse_args(argv), "specdecpp"),
                                    training.Progress(step=532, planned=1000, stopped_by="budget"))
     assert command == "specatlas train specdecpp --data 'my data' --tokens 250000 --seed 3 --steps 1000 --stop-at 532"
     again = build_parser(shlex.split(command)[1:]).parse_args(shlex.split(command)[1:])

@@ -1,0 +1,38 @@
+"""`specatlas train` end to end on a tiny target: several families on one pass of the target."""
+
+from __future__ import annotations
+
+import json
+
+from specatlas import train, train_data
+from specatlas.cli import main
+from specatlas.impls.engine.models import LoadedModel
+from tests.impls.toy import tiny_llama
+from tests.train.test_train_data_load import make_folder
+
+
+def test_several_families_train_one_after_another_on_one_pass_of_the_target(tmp_path, monkeypatch, capsys):
+    """EAGLE-3 (layers 2, 3, 4 of 6) and Kangaroo (2 and 6) in one command: the target runs over the
+    data once (its last layer sees each conversation once), each head gets its own folder, and each
+    card prints the one-family command that remakes it, data pinned."""
+    make_folder(tmp_path / "data", shards=3, per_shard=3, answer=10)
+    target = tiny_llama(3, layers=6, vocab=16).float()
+    monkeypatch.setattr(train, "load_model", lambda *args, **kwargs: LoadedModel(target, None, "tiny"))
+    monkeypatch.setattr(train_data, "default_folder", lambda name: tmp_path / "data")
+    monkeypatch.setattr(train, "default_output", lambda family, name: tmp_path / f"{family.name}-head")
+    monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))
+    rows = []
+    handle = target.model.layers[5].register_forward_hook(lambda module, args, output: rows.append(output.shape[0]))
+    try:
+        assert main(["train", "eagle3", "kangaroo", "--steps", "2"]) == 0
+    finally:
+        handle.remove()
+    assert sum(rows) == 9  # 9 conversations, each through the last layer once
+    for family in ("eagle3", "kangaroo"):
+        card = json.loads((tmp_path / f"{family}-head" / "training.json").read_text())
+        assert card["command"] == f"specatlas train {family} --tokens 60 --steps 2"  # 2 training shards of 30
+    capsys.readouterr()
+    assert main(["train", "eagle3", "kangaroo", "--output", str(tmp_path / "one")]) == 2
+    assert main(["train", "eagle3", "li2025eagle"]) == 2
+    err = capsys.readouterr().err
+    assert "--output is one head's folder" in err and "named twice" in err and len(err.strip().splitlines()) == 2
