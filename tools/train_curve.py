@@ -75,7 +75,9 @@ def execute(args: argparse.Namespace) -> int:
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     data = train_data.default_folder(loaded.name)
-    done = {p["requested_tokens"] for p in curve["points"]}
+    # A point trained under other family settings (the code changed since) is measured again, so
+    # every point of a curve comes from the one config the file is named for.
+    done = {p["requested_tokens"] for p in curve["points"] if p.get("config", {}).get("settings") == family.settings()}
     for size in sizes:
         if size in done:
             print(f"specatlas train-curve: {size} tokens already measured", file=sys.stderr)

@@ -23,7 +23,8 @@ def test_a_heads_paper_method_is_measured_and_checked_against_plain_decoding(tmp
 def test_an_epochs_curve_trains_every_size_as_often_so_its_steps_grow_with_the_data(tmp_path, monkeypatch):
     """`train-curve --epochs 2` on a tiny target and data of 3, 6 and 12 training conversations:
     EAGLE-3 (one conversation a step) trains 6, 12 and 24 steps, each point records its epochs and
-    steps, and the file says its schedule; `--steps` writes a fixed-steps file beside it."""
+    steps, and the file says its schedule; `--steps` writes a fixed-steps file beside it. A rerun
+    skips the sizes measured, unless the family's settings changed since."""
     import json
 
     from specatlas import train_data, train_curve
@@ -47,6 +48,13 @@ def test_an_epochs_curve_trains_every_size_as_often_so_its_steps_grow_with_the_d
     assert [p["steps"] for p in points] == [p["config"]["steps"] for p in points] == [6, 12, 24]
     assert all(p["config"]["epochs"] == 2 and p["epochs_seen"]["epochs"] == 2.0 for p in points)
     assert main(["train-curve", "eagle3", "--tokens", "30,60", "--steps", "6"]) == 0
-    fixed = json.loads((tmp_path / "results" / f"{models.EMBEDDED}-eagle3-steps6-seed0-acceptance-vs-data.json").read_text())
+    fixed_name = f"{models.EMBEDDED}-eagle3-steps6-seed0-acceptance-vs-data.json"
+    fixed = json.loads((tmp_path / "results" / fixed_name).read_text())
     assert (fixed["schedule"], fixed["steps"]) == ("fixed-steps", 6) and "epochs" not in fixed
     assert [p["steps"] for p in fixed["points"]] == [6, 6] and [p["epochs_seen"]["epochs"] for p in fixed["points"]] == [2.0, 1.0]
+    assert main(["train-curve", "eagle3", "--tokens", "30,60", "--steps", "6"]) == 0  # measured: skipped
+    assert json.loads((tmp_path / "results" / fixed_name).read_text()) == fixed
+    monkeypatch.setattr(FAMILIES["eagle3"], "deep_rows", 32)  # the family's training changed: measured again
+    assert main(["train-curve", "eagle3", "--tokens", "30", "--steps", "6"]) == 0
+    again = json.loads((tmp_path / "results" / fixed_name).read_text())
+    assert [p["config"]["settings"]["deep_rows"] for p in again["points"]] == [32, 64]
