@@ -8,11 +8,16 @@ model. Any problem is a `CheckpointError` with one line naming the missing or un
 the mismatched shape: a checkpoint never half-loads onto random weights. Each layout's detection
 and building is its family's (`families/`), which also writes it (`Family.save`, with a model
 card; matrices int8, `weight_storage`). `load_head` is what methods call:
-the given checkpoint, else the head shipped for the embedded model in `SHIPPED_HEADS`.
+the given checkpoint, else the head shipped for the embedded model in `SHIPPED_HEADS`; while
+`recording` is open it also notes the weight file of each head it loads, which `specatlas bench`
+records per result row (a shipped head is retrained from time to time: a row must say which
+weights it measured).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +26,8 @@ from torch import nn
 
 from specatlas.fsutil import ReadError, read_json
 from specatlas.impls.engine.errors import CheckpointError, ModelLoadError, first_line, unpickle_failure
+from specatlas.impls.engine.head_folders import WEIGHT_FILES, shipped_label, weight_file
 from specatlas.impls.families import FAMILIES, Family
-from specatlas.impls.families.base import WEIGHT_FILES
 from specatlas.impls.engine.models import EMBEDDED, _hub_reachable
 from specatlas.impls.engine.weight_storage import StorageError, unpack
 
@@ -43,13 +48,19 @@ class DraftCheckpoint:
     config: dict
     hidden_layers: tuple[int, ...]  # the target states the head reads (`kv.forward`'s numbering)
     source: str
+    weights: Path  # the file its weights were read from
+
+    @property
+    def shipped(self) -> bool:
+        return Path(self.source).resolve().parent == SHIPPED_HEADS
+
+    @property
+    def name(self) -> str:
+        """How results name it: a shipped head by its folder (never this machine's path), any other as given."""
+        return Path(self.source).resolve().name if self.shipped else self.source
 
     def describe(self) -> str:
-        # A shipped head is named, not located: results must not record this machine's paths.
-        path = Path(self.source).resolve()
-        if path.parent == SHIPPED_HEADS:
-            return f"{self.layout} checkpoint {path.name} (shipped)"
-        return f"{self.layout} checkpoint {self.source}"
+        return shipped_label(self.layout, self.name) if self.shipped else f"{self.layout} checkpoint {self.source}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -62,7 +73,7 @@ def load(source: str | Path, target: nn.Module, base_model: str | None = None) -
     folder = _locate(str(source))
     config = _read_config(folder)
     _check_sizes(config, target, folder)
-    weights = _read_weights(folder)
+    path, weights = _read_weights(folder)
     family, layout, weights = _detect(weights, config, folder)
     try:
         head, hidden_layers = family.build(weights, config, target)
@@ -74,7 +85,7 @@ def load(source: str | Path, target: nn.Module, base_model: str | None = None) -
                           for key, value in weights.items()}, strict=True)
     parameter = next(target.parameters())
     head.to(device=parameter.device, dtype=parameter.dtype).eval().requires_grad_(False)
-    return DraftCheckpoint(family.name, layout, head, config, hidden_layers, str(source))
+    return DraftCheckpoint(family.name, layout, head, config, hidden_layers, str(source), path)
 
 
 def shipped_head_folder(family: str) -> Path:
@@ -96,7 +107,24 @@ def load_head(target, family: str, drafter_checkpoint=None) -> DraftCheckpoint:
         raise ModelLoadError(f"{exc}{hint}") from None
     if checkpoint.family != family:
         raise ModelLoadError(f"{source} is a {checkpoint.family} checkpoint, this method needs {family}")
+    for loaded in _recordings:
+        loaded[checkpoint.name] = checkpoint.weights
     return checkpoint
+
+
+_recordings: list[dict[str, Path]] = []  # one per open `recording`
+
+
+@contextmanager
+def recording() -> Iterator[dict[str, Path]]:
+    """While open, the weight file of every head `load_head` loads, by its name (`DraftCheckpoint.name`):
+    what a method's builder loaded, for its result row (`specatlas.bench.run.built`)."""
+    loaded: dict[str, Path] = {}
+    _recordings.append(loaded)
+    try:
+        yield loaded
+    finally:
+        _recordings.remove(loaded)
 
 
 def _locate(source: str) -> Path:
@@ -154,11 +182,12 @@ def _check_sizes(config: dict, target, folder: Path) -> None:
                                   f"{bound} (the most this target allows)")
 
 
-def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    files = [folder / name for name in WEIGHT_FILES if (folder / name).is_file()]
-    if not files:
+def _read_weights(folder: Path) -> tuple[Path, dict[str, torch.Tensor]]:
+    """(the file read, its tensors)."""
+    name = weight_file(lambda candidate: (folder / candidate).is_file())
+    if name is None:
         raise CheckpointError(f"{folder}: no weights (looked for {', '.join(WEIGHT_FILES)})")
-    path = files[0]
+    path = folder / name
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
@@ -171,7 +200,7 @@ def _read_weights(folder: Path) -> dict[str, torch.Tensor]:
     if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
         raise CheckpointError(f"{path}: expected a flat dict of tensors")
     try:
-        return unpack(weights)  # the int8 matrices the project's own heads are stored as
+        return path, unpack(weights)  # the int8 matrices the project's own heads are stored as
     except StorageError as exc:
         raise CheckpointError(f"{path}: {exc}") from None
 

@@ -22,15 +22,13 @@ from torch import nn
 
 from specatlas.fsutil import build_dir
 from specatlas.impls.engine.errors import CheckpointError
+from specatlas.impls.engine.head_folders import WEIGHT_FILES
 from specatlas.impls.engine.weight_storage import pack
 from specatlas.impls.families.blocks import LayerConfig
 from specatlas.impls.families.training import Run, positions_after, shared_prompt_prefix, split
 
 # In every head folder the project writes (`Family.save`, `specatlas train`): a later save may replace it.
 HEAD_MARKER = ".specatlas-train"
-# The weight files a head folder may hold, in the order the checkpoint loader looks for them.
-WEIGHT_FILES = ("model.safetensors", "medusa_lm_head.safetensors", "pytorch_model.bin", "medusa_lm_head.pt",
-                "hydra_lm_head.pt", "model.pt")
 # What a saved head is made of: a later save of any family drops these from the old folder, keeps the rest.
 HEAD_FILES = frozenset({*WEIGHT_FILES, "config.json", "README.md", "training.json"})
 

@@ -22,10 +22,10 @@ import re
 import sys
 from pathlib import Path
 
-from specatlas.bench.results import BASELINE, Run, divergence, load, references, row_name
+from specatlas.bench.provenance import COMMIT
+from specatlas.bench.results import BASELINE, SHA256_HEX, Run, divergence, load, references, row_name
 
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
+SHA256 = re.compile(SHA256_HEX)
 MAX_PROBLEMS = 20  # per file: an edited file can be wrong in thousands of places
 
 # (section, dotted path, expected type, what it records). `null` is accepted only for

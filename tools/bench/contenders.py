@@ -11,7 +11,7 @@ import copy
 import time
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -82,12 +82,13 @@ class Contender:
     error: str | None = None  # why it could not run; it then has no samples
     policy: str | None = None  # draft-length policy: "paper", "cost-aware" or "fixed" (None: no drafter)
     relative_to: str | None = None  # the row its speedup is over (results.Method.relative_to); None: the baseline
+    weights: dict[str, str] = field(default_factory=dict)  # the trained weights it loaded (results.Method.weights)
 
     @property
     def record(self) -> dict:
         """Its entry in a result file's `methods` (results.Method)."""
         out = {"id": self.id, "name": self.name, "kind": self.kind, "lossless": self.lossless, "setup": self.setup,
-               "error": self.error, "policy": self.policy}
+               "error": self.error, "policy": self.policy, "weights": self.weights}
         return {**out, "relative_to": self.relative_to} if self.relative_to else out
 
 

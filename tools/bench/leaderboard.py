@@ -14,6 +14,10 @@ so nothing is ranked across them. Each heading states all of them; on each hardw
 run's table comes first, the headline for that hardware. Rows whose lossless check
 failed, and methods that could not run, are listed as failed, never ranked; files that fail the
 schema are listed as failed too.
+
+A row describes one set of trained weights: the shipped heads, adapters and distilled drafter are
+retrained from time to time, so a row averages only the runs of the weights its newest run used
+(`Line.keep_newest_weights`); the others are named under the table.
 """
 
 from __future__ import annotations
@@ -21,13 +25,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from statistics import fmean, stdev
 from urllib.parse import quote
 
 from specatlas.bench import charts
-from specatlas.bench.provenance import label
+from specatlas.bench.provenance import label, shipped_weights
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS, prompt_set_name
 from specatlas.bench.results import (BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Run, StepTime, curve_warning,
@@ -37,6 +43,7 @@ from specatlas.catalog.validate import validate
 from specatlas.fsutil import WriteError, output_file, output_place, starts_with
 from specatlas.impls.engine.draft_length import COST_AWARE as DEFAULT_POLICY
 from specatlas.impls.engine.draft_length import PAPER as PAPER_POLICY
+from specatlas.impls.engine.head_folders import shipped_in
 from specatlas.impls.registry import resolve
 from specatlas.paths import repo_root
 from specatlas.site.text import md, md_link
@@ -46,6 +53,7 @@ PAGE_START = "Measured by `specatlas bench`"  # how every page this module write
 NO_POLICY = "–"
 KINDS = {"specatlas": "SpecAtlas", "peer": "peer"}
 IDLE_DRAFTING = 0.05  # drafted tokens per step below which a method effectively did not speculate
+UNKNOWN_WEIGHTS = "unknown"  # the digest of weights that neither the result file nor git can tell
 Linker = Callable[[str], "str | None"]
 FileLinker = Callable[[str], str]  # a result file's name, URL-quoted -> the URL of the raw file
 Loaded = tuple[list[tuple[Run, str]], list[tuple[str, str]]]  # (run, file name), (file name, why not valid)
@@ -110,6 +118,38 @@ class Entry:
     def step_time(self) -> StepTime | None:
         return step_time([t for s in self.run.samples if s.method == self.method.id for t in s.turns], self.run.cost_curve)
 
+    @cached_property
+    def weights(self) -> tuple[tuple[str, str], ...]:
+        """The trained weights the row ran, as sorted (name, sha256 of the weight file) pairs; () for
+        a method with none. As recorded (`results.Method.weights`); in files written before that, each
+        shipped head its setup names (`head_folders.shipped_in`) at the commit its sessions ran
+        (`provenance.shipped_weights`: the sha256 of git's content, so the same file gives the same
+        pair either way). Exact, never fuzzy: a head is UNKNOWN_WEIGHTS where git cannot tell (no
+        git, no such commit as in a shallow clone, a dirty checkout, sessions at commits with
+        different weights), and unknown is compared as one version like any other: without git,
+        older runs still merge with one another, never with a run that recorded its weights."""
+        if self.method.weights is not None:
+            return tuple(sorted(self.method.weights.items()))
+        sessions = [s for s in self.run.sessions if s.units] or self.run.sessions  # those that measured
+        return tuple((name, _weights_at(name, sessions)) for name in shipped_in(self.method.setup))
+
+    @property
+    def measured_at(self) -> tuple[datetime, str]:
+        """When the run last measured (its last session's start: recorded weights are that session's),
+        then the file name, so that equal times still order the same way every time."""
+        try:
+            when = datetime.fromisoformat(self.run.sessions[-1].started)
+        except ValueError:  # unreadable: the oldest
+            when = datetime.min
+        return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)), self.file
+
+
+def _weights_at(name: str, sessions: list) -> str:
+    """sha256 of the shipped head `name`'s weight file at the commit every session ran, else UNKNOWN_WEIGHTS."""
+    digests = {shipped_weights(s.git_commit, name) if s.git_commit and s.git_dirty is False else None
+               for s in sessions}
+    return (digests.pop() if len(digests) == 1 else None) or UNKNOWN_WEIGHTS
+
 
 @dataclass
 class Line:
@@ -118,6 +158,18 @@ class Line:
     method_id: str
     policy: str
     entries: list[Entry]
+    left_out: list[Entry] = field(default_factory=list)  # runs of other trained weights (`keep_newest_weights`)
+
+    def keep_newest_weights(self) -> None:
+        """Only the runs of the trained weights the newest run used form the row; runs of other weights
+        move to `left_out`. Runs that measured nothing (could not run) stay, listed as failed: they
+        add no number to the row. Methods without trained weights have one version, `()`: unaffected."""
+        measured = [e for e in self.entries if e.summary is not None]
+        if not measured:
+            return
+        newest = max(measured, key=lambda e: e.measured_at).weights
+        self.left_out = [e for e in measured if e.weights != newest]
+        self.entries = [e for e in self.entries if e.summary is None or e.weights == newest]
 
     @property
     def ok(self) -> list[Entry]:
@@ -339,7 +391,9 @@ def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: 
         "repeats of one result file). The raw result files are linked under each heading.",
         "- **One row per method and draft-length policy**, over every run in the table: the mean, "
         "± the standard deviation between runs when there are several; each run's own numbers are in "
-        "the *Runs* block under the table.",
+        "the *Runs* block under the table. A method with trained weights (heads, adapter, the distilled "
+        "drafter), which are retrained from time to time, counts only the runs of the weights its newest "
+        "run used: the others are named under the table and marked *other weights* in the *Runs* block.",
         "- **Overall speedup** (×): Spec-Bench's definition, the mean per-question throughput divided "
         "by the autoregressive baseline's, measured in the same session and interleaved with the "
         "methods. **Tokens/s ratio** (×): total tokens over total time, divided likewise.",
@@ -398,6 +452,8 @@ def _lines(members: list[tuple[Run, str]]) -> list[Line]:
             entry = Entry(run, name, method, run.summary.get(method.id))
             paper_id = method_paper_id(method.id)  # rows of one method under each policy share the paper's id
             lines.setdefault((paper_id, entry.policy), Line(paper_id, entry.policy, [])).entries.append(entry)
+    for line in lines.values():
+        line.keep_newest_weights()
     return list(lines.values())
 
 
@@ -470,6 +526,12 @@ def _group_markdown(table: Table, members: list[tuple[Run, str]], link: Linker, 
         out += ["", "**Failed (not ranked)**", "", "| Method | Policy | Why | Run |", "|---|---|---|---|"]
         out += [f"| {_method_cell(e.method, link)} | {md(line.policy)} | {md(e.failure)} | {md(e.file)} |"
                 for line, e in broken]
+    earlier = sorted((line for line in lines if line.left_out), key=lambda line: (line.method_id, line.policy))
+    if earlier:
+        out += ["", "**Runs left out for their weights**: a row averages only the runs of the trained weights (heads, "
+                "adapter, distilled drafter) its newest run used; these rows' earlier runs used other weights:", ""]
+        out += [f"- {md(name(line))}: {len(line.left_out)} earlier run{'s' if len(line.left_out) > 1 else ''} with "
+                f"other weights left out ({', '.join(md(e.file) for e in line.left_out)})" for line in earlier]
     out += ["", _runs_block(members, lines)]
     return "\n".join(out)
 
@@ -488,7 +550,8 @@ def _runs_block(members: list[tuple[Run, str]], lines: list[Line]) -> str:
     names = [name for _, name in members]
     out += ["", "| Method | Policy | " + " | ".join(md(n) for n in names) + " |", "|---|---|" + "---:|" * len(names)]
     for line in sorted(lines, key=lambda line: (line.method_id, line.policy)):
-        by_file = {e.file: e for e in line.entries}
+        by_file = {e.file: e for e in (*line.entries, *line.left_out)}
+        left_out = {e.file for e in line.left_out}
         cells = []
         for n in names:
             entry = by_file.get(n)
@@ -497,7 +560,7 @@ def _runs_block(members: list[tuple[Run, str]], lines: list[Line]) -> str:
             elif entry.failure is not None:
                 cells.append("failed")
             else:
-                cells.append(_fmt(entry.summary["overall"]["speedup"]))
+                cells.append(_fmt(entry.summary["overall"]["speedup"]) + (" (other weights)" if n in left_out else ""))
         shown = line.method_id + (f" (over {references(line.method)[0]})" if line.own_engine else "")
         out.append(f"| {md(shown)} | {md(line.policy)} | " + " | ".join(cells) + " |")
     out += ["", "</details>"]

@@ -7,27 +7,60 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
 from specatlas.fsutil import WriteError, update_json
+from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY, weight_file
 from specatlas.paths import repo_root
+
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def _git(*args: str) -> bytes | None:
+    """The output of git on the checkout; None where git, the checkout or what is asked for is missing."""
+    try:
+        done = subprocess.run(["git", *args], cwd=repo_root(), capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 def git_state() -> dict:
     """Commit and dirty flag of the checkout (None outside a git checkout)."""
+    commit = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": None if commit is None else commit.decode().strip(),
+            "dirty": None if status is None else bool(status.strip())}
 
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", *args], cwd=repo_root(), capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
 
-    commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": None if status is None else bool(status)}
+@lru_cache(maxsize=None)
+def shipped_weights(commit: str, name: str) -> str | None:
+    """sha256 of the weight file the shipped head `name` (its folder) held at `commit`: the file
+    the checkpoint loader reads (`head_folders.weight_file`), from git. The content's sha256, not
+    git's blob id, so that it equals what a run records (`results.Method.weights`). None where
+    git, the commit (40 hex digits: a result file's text never reaches git as an option) or the
+    head is not there."""
+    if not COMMIT.match(commit):
+        return None
+    listing = _git("ls-tree", "-z", commit, "--", f"{SHIPPED_IN_REPOSITORY}/{name}/")
+    blobs = {}  # file name -> blob id, from entries "<mode> <type> <id>\t<path>"
+    for entry in (listing or b"").decode(errors="replace").split("\0"):
+        meta, _, path = entry.partition("\t")
+        fields = meta.split()
+        if len(fields) == 3 and fields[1] == "blob":
+            blobs[path.rsplit("/", 1)[-1]] = fields[2]
+    chosen = weight_file(blobs.__contains__)
+    return None if chosen is None else _blob_sha256(blobs[chosen])
+
+
+@lru_cache(maxsize=None)
+def _blob_sha256(blob: str) -> str | None:
+    content = _git("cat-file", "blob", blob)
+    return None if content is None else hashlib.sha256(content).hexdigest()
 
 
 def packages() -> dict:

@@ -48,6 +48,7 @@ MAX_RESULT_BYTES = 512 * 1024 * 1024
 RESERVED_CATEGORIES = ("overall", "lossless")
 
 Seconds = Field(ge=0, allow_inf_nan=False)
+SHA256_HEX = r"^[0-9a-f]{64}$"
 # No machine decodes a million tokens a second for one sequence: a faster turn is a bad clock.
 MAX_TOKENS_PER_SECOND = 1e6
 
@@ -119,6 +120,11 @@ class Method(_Strict):
     # None: the baseline. Another engine's rows (llama.cpp) are measured against its own greedy
     # decoding, that row itself against our baseline's tokens (see `references`).
     relative_to: str | None = None
+    # The trained weights it ran (heads, adapters, drafters: `checkpoints.recording`): a shipped head's
+    # folder name (any other checkpoint as given) -> sha256 of the weight file read; {} when it loaded
+    # none. None in files written before it was recorded: the leaderboard then reads the setup and git
+    # (`leaderboard.Entry.weights`).
+    weights: dict[Annotated[str, Field(min_length=1)], Annotated[str, Field(pattern=SHA256_HEX)]] | None = None
 
 
 class Session(_Strict):

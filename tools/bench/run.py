@@ -317,13 +317,20 @@ def _reason(exc: Exception) -> str:
 def built(build, method_id: str, name: str, kind: str, lossless: bool, policy: str | None = None,
           relative_to: str | None = None):
     """The contender, or one that records why it could not be built (a peer transformers refuses,
-    a method that needs what this model lacks): a long run must not die for one row."""
+    a method that needs what this model lacks): a long run must not die for one row. Either way
+    with the sha256 of every trained head, adapter or drafter its build loaded, by name: shipped
+    heads are retrained, and the leaderboard averages only runs of the same weights."""
     from specatlas.bench.contenders import Contender
+    from specatlas.impls.engine.checkpoints import recording
 
-    try:
-        return build()
-    except Exception as exc:  # noqa: BLE001 - any failure is reported in the result row
-        return Contender(method_id, name, kind, lossless, "", None, _reason(exc), policy, relative_to)
+    with recording() as loaded:
+        try:
+            contender = build()
+        except Exception as exc:  # noqa: BLE001 - any failure is reported in the result row
+            contender = Contender(method_id, name, kind, lossless, "", None, _reason(exc), policy, relative_to)
+    names = sorted(loaded)
+    contender.weights = dict(zip(names, provenance.file_digests([loaded[n] for n in names]))) if names else {}
+    return contender
 
 
 def attempt(contender, call):

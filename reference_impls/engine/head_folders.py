@@ -1,0 +1,34 @@
+"""What a trained-head folder holds, and how a result row names the shipped ones it loaded.
+
+Importable without torch: the leaderboard tells which weights a run used from its result file
+and the repository's git history alone (`specatlas.bench.provenance.shipped_weights`), on a
+machine that may have no engine installed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+# Where the shipped heads are in the repository (`checkpoints.SHIPPED_HEADS` in a checkout): what git is asked about.
+SHIPPED_IN_REPOSITORY = "reference_impls/trained_heads"
+# The weight files a head folder may hold, in the order the checkpoint loader looks for them.
+WEIGHT_FILES = ("model.safetensors", "medusa_lm_head.safetensors", "pytorch_model.bin", "medusa_lm_head.pt",
+                "hydra_lm_head.pt", "model.pt")
+_SHIPPED = re.compile(r"checkpoint ([\w.-]+) \(shipped\)")
+
+
+def weight_file(present: Callable[[str], bool]) -> str | None:
+    """The file a head folder's weights are read from: the first of `WEIGHT_FILES` that `present` finds."""
+    return next((name for name in WEIGHT_FILES if present(name)), None)
+
+
+def shipped_label(layout: str, name: str) -> str:
+    """How a shipped head is named in a method's setup: by its folder, never by this machine's path."""
+    return f"{layout} checkpoint {name} (shipped)"
+
+
+def shipped_in(setup: str) -> list[str]:
+    """The folders of the shipped heads a result row's setup names (`shipped_label`), sorted: what it
+    loaded, for result files written before rows recorded their weights (`results.Method.weights`)."""
+    return sorted(set(_SHIPPED.findall(setup)))
