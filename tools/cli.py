@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "list-coverage": ("specatlas.catalog.paperlist", "check that every row of a public paper list (--list PATH) has a record or a reasoned exclusion"),
     "bench": ("specatlas.bench.run", "measure methods against the baseline; results go to results/"),
     "leaderboard": ("specatlas.bench.leaderboard", "render results/ as the leaderboard page (or check it)"),
-    "results": ("specatlas.bench.check", "check result files from any machine (provenance, lossless checks, numbers)"),
+    "results": ("specatlas.bench.check", "check result files from any machine (provenance, lossless checks, numbers); backfill older runs' weights"),
     "run": ("specatlas.run_command", "run a method by paper id or alias"),
     "advise": ("specatlas.advise", "which method is fastest for your prompts on this machine, measured in a few minutes"),
     "calibrate": ("specatlas.calibrate", "cost of one target forward by new tokens on this machine, and its kernels"),

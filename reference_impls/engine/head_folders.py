@@ -1,8 +1,8 @@
 """What a trained-head folder holds, and how a result row names the shipped ones it loaded.
 
-Importable without torch: the leaderboard tells which weights a run used from its result file
-and the repository's git history alone (`specatlas.bench.provenance.shipped_weights`), on a
-machine that may have no engine installed.
+Importable without torch: which weights a run written before results recorded them used is read
+from its result file and git (`specatlas.bench.earlier_weights`), and the leaderboard names the
+heads whose weights are unknown, on a machine that may have no engine installed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """A leaderboard row describes one set of trained weights: runs of a retrained head are never
 averaged with runs of the head before it. Which weights a run used is what its result file
-records, else what git held at the commit its sessions ran."""
+records, else what results/weights-of-earlier-runs.json holds, derived from git once by
+`specatlas results backfill-weights`: the leaderboard itself never runs git, so a checkout
+without the history renders the same page."""
 
 import hashlib
 import json
@@ -11,17 +13,20 @@ import sys
 
 import pytest
 
-from benchruns import build_run, sample, turn
+from benchruns import CURVE, build_run, sample, turn
 
-from specatlas.bench import provenance
+from specatlas.bench import earlier_weights, provenance
 from specatlas.bench.leaderboard import measured_markdown
+from specatlas.bench.results import load
 from specatlas.cli import main
 from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY, shipped_in, shipped_label
+from specatlas.paths import repo_root
 from specatlas.site.text import md
 
 HEAD = "tiny-kangaroo"
 SETUP = f"adapter ({shipped_label('kangaroo', HEAD)}); the paper's draft length 6"
 OLD, NEW = b"old adapter weights", b"retrained adapter weights"
+OLD_SHA, NEW_SHA = hashlib.sha256(OLD).hexdigest(), hashlib.sha256(NEW).hexdigest()
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -60,14 +65,33 @@ def repository(tmp_path, monkeypatch):
     provenance.shipped_weights.cache_clear()
 
 
-def head_run(seconds, started, commit="0" * 40, weights=None, dirty=False):
+def head_run(seconds, started, commit="0" * 40, weights=None, dirty=False, first_commit=None):
     """baseline at 1 s, "head" (its setup naming the shipped HEAD) at `seconds` per question, one
-    session started at minute `started` at `commit`; `weights`: the field as a new run records it."""
+    session started at minute `started` at `commit`; `weights`: head's field as a new run records
+    it (and the baseline's, {}), else none records any, as in an older file; `first_commit`: an
+    earlier session, at that commit, measured too."""
+    recorded = lambda weights: {} if weights is None else {"weights": weights}  # noqa: E731
     run = build_run([sample("baseline", "1", "qa", turn([1, 2], 1.0)), sample("head", "1", "qa", turn([1, 2], seconds))],
-                    methods=("baseline", "head"), fields={"head": {"setup": SETUP, **({"weights": weights} if weights is not None else {})}})
+                    methods=("baseline", "head"), fields={"baseline": recorded(weights and {}),
+                                                          "head": {"setup": SETUP, **recorded(weights)}},
+                    curves=(CURVE,) * (1 if first_commit is None else 2))
+    if first_commit is not None:
+        run.sessions[0].git_commit, run.sessions[0].units = first_commit, 1
     run.sessions[-1].started = f"2026-01-01T00:{started:02d}:00+00:00"
     run.sessions[-1].git_commit, run.sessions[-1].git_dirty = commit, dirty
     return run
+
+
+def backfill(folder, capsys):
+    """`specatlas results backfill-weights` on `folder`: (exit status, stdout, stderr lines)."""
+    status = main(["results", "backfill-weights", "--results", str(folder)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return status, out, err.splitlines()
+
+
+def side_file(folder):
+    return json.loads((folder / earlier_weights.FILE_NAME).read_text())
 
 
 def test_the_setup_names_the_shipped_head_the_recorded_weights_are_keyed_by():
@@ -77,11 +101,13 @@ def test_the_setup_names_the_shipped_head_the_recorded_weights_are_keyed_by():
 
 @needs_git
 @pytest.mark.parametrize("newest", ["a.json", "b.json"])
-def test_a_row_averages_only_the_runs_of_its_newest_runs_weights(repository, write_run, newest):
+def test_a_row_averages_only_the_runs_of_its_newest_runs_weights(repository, write_run, capsys, newest):
     """Whichever file is newer: its weights make the row, by time, not by file name."""
     old, new = ("b.json", "a.json") if newest == "a.json" else ("a.json", "b.json")
     write_run(head_run(0.5, started=1, commit=repository["old"]), old)  # 2x
     folder = write_run(head_run(0.25, started=2, commit=repository["new"]), new).parent  # 4x
+    assert backfill(folder, capsys)[0] == 0
+    assert side_file(folder)["runs"] == {old: {"head": {HEAD: OLD_SHA}}, new: {"head": {HEAD: NEW_SHA}}}
     page = measured_markdown(folder)
     rows = table_rows(page)
     assert rows["head"] == ("1", "**4.00×**")  # the retrained head's run alone, not 3.00× ±1.41
@@ -92,41 +118,163 @@ def test_a_row_averages_only_the_runs_of_its_newest_runs_weights(repository, wri
 
 
 @needs_git
-def test_a_recorded_run_and_a_git_derived_run_of_the_same_weights_merge(repository, write_run):
+def test_the_leaderboard_renders_the_same_page_without_git(repository, write_run, capsys):
+    """The point of the side file: with git gone (a shallow or absent history, as on CI), the page
+    is byte for byte the one rendered beside the full history, older runs' weights included."""
+    write_run(head_run(0.5, started=1, commit=repository["old"]), "a.json")
+    folder = write_run(head_run(0.25, started=2, commit=repository["new"]), "b.json").parent
+    assert backfill(folder, capsys)[0] == 0
+    with_git = measured_markdown(folder)
+    assert table_rows(with_git)["head"] == ("1", "**4.00×**")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", "")
+        patch.setattr(provenance, "_git", lambda *args: pytest.fail(f"git {' '.join(args)} was called while rendering"))
+        provenance.shipped_weights.cache_clear()
+        assert measured_markdown(folder) == with_git
+        assert main(["results", "check", str(folder / earlier_weights.FILE_NAME)]) == 0
+
+
+@needs_git
+def test_a_recorded_run_and_a_backfilled_run_of_the_same_weights_merge(repository, write_run, capsys):
     """The recorded digest is the file's sha256; git's blob id is another hash of the same bytes:
-    the git side must hash the content for the two to meet."""
+    the backfill must hash the content for the two to meet."""
     write_run(head_run(0.5, started=1, commit=repository["new"]), "a.json")
-    folder = write_run(head_run(0.25, started=2, weights={HEAD: hashlib.sha256(NEW).hexdigest()}), "b.json").parent
+    folder = write_run(head_run(0.25, started=2, weights={HEAD: NEW_SHA}), "b.json").parent
+    assert backfill(folder, capsys)[0] == 0
+    assert list(side_file(folder)["runs"]) == ["a.json"]  # b.json records its own: never overwritten
     page = measured_markdown(folder)
     assert table_rows(page)["head"] == ("2", "**3.00×\u00a0±1.41**")
     assert "other weights" not in page.split("## Reading the tables")[0]
 
 
 @needs_git
-def test_a_recorded_run_of_other_weights_than_git_gives_is_not_merged(repository, write_run):
+def test_a_recorded_run_of_other_weights_than_the_backfilled_is_not_merged(repository, write_run, capsys):
     write_run(head_run(0.5, started=1, commit=repository["old"]), "a.json")
-    folder = write_run(head_run(0.25, started=2, weights={HEAD: hashlib.sha256(NEW).hexdigest()}), "b.json").parent
+    folder = write_run(head_run(0.25, started=2, weights={HEAD: NEW_SHA}), "b.json").parent
+    assert backfill(folder, capsys)[0] == 0
     assert table_rows(measured_markdown(folder))["head"] == ("1", "**4.00×**")
 
 
 @needs_git
-def test_a_dirty_session_leaves_its_weights_unknown(repository, write_run):
-    """A dirty checkout may have held any weights: such a run is never merged with a known version."""
-    write_run(head_run(0.5, started=1, commit=repository["new"], dirty=True), "a.json")
+@pytest.mark.parametrize("case", ["dirty", "sessions at commits with other weights"])
+def test_weights_git_cannot_tell_are_null_and_never_merged_with_a_known_version(repository, write_run, capsys, case):
+    """A dirty checkout may have held any weights, and sessions at the old and the new commit ran
+    both: such a run is unknown, a version of its own."""
+    dirty = case == "dirty"
+    write_run(head_run(0.5, started=1, commit=repository["new"], dirty=dirty, first_commit=None if dirty else repository["old"]),
+              "a.json")
     folder = write_run(head_run(0.25, started=2, commit=repository["new"]), "b.json").parent
+    assert backfill(folder, capsys)[0] == 0
+    assert side_file(folder)["runs"]["a.json"] == {"head": None}
     assert table_rows(measured_markdown(folder))["head"] == ("1", "**4.00×**")
 
 
-def test_without_git_older_runs_merge_with_one_another_not_with_recorded_weights(tmp_path, monkeypatch, write_run):
-    """No repository to ask: unknown weights are one version of their own, and the leaderboard still renders."""
-    monkeypatch.setattr(provenance, "repo_root", lambda: tmp_path / "not-a-repository")
-    provenance.shipped_weights.cache_clear()
+def test_without_the_side_file_older_runs_merge_with_one_another_not_with_recorded_weights(write_run):
+    """Nothing tells an older run's weights: unknown weights are one version of their own."""
     write_run(head_run(0.5, started=1), "a.json")
     folder = write_run(head_run(0.25, started=2), "b.json").parent
     assert table_rows(measured_markdown(folder))["head"] == ("2", "**3.00×\u00a0±1.41**")
-    write_run(head_run(0.2, started=3, weights={HEAD: hashlib.sha256(NEW).hexdigest()}), "c.json")  # 5x
+    write_run(head_run(0.2, started=3, weights={HEAD: NEW_SHA}), "c.json")  # 5x
     assert table_rows(measured_markdown(folder))["head"] == ("1", "**5.00×**")
-    provenance.shipped_weights.cache_clear()
+
+
+@needs_git
+def test_the_backfill_keeps_what_it_wrote_adds_new_files_and_drops_gone_ones(repository, write_run, capsys):
+    write_run(head_run(0.5, started=1, commit=repository["old"]), "a.json")
+    folder = write_run(head_run(0.25, started=2, commit=repository["new"]), "b.json").parent
+    status, out, _ = backfill(folder, capsys)
+    assert status == 0 and out.count("added") == 2
+    path = folder / earlier_weights.FILE_NAME
+    written = path.read_bytes()
+    assert written.startswith(earlier_weights.START.encode())
+    assert side_file(folder)["written_by"] == earlier_weights.COMMAND and side_file(folder)["derived_from"].startswith("git")
+    status, out, _ = backfill(folder, capsys)
+    assert (status, out.strip()) == (0, f"{path}: up to date") and path.read_bytes() == written  # idempotent
+    # Without git, what was derived stays (a later checkout may lack the history), and nothing asks git.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(provenance, "_git", lambda *args: pytest.fail(f"git {' '.join(args)} was called"))
+        provenance.shipped_weights.cache_clear()
+        assert backfill(folder, capsys)[0] == 0 and path.read_bytes() == written
+    (folder / "a.json").unlink()
+    write_run(head_run(0.2, started=3, commit=repository["old"]), "c.json")
+    status, out, _ = backfill(folder, capsys)
+    assert status == 0 and "added c.json" in out and "dropped a.json" in out
+    assert side_file(folder)["runs"] == {"b.json": {"head": {HEAD: NEW_SHA}}, "c.json": {"head": {HEAD: OLD_SHA}}}
+
+
+@needs_git
+@pytest.mark.parametrize("case", ["commit not in the history", "no git"])
+def test_the_backfill_refuses_in_one_line_where_git_cannot_tell_and_writes_nothing(repository, write_run, capsys,
+                                                                                   tmp_path, monkeypatch, case):
+    """A shallow clone lacks the commit a run names; writing it as unknown would lose what a full
+    clone knows, so the command stops instead."""
+    commit = "1" * 40 if case == "commit not in the history" else repository["new"]
+    folder = write_run(head_run(0.5, started=1, commit=commit), "a.json").parent
+    if case == "no git":
+        monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    status, out, err = backfill(folder, capsys)
+    assert status == 1 and len(err) == 1 and not (folder / earlier_weights.FILE_NAME).exists()
+    expected = f"commit {commit} is not in the repository's history" if case != "no git" else "git cannot read a repository"
+    assert err[0].startswith(f"specatlas results: {expected}")
+
+
+BAD_SIDE_FILES = [
+    (lambda d: d["runs"]["a.json"]["head"].update({HEAD: "not-a-sha256"}), f"runs.a.json.head.{HEAD}"),
+    (lambda d: d["runs"]["a.json"].update({"head": [HEAD]}), "runs.a.json.head"),
+    (lambda d: d["runs"].update({"../a.json": {}}), "runs.../a.json.[key]"),
+    (lambda d: d.pop("written_by"), "written_by"),
+    (lambda d: d.update({"runs": []}), "runs"),
+    (lambda d: d.update({"extra": 1}), "extra"),
+]
+
+
+@pytest.mark.parametrize("edit, where", BAD_SIDE_FILES, ids=[w for _, w in BAD_SIDE_FILES])
+def test_a_malformed_side_file_is_one_line_everywhere(write_run, capsys, edit, where):
+    """`results check` names the field; the leaderboard lists the file as failed and counts the older
+    runs as unknown; the backfill refuses to build on it."""
+    write_run(head_run(0.5, started=1), "a.json")
+    folder = write_run(head_run(0.25, started=2, weights={HEAD: NEW_SHA}), "b.json").parent
+    path = folder / earlier_weights.FILE_NAME
+    document = {"written_by": earlier_weights.COMMAND, "derived_from": "git", "runs": {"a.json": {"head": {HEAD: NEW_SHA}}}}
+    path.write_text(json.dumps(document, indent=1))
+    assert table_rows(measured_markdown(folder))["head"] == ("2", "**3.00×\u00a0±1.41**")  # well formed: a.json is NEW
+    assert main(["results", "check", str(path)]) == 0
+    edit(document)
+    path.write_text(json.dumps(document, indent=1))
+    capsys.readouterr()
+    assert main(["results", "check", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and len(err.splitlines()) == 1
+    assert err.startswith(f"{path}: does not match its schema: {where}")
+    page = measured_markdown(folder)
+    assert table_rows(page)["head"] == ("1", "**4.00×**")  # a.json unknown again
+    assert f"| {md(earlier_weights.FILE_NAME)} | {md(f'does not match its schema: {where}')}" in page
+    before = path.read_bytes()
+    status, _, err = backfill(folder, capsys)
+    assert status == 1 and len(err) == 1 and path.read_bytes() == before
+
+
+def test_results_check_names_entries_of_result_files_no_longer_there(write_run, capsys):
+    folder = write_run(head_run(0.5, started=1), "a.json").parent
+    path = folder / earlier_weights.FILE_NAME
+    path.write_text(json.dumps({"written_by": earlier_weights.COMMAND, "derived_from": "git",
+                                "runs": {"a.json": {}, "gone.json": {"head": None}}}))
+    assert main(["results", "check", str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"{path}: runs.gone.json: no such result file in its folder "
+                   f"(`{earlier_weights.COMMAND}` drops its entry)"]
+
+
+def test_the_committed_side_file_covers_every_committed_run_without_weights():
+    """A result file from an older checkout added without running the backfill would leave its rows'
+    weights unknown on the page."""
+    results = repo_root() / "results"
+    earlier = earlier_weights.read(results / earlier_weights.FILE_NAME)
+    assert earlier_weights.problems(results / earlier_weights.FILE_NAME) == []
+    for path in sorted(results.glob("*.json")):
+        if path.name != earlier_weights.FILE_NAME:
+            lacking = [m.id for m in load(path).methods if m.weights is None and shipped_in(m.setup)]
+            assert set(lacking) <= set(earlier.get(path.name, {})), f"run `{earlier_weights.COMMAND}` for {path.name}"
 
 
 @pytest.mark.parametrize("weights, where", [
@@ -136,7 +284,7 @@ def test_without_git_older_runs_merge_with_one_another_not_with_recorded_weights
     ({"": "ab" * 32}, "methods.1.weights"),
 ])
 def test_results_check_rejects_a_malformed_weights_field_in_one_line(write_run, capsys, weights, where):
-    path = write_run(head_run(0.5, started=1, weights={HEAD: hashlib.sha256(NEW).hexdigest()}))
+    path = write_run(head_run(0.5, started=1, weights={HEAD: NEW_SHA}))
     assert main(["results", "check", str(path)]) == 0  # recorded weights pass; files without them pass as before
     capsys.readouterr()
     data = json.loads(path.read_text())
@@ -150,7 +298,7 @@ def test_results_check_rejects_a_malformed_weights_field_in_one_line(write_run, 
 
 def test_bench_records_the_weights_each_row_loaded(tmp_path, monkeypatch):
     """A row records the sha256 of every shipped head its build loaded, under the name its setup
-    gives the head: the name the leaderboard looks the head up by in older files."""
+    gives the head: the name the backfill and the leaderboard look the head up by in older files."""
     torch = pytest.importorskip("torch")
     from specatlas.bench import contenders as cs
     from specatlas.bench.run import built
@@ -184,6 +332,6 @@ def test_bench_records_the_weights_each_row_loaded(tmp_path, monkeypatch):
 
 
 def test_the_leaderboard_tells_weights_apart_without_torch():
-    """Rendering needs no engine installed: a run's weights come from its file and git alone."""
+    """Rendering needs no engine installed: a run's weights come from its file and the side file alone."""
     code = "import sys, specatlas.bench.leaderboard; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

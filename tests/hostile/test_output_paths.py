@@ -1,8 +1,8 @@
 """No command destroys what it did not write (issue 30): `site build --out`, `bib -o`,
-`datastore build --output`, `leaderboard --results`, `bench --out` and `train --output` aimed at
-the checkout, its record folder, a record or a user's own folder are refused in one line with a
-non-zero exit, and every file there is still byte for byte what it was. Relative paths are
-relative to the working folder."""
+`datastore build --output`, `leaderboard --results`, `results backfill-weights --results`,
+`bench --out` and `train --output` aimed at the checkout, its record folder, a record or a user's
+own folder are refused in one line with a non-zero exit, and every file there is still byte for
+byte what it was. Relative paths are relative to the working folder."""
 
 import hashlib
 from pathlib import Path
@@ -44,6 +44,7 @@ COMMANDS = {
     "bib": lambda out: ["bib", "-o", out],
     "datastore": lambda out: ["datastore", "build", "{tmp}/corpus.txt", "--output", out],
     "leaderboard": lambda out: ["leaderboard", "--results", out],
+    "backfill-weights": lambda out: ["results", "backfill-weights", "--results", out],
     "bench": lambda out: ["bench", "baseline", "--out", out],
     "train": lambda out: ["train", "medusa", "--output", out],
 }
@@ -52,9 +53,10 @@ FOLDERS = {"checkout": "{root}", "parent": "{tmp}", "papers": "{root}/papers", "
 FILES = {"record": "{root}/papers/alpha2023drafting.yaml", "readme": "{root}/README.md",
          "user-file": "{tmp}/mine/notes.txt", "user-bib": "{tmp}/mine/refs.bib",
          "new-file-in-papers": "{root}/papers/new.bib", "docs-file": "{root}/docs/style.css"}
-# bench only adds uniquely named files to a folder, never replaces one: a user's folder is its to use.
+# bench only adds uniquely named files to a folder, never replaces one, and backfill-weights one file of
+# its own name (over its own only): a user's folder is theirs to use.
 CASES = [(command, name, path) for command in COMMANDS for name, path in FOLDERS.items()
-         if not (command == "bench" and name == "user-folder")]
+         if not (command in ("bench", "backfill-weights") and name == "user-folder")]
 CASES += [(command, name, path) for command in ("bib", "datastore") for name, path in FILES.items()]
 
 

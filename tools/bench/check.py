@@ -13,6 +13,10 @@ summary equal, within rounding, to the one recomputed from its own samples) and,
   claims to be lossless matched the baseline (or the row it is measured against) token for token.
 
 Each problem is one line, `FILE: problem`; the exit status is 0 when every file passes, else 1.
+Given results/weights-of-earlier-runs.json, it checks that file instead (`earlier_weights.problems`).
+
+`specatlas results backfill-weights` writes that file: the trained weights of result files written
+before they recorded them, from git (`specatlas.bench.earlier_weights`).
 """
 
 from __future__ import annotations
@@ -22,8 +26,12 @@ import re
 import sys
 from pathlib import Path
 
-from specatlas.bench.provenance import COMMIT
+from specatlas.bench import earlier_weights
+from specatlas.bench.provenance import COMMIT, GitError
 from specatlas.bench.results import BASELINE, SHA256_HEX, Run, divergence, load, references, row_name
+from specatlas.cli import CommandError
+from specatlas.fsutil import WriteError
+from specatlas.paths import repo_root
 
 SHA256 = re.compile(SHA256_HEX)
 MAX_PROBLEMS = 20  # per file: an edited file can be wrong in thousands of places
@@ -63,7 +71,9 @@ _MISSING = object()
 
 
 def check(path: Path) -> list[str]:
-    """The problems of one result file; empty when it is fit for the leaderboard."""
+    """The problems of one result file, or of the weights of earlier runs; empty when fit for the leaderboard."""
+    if path.name == earlier_weights.FILE_NAME:
+        return earlier_weights.problems(path)
     try:
         run = load(path)
     except ValueError as exc:
@@ -170,9 +180,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     checker = sub.add_parser("check", help="check result files written by `specatlas bench` on any machine",
                              description=__doc__.split("\n\n")[0])
     checker.add_argument("files", nargs="+", type=Path, metavar="FILE", help="result files (results/*.json)")
+    backfill = sub.add_parser(
+        "backfill-weights", help=f"write results/{earlier_weights.FILE_NAME}: from git, the trained weights of result "
+        "files written before they recorded them",
+        description=f"For each result file whose methods do not record their trained weights, derive them once from "
+        "git (each shipped head a method's setup names, as committed at the commit its sessions ran) and write them "
+        f"to results/{earlier_weights.FILE_NAME}, which the leaderboard reads instead of git. Entries already there "
+        "are kept; those of result files no longer there are dropped.")
+    backfill.add_argument("--results", type=Path, default=None, help="results folder (default: results/ in the repository)")
 
 
 def execute(args: argparse.Namespace) -> int:
+    if args.action == "backfill-weights":
+        return _backfill(args.results or repo_root() / "results")
     failed = 0
     for path in args.files:
         problems = check(path)
@@ -185,6 +205,22 @@ def execute(args: argparse.Namespace) -> int:
         else:
             print(_one_line(f"{path}: ok"))
     return 1 if failed else 0
+
+
+def _backfill(folder: Path) -> int:
+    if not folder.is_dir():
+        raise CommandError(f"no results folder at {folder}")
+    try:
+        path, added, dropped = earlier_weights.backfill(folder)
+    except (ValueError, GitError, WriteError) as exc:
+        raise CommandError(str(exc), status=1) from None
+    for name in added:
+        print(_one_line(f"{path}: added {name}"))
+    for name in dropped:
+        print(_one_line(f"{path}: dropped {name} (no such result file)"))
+    if not added and not dropped:
+        print(f"{path}: up to date")
+    return 0
 
 
 def _one_line(text: str) -> str:

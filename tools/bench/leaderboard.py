@@ -17,7 +17,9 @@ schema are listed as failed too.
 
 A row describes one set of trained weights: the shipped heads, adapters and distilled drafter are
 retrained from time to time, so a row averages only the runs of the weights its newest run used
-(`Line.keep_newest_weights`); the others are named under the table.
+(`Line.keep_newest_weights`); the others are named under the table. A run's weights are what its
+file records, else what results/weights-of-earlier-runs.json holds for it
+(`specatlas.bench.earlier_weights`): the page never asks git, whose history a checkout may lack.
 """
 
 from __future__ import annotations
@@ -27,13 +29,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import cached_property
 from pathlib import Path
 from statistics import fmean, stdev
 from urllib.parse import quote
 
-from specatlas.bench import charts
-from specatlas.bench.provenance import label, shipped_weights
+from specatlas.bench import charts, earlier_weights
+from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS, prompt_set_name
 from specatlas.bench.results import (BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Run, StepTime, curve_warning,
@@ -53,7 +54,7 @@ PAGE_START = "Measured by `specatlas bench`"  # how every page this module write
 NO_POLICY = "–"
 KINDS = {"specatlas": "SpecAtlas", "peer": "peer"}
 IDLE_DRAFTING = 0.05  # drafted tokens per step below which a method effectively did not speculate
-UNKNOWN_WEIGHTS = "unknown"  # the digest of weights that neither the result file nor git can tell
+UNKNOWN_WEIGHTS = "unknown"  # the digest of weights neither the result file nor the weights of earlier runs tell
 Linker = Callable[[str], "str | None"]
 FileLinker = Callable[[str], str]  # a result file's name, URL-quoted -> the URL of the raw file
 Loaded = tuple[list[tuple[Run, str]], list[tuple[str, str]]]  # (run, file name), (file name, why not valid)
@@ -118,20 +119,17 @@ class Entry:
     def step_time(self) -> StepTime | None:
         return step_time([t for s in self.run.samples if s.method == self.method.id for t in s.turns], self.run.cost_curve)
 
-    @cached_property
+    @property
     def weights(self) -> tuple[tuple[str, str], ...]:
         """The trained weights the row ran, as sorted (name, sha256 of the weight file) pairs; () for
-        a method with none. As recorded (`results.Method.weights`); in files written before that, each
-        shipped head its setup names (`head_folders.shipped_in`) at the commit its sessions ran
-        (`provenance.shipped_weights`: the sha256 of git's content, so the same file gives the same
-        pair either way). Exact, never fuzzy: a head is UNKNOWN_WEIGHTS where git cannot tell (no
-        git, no such commit as in a shallow clone, a dirty checkout, sessions at commits with
-        different weights), and unknown is compared as one version like any other: without git,
-        older runs still merge with one another, never with a run that recorded its weights."""
+        a method with none. As recorded (`results.Method.weights`), in files written before that as
+        the weights of earlier runs hold them (`load_all` fills them in); else each shipped head its
+        setup names (`head_folders.shipped_in`) is UNKNOWN_WEIGHTS. Exact, never fuzzy: unknown is
+        compared as one version like any other, so such runs merge with one another, never with a
+        run whose weights are known."""
         if self.method.weights is not None:
             return tuple(sorted(self.method.weights.items()))
-        sessions = [s for s in self.run.sessions if s.units] or self.run.sessions  # those that measured
-        return tuple((name, _weights_at(name, sessions)) for name in shipped_in(self.method.setup))
+        return tuple((name, UNKNOWN_WEIGHTS) for name in shipped_in(self.method.setup))
 
     @property
     def measured_at(self) -> tuple[datetime, str]:
@@ -142,13 +140,6 @@ class Entry:
         except ValueError:  # unreadable: the oldest
             when = datetime.min
         return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)), self.file
-
-
-def _weights_at(name: str, sessions: list) -> str:
-    """sha256 of the shipped head `name`'s weight file at the commit every session ran, else UNKNOWN_WEIGHTS."""
-    digests = {shipped_weights(s.git_commit, name) if s.git_commit and s.git_dirty is False else None
-               for s in sessions}
-    return (digests.pop() if len(digests) == 1 else None) or UNKNOWN_WEIGHTS
 
 
 @dataclass
@@ -272,10 +263,17 @@ def _record_linker(root: Path) -> Linker:
 
 def load_all(results_dir: Path) -> Loaded:
     """(run, file name) for valid result files, (file name, why) for the others. A link, or a copy
-    of a run already read (the same content under another name), is not a second run."""
+    of a run already read (the same content under another name), is not a second run. Methods that
+    record no weights get those of the weights of earlier runs (`earlier_weights.fill`); that file
+    listed as failed when malformed, its weights unknown."""
     runs, failed, seen = [], [], {}
+    try:
+        earlier = earlier_weights.read(results_dir / earlier_weights.FILE_NAME)
+    except ValueError as exc:
+        earlier = {}
+        failed.append((earlier_weights.FILE_NAME, str(exc)))
     for path in sorted(results_dir.glob("*.json")):
-        if path.name.startswith("."):
+        if path.name.startswith(".") or path.name == earlier_weights.FILE_NAME:
             continue
         if not path.name.isprintable():  # a line break, a bidirectional override, a zero-width space
             failed.append((path.name.encode("unicode_escape").decode("ascii"),
@@ -294,7 +292,7 @@ def load_all(results_dir: Path) -> Loaded:
             failed.append((path.name, f"the same run as {seen[identity]}: counted once"))
             continue
         seen[identity] = path.name
-        runs.append((run, path.name))
+        runs.append((earlier_weights.fill(run, earlier.get(path.name, {})), path.name))
     return runs, failed
 
 

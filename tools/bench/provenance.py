@@ -37,15 +37,24 @@ def git_state() -> dict:
             "dirty": None if status is None else bool(status.strip())}
 
 
+class GitError(Exception):
+    """git cannot tell what a commit held: no git, no repository, or not that commit (a shallow
+    clone). The message is one line."""
+
+
 @lru_cache(maxsize=None)
 def shipped_weights(commit: str, name: str) -> str | None:
     """sha256 of the weight file the shipped head `name` (its folder) held at `commit`: the file
     the checkpoint loader reads (`head_folders.weight_file`), from git. The content's sha256, not
-    git's blob id, so that it equals what a run records (`results.Method.weights`). None where
-    git, the commit (40 hex digits: a result file's text never reaches git as an option) or the
-    head is not there."""
+    git's blob id, so that it equals what a run records (`results.Method.weights`). None where the
+    head is not in that commit or the commit is not 40 hex digits (a result file's text never
+    reaches git as an option); GitError where git cannot read the commit."""
     if not COMMIT.match(commit):
         return None
+    if _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
+        if _git("rev-parse", "--git-dir") is None:
+            raise GitError(f"git cannot read a repository at {repo_root()}: is git installed, and is this a git checkout?")
+        raise GitError(f"commit {commit} is not in the repository's history (a shallow clone? `git fetch --unshallow`)")
     listing = _git("ls-tree", "-z", commit, "--", f"{SHIPPED_IN_REPOSITORY}/{name}/")
     blobs = {}  # file name -> blob id, from entries "<mode> <type> <id>\t<path>"
     for entry in (listing or b"").decode(errors="replace").split("\0"):

@@ -49,6 +49,8 @@ RESERVED_CATEGORIES = ("overall", "lossless")
 
 Seconds = Field(ge=0, allow_inf_nan=False)
 SHA256_HEX = r"^[0-9a-f]{64}$"
+# Trained weights a method ran: a shipped head's folder name (any other checkpoint as given) -> sha256 of its weight file.
+Weights = dict[Annotated[str, Field(min_length=1)], Annotated[str, Field(pattern=SHA256_HEX)]]
 # No machine decodes a million tokens a second for one sequence: a faster turn is a bad clock.
 MAX_TOKENS_PER_SECOND = 1e6
 
@@ -120,11 +122,10 @@ class Method(_Strict):
     # None: the baseline. Another engine's rows (llama.cpp) are measured against its own greedy
     # decoding, that row itself against our baseline's tokens (see `references`).
     relative_to: str | None = None
-    # The trained weights it ran (heads, adapters, drafters: `checkpoints.recording`): a shipped head's
-    # folder name (any other checkpoint as given) -> sha256 of the weight file read; {} when it loaded
-    # none. None in files written before it was recorded: the leaderboard then reads the setup and git
-    # (`leaderboard.Entry.weights`).
-    weights: dict[Annotated[str, Field(min_length=1)], Annotated[str, Field(pattern=SHA256_HEX)]] | None = None
+    # The trained weights it ran (heads, adapters, drafters: `checkpoints.recording`); {} when it loaded
+    # none. None in files written before it was recorded: results/weights-of-earlier-runs.json then
+    # holds them, derived from git (`specatlas.bench.earlier_weights`).
+    weights: Weights | None = None
 
 
 class Session(_Strict):
@@ -474,10 +475,11 @@ def dumps(run: Run) -> str:
 write_atomic = atomic_write  # the name other modules import
 
 
-def _schema_error(exc: ValidationError, prefix: str = "") -> ValueError:
+def schema_error(exc: ValidationError, prefix: str = "", schema: str = "the result schema") -> ValueError:
+    """The first problem pydantic found, in one line naming the field."""
     first = exc.errors()[0]
     where = ".".join(str(p) for p in (prefix, *first["loc"]) if p != "") or "(top level)"
-    return ValueError(f"does not match the result schema: {where}: {first['msg']}")
+    return ValueError(f"does not match {schema}: {where}: {first['msg']}")
 
 
 def load(path: Path) -> Run:
@@ -489,12 +491,12 @@ def load(path: Path) -> Run:
     try:
         run = Run.model_validate(data)
     except ValidationError as exc:
-        raise _schema_error(exc) from None
+        raise schema_error(exc) from None
     for name, model, data in (("config", RunConfig, run.config), ("provenance", Provenance, run.provenance)):
         try:
             model.model_validate(data)
         except ValidationError as exc:
-            raise _schema_error(exc, name) from None
+            raise schema_error(exc, name) from None
     if config_hash(run.config) != run.config_hash:
         raise ValueError("config_hash does not match its config")
     if run.schema_version >= 2:
