@@ -103,7 +103,7 @@ def execute(args: argparse.Namespace) -> int:
         except WriteError as exc:
             raise CommandError(str(exc)) from None
 
-    output = args.output and checked(args.output, *trainers.values())  # a given folder before the model loads
+    output = args.output and checked(args.output, next(iter(trainers.values())))  # a given folder before the model loads
     try:
         loaded = load_model(args.model, pick_device(args.device), torch.float32, args.trust_remote_code)
     except ModelLoadError as exc:
@@ -115,8 +115,9 @@ def execute(args: argparse.Namespace) -> int:
     args.tokens = args.tokens or train_data.training_tokens(data)
     if len(trainers) > 1:  # one pass of the target caches every layer the families read (each would run its own)
         shards, _ = train_data.load(data, loaded.tokenizer, args.tokens)
-        layers = {layer for trainer in trainers.values() for layer in trainer.layers(loaded.model)}
-        training.features(loaded, shards, tuple(layers), training.features_folder(loaded.name), tqdm)
+        layers = tuple({layer for trainer in trainers.values() for layer in trainer.layers(loaded.model)})
+        for shard in tqdm(shards, desc="target states", unit="shard"):  # one at a time: only the cache keeps them
+            training.features(loaded, [shard], layers, training.features_folder(loaded.name))
     for name, trainer in trainers.items():
         try:  # the head folder is checked again when saved: something else may have written there since
             result = train_one(trainer, loaded, data, args.tokens, outputs[name], args.budget_minutes, args.steps,
