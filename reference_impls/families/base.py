@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -172,7 +173,7 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
                   "data": {"conversations": len(features.tokens), "sha256": data.hexdigest()}}
         if epochs is not None:  # absent otherwise: a --steps run keeps the key it always had
             config["epochs"] = epochs
-        key = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+        key = hashlib.sha256(json.dumps(config, sort_keys=True).encode() + _training_code(self)).hexdigest()[:12]
         torch.manual_seed(seed)
         run = Run(self.name, seed, steps, folder / f"{self.name}-{key}.ckpt", config, draft_model, stop)
         return self.fit(loaded, features, run, output, budget_minutes, command, progress)
@@ -184,6 +185,15 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
         """The family's hyperparameters (learning rate, batch, heads...), as its attributes say."""
         return {name: value for name in dir(self) if not name.startswith("_") and name not in self._not_settings
                 and isinstance(value := getattr(self, name), (bool, int, float, str, tuple))}
+
+
+def _training_code(family: Family) -> bytes:
+    """The source a run of `family` executes: its module and the shared training code. Part of the
+    resume checkpoint's key, so a run never resumes one that code since changed saved (the config
+    alone would not tell a changed loss)."""
+    modules = (sys.modules[type(family).__module__], sys.modules[__name__], sys.modules[Run.__module__],
+               sys.modules[LayerConfig.__module__])
+    return b"".join(hashlib.sha256(Path(module.__file__).read_bytes()).digest() for module in modules)
 
 
 def positions_epoch(family: Family, features, train_ids: list[int]) -> tuple[int, int, str]:

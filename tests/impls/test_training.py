@@ -272,6 +272,20 @@ def test_another_seed_or_schedule_never_resumes_a_run(tmp_path, loaded, monkeypa
     assert len(list(cache.glob("medusa-*.ckpt"))) == 3
 
 
+def test_a_change_to_a_familys_training_code_never_resumes_its_checkpoint(tmp_path, loaded, monkeypatch):
+    """The config cannot tell a changed loss: the checkpoint key also hashes the code that trains."""
+    import sys
+
+    cache = tmp_path / "data"
+    train(loaded, tmp_path, "medusa", monkeypatch, cache, tmp_path / "a", stop_after_steps=2)
+    module = sys.modules[type(FAMILIES["medusa"]).__module__]
+    changed = tmp_path / "medusa.py"
+    changed.write_bytes(open(module.__file__, "rb").read() + b"# a changed loss\n")
+    monkeypatch.setattr(module, "__file__", str(changed))
+    _, again = train(loaded, tmp_path, "medusa", monkeypatch, cache, tmp_path / "b", stop_after_steps=3)
+    assert again["steps"] == 3 and len(list(cache.glob("medusa-*.ckpt"))) == 2  # from step 0, beside the other
+
+
 def test_loss_vocabulary_scores_the_frequent_tokens_and_every_label():
     torch.manual_seed(0)
     weight, features = torch.randn(50, 8), torch.randn(6, 8)
