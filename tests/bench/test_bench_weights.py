@@ -1,6 +1,6 @@
 """A leaderboard row describes one set of trained weights: runs of a retrained head are never
 averaged with runs of the head before it. Which weights a run used is what its result file
-records, else what results/weights-of-earlier-runs.json holds, derived from git once by
+records, else what results/provenance/weights-of-earlier-runs.json holds, derived from git once by
 `specatlas results backfill-weights`: the leaderboard itself never runs git, so a checkout
 without the history renders the same page."""
 
@@ -91,7 +91,7 @@ def backfill(folder, capsys):
 
 
 def side_file(folder):
-    return json.loads((folder / earlier_weights.FILE_NAME).read_text())
+    return json.loads((folder / earlier_weights.PLACE).read_text())
 
 
 def test_the_setup_names_the_shipped_head_the_recorded_weights_are_keyed_by():
@@ -131,7 +131,7 @@ def test_the_leaderboard_renders_the_same_page_without_git(repository, write_run
         patch.setattr(provenance, "_git", lambda *args: pytest.fail(f"git {' '.join(args)} was called while rendering"))
         provenance.shipped_weights.cache_clear()
         assert measured_markdown(folder) == with_git
-        assert main(["results", "check", str(folder / earlier_weights.FILE_NAME)]) == 0
+        assert main(["results", "check", str(folder / earlier_weights.PLACE)]) == 0
 
 
 @needs_git
@@ -184,7 +184,7 @@ def test_the_backfill_keeps_what_it_wrote_adds_new_files_and_drops_gone_ones(rep
     folder = write_run(head_run(0.25, started=2, commit=repository["new"]), "b.json").parent
     status, out, _ = backfill(folder, capsys)
     assert status == 0 and out.count("added") == 2
-    path = folder / earlier_weights.FILE_NAME
+    path = folder / earlier_weights.PLACE
     written = path.read_bytes()
     assert written.startswith(earlier_weights.START.encode())
     assert side_file(folder)["written_by"] == earlier_weights.COMMAND and side_file(folder)["derived_from"].startswith("git")
@@ -213,9 +213,30 @@ def test_the_backfill_refuses_in_one_line_where_git_cannot_tell_and_writes_nothi
     if case == "no git":
         monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     status, out, err = backfill(folder, capsys)
-    assert status == 1 and len(err) == 1 and not (folder / earlier_weights.FILE_NAME).exists()
+    assert status == 1 and len(err) == 1 and not (folder / earlier_weights.PLACE).exists()
     expected = f"commit {commit} is not in the repository's history" if case != "no git" else "git cannot read a repository"
     assert err[0].startswith(f"specatlas results: {expected}")
+
+
+@needs_git
+def test_the_backfill_refuses_in_one_line_where_its_folder_is_taken_by_a_file(repository, write_run, capsys):
+    folder = write_run(head_run(0.5, started=1, commit=repository["old"]), "a.json").parent
+    taken = folder / earlier_weights.PLACE.parent
+    taken.write_text("not a folder")
+    status, _, err = backfill(folder, capsys)
+    assert status == 1 and len(err) == 1 and "cannot write the weights of earlier runs" in err[0]
+    assert taken.read_text() == "not a folder"
+
+
+def test_results_check_finds_the_result_files_from_a_relative_path(write_run, capsys, monkeypatch):
+    """The side file's entries are checked against the results folder above its own, wherever the
+    command runs from."""
+    folder = write_run(head_run(0.5, started=1), "a.json").parent
+    path = folder / earlier_weights.PLACE
+    path.parent.mkdir()
+    path.write_text(json.dumps({"written_by": earlier_weights.COMMAND, "derived_from": "git", "runs": {"a.json": {}}}))
+    monkeypatch.chdir(path.parent)
+    assert main(["results", "check", path.name]) == 0, capsys.readouterr().err
 
 
 BAD_SIDE_FILES = [
@@ -234,7 +255,8 @@ def test_a_malformed_side_file_is_one_line_everywhere(write_run, capsys, edit, w
     runs as unknown; the backfill refuses to build on it."""
     write_run(head_run(0.5, started=1), "a.json")
     folder = write_run(head_run(0.25, started=2, weights={HEAD: NEW_SHA}), "b.json").parent
-    path = folder / earlier_weights.FILE_NAME
+    path = folder / earlier_weights.PLACE
+    path.parent.mkdir()
     document = {"written_by": earlier_weights.COMMAND, "derived_from": "git", "runs": {"a.json": {"head": {HEAD: NEW_SHA}}}}
     path.write_text(json.dumps(document, indent=1))
     assert table_rows(measured_markdown(folder))["head"] == ("2", "**3.00×\u00a0±1.41**")  # well formed: a.json is NEW
@@ -248,7 +270,7 @@ def test_a_malformed_side_file_is_one_line_everywhere(write_run, capsys, edit, w
     assert err.startswith(f"{path}: does not match its schema: {where}")
     page = measured_markdown(folder)
     assert table_rows(page)["head"] == ("1", "**4.00×**")  # a.json unknown again
-    assert f"| {md(earlier_weights.FILE_NAME)} | {md(f'does not match its schema: {where}')}" in page
+    assert f"| {md(earlier_weights.PLACE.as_posix())} | {md(f'does not match its schema: {where}')}" in page
     before = path.read_bytes()
     status, _, err = backfill(folder, capsys)
     assert status == 1 and len(err) == 1 and path.read_bytes() == before
@@ -256,7 +278,8 @@ def test_a_malformed_side_file_is_one_line_everywhere(write_run, capsys, edit, w
 
 def test_results_check_names_entries_of_result_files_no_longer_there(write_run, capsys):
     folder = write_run(head_run(0.5, started=1), "a.json").parent
-    path = folder / earlier_weights.FILE_NAME
+    path = folder / earlier_weights.PLACE
+    path.parent.mkdir()
     path.write_text(json.dumps({"written_by": earlier_weights.COMMAND, "derived_from": "git",
                                 "runs": {"a.json": {}, "gone.json": {"head": None}}}))
     assert main(["results", "check", str(path)]) == 1
@@ -269,12 +292,11 @@ def test_the_committed_side_file_covers_every_committed_run_without_weights():
     """A result file from an older checkout added without running the backfill would leave its rows'
     weights unknown on the page."""
     results = repo_root() / "results"
-    earlier = earlier_weights.read(results / earlier_weights.FILE_NAME)
-    assert earlier_weights.problems(results / earlier_weights.FILE_NAME) == []
+    earlier = earlier_weights.read(results / earlier_weights.PLACE)
+    assert earlier_weights.problems(results / earlier_weights.PLACE) == []
     for path in sorted(results.glob("*.json")):
-        if path.name != earlier_weights.FILE_NAME:
-            lacking = [m.id for m in load(path).methods if m.weights is None and shipped_in(m.setup)]
-            assert set(lacking) <= set(earlier.get(path.name, {})), f"run `{earlier_weights.COMMAND}` for {path.name}"
+        lacking = [m.id for m in load(path).methods if m.weights is None and shipped_in(m.setup)]
+        assert set(lacking) <= set(earlier.get(path.name, {})), f"run `{earlier_weights.COMMAND}` for {path.name}"
 
 
 @pytest.mark.parametrize("weights, where", [

@@ -13,7 +13,7 @@ summary equal, within rounding, to the one recomputed from its own samples) and,
   claims to be lossless matched the baseline (or the row it is measured against) token for token.
 
 Each problem is one line, `FILE: problem`; the exit status is 0 when every file passes, else 1.
-Given results/weights-of-earlier-runs.json, it checks that file instead (`earlier_weights.problems`).
+Given results/provenance/weights-of-earlier-runs.json, it checks that file instead (`earlier_weights.problems`).
 
 `specatlas results backfill-weights` writes that file: the trained weights of result files written
 before they recorded them, from git (`specatlas.bench.earlier_weights`).
@@ -72,7 +72,7 @@ _MISSING = object()
 
 def check(path: Path) -> list[str]:
     """The problems of one result file, or of the weights of earlier runs; empty when fit for the leaderboard."""
-    if path.name == earlier_weights.FILE_NAME:
+    if earlier_weights.is_one(path):
         return earlier_weights.problems(path)
     try:
         run = load(path)
@@ -181,11 +181,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              description=__doc__.split("\n\n")[0])
     checker.add_argument("files", nargs="+", type=Path, metavar="FILE", help="result files (results/*.json)")
     backfill = sub.add_parser(
-        "backfill-weights", help=f"write results/{earlier_weights.FILE_NAME}: from git, the trained weights of result "
+        "backfill-weights", help=f"write results/{earlier_weights.PLACE}: from git, the trained weights of result "
         "files written before they recorded them",
         description=f"For each result file whose methods do not record their trained weights, derive them once from "
         "git (each shipped head a method's setup names, as committed at the commit its sessions ran) and write them "
-        f"to results/{earlier_weights.FILE_NAME}, which the leaderboard reads instead of git. Entries already there "
+        f"to results/{earlier_weights.PLACE}, which the leaderboard reads instead of git. Entries already there "
         "are kept; those of result files no longer there are dropped.")
     backfill.add_argument("--results", type=Path, default=None, help="results folder (default: results/ in the repository)")
 

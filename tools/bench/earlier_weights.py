@@ -1,13 +1,14 @@
 """The trained weights of runs measured before result files recorded them:
-results/weights-of-earlier-runs.json, written by `specatlas results backfill-weights`.
+results/provenance/weights-of-earlier-runs.json, written by `specatlas results backfill-weights`.
 
 A method entry of a result file records the trained weights it ran (`results.Method.weights`);
 files written before that lack the field. For those, the command derives the weights once from
 git: each shipped head a row's setup names (`head_folders.shipped_in`), as committed at the
 commit every session that measured ran, from clean checkouts only (`provenance.shipped_weights`).
-What it derives is committed beside the result files, so that the leaderboard reads it from the
-checkout alone and never runs git: a checkout with a shallow history, or none, renders the same
-page (`leaderboard.load_all` fills each older row's weights from it, `fill`).
+What it derives is committed, so that the leaderboard reads it from the checkout alone and never
+runs git: a checkout with a shallow history, or none, renders the same page (`leaderboard.load_all`
+fills each older row's weights from it, `fill`). It sits in a subfolder of the results folder, where
+no listing of result files (`results/*.json`) meets it.
 
 The file maps a result file's name to its methods that name shipped heads, each to
 {head folder: sha256 of its weight file}, or null where git cannot tell (a dirty checkout,
@@ -25,11 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specatlas.bench.provenance import COMMIT, shipped_weights
 from specatlas.bench.results import Run, Weights, load, schema_error, write_atomic
-from specatlas.fsutil import ReadError, output_file, output_place, read_json, starts_with
+from specatlas.fsutil import ReadError, WriteError, output_file, output_place, read_json, starts_with
 from specatlas.impls.engine.head_folders import shipped_in
 from specatlas.paths import repo_root
 
-FILE_NAME = "weights-of-earlier-runs.json"
+PLACE = Path("provenance", "weights-of-earlier-runs.json")  # under a results folder
 COMMAND = "specatlas results backfill-weights"
 DERIVED_FROM = ("git: for each method whose setup names shipped heads, the sha256 of each head's weight file as "
                 "committed at the commit every session that measured ran, from clean checkouts only; null where git "
@@ -73,13 +74,23 @@ def fill(run: Run, methods: dict[str, Weights | None]) -> Run:
 
 def problems(path: Path) -> list[str]:
     """What `specatlas results check` reports for the file: its schema, and entries of result files
-    that are no longer beside it."""
+    that are no longer in the results folder it belongs to."""
     try:
         earlier = read(path)
     except ValueError as exc:
         return [str(exc)]
     return [f"runs.{name}: no such result file in its folder (`{COMMAND}` drops its entry)"
-            for name in earlier if not (path.parent / name).is_file()]
+            for name in earlier if not (results_of(path) / name).is_file()]
+
+
+def is_one(path: Path) -> bool:
+    """Whether `path` is in the place of the file (rather than a result file)."""
+    return path.absolute().parts[-len(PLACE.parts):] == PLACE.parts
+
+
+def results_of(path: Path) -> Path:
+    """The results folder whose runs the file at `path` describes."""
+    return path.absolute().parents[len(PLACE.parts) - 1]
 
 
 def derive(run: Run) -> dict[str, Weights | None]:
@@ -112,15 +123,14 @@ def backfill(folder: Path) -> tuple[Path, list[str], list[str]]:
     other entry kept as it is (a later checkout may not have the history it came from). Returns
     (the file, the names added, the names dropped); nothing is written when nothing changes.
     Raises ValueError (a malformed file), `provenance.GitError` or `fsutil.WriteError`, in one line."""
-    path, default = folder / FILE_NAME, repo_root() / "results"
+    path, default = folder / PLACE, repo_root() / "results"
     output_place(folder, "the weights of earlier runs", allowed=default)
     output_file(path, "the weights of earlier runs", starts_with(START), allowed=default)
     try:
         earlier = read(path)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
-    names = {p.name for p in folder.glob("*.json")
-             if p.is_file() and not p.is_symlink() and not p.name.startswith(".")} - {FILE_NAME}  # as `load_all` reads
+    names = {p.name for p in folder.glob("*.json") if p.is_file() and not p.is_symlink() and not p.name.startswith(".")}
     kept = {name: methods for name, methods in earlier.items() if name in names}
     added = []
     for name in sorted(names - set(kept)):
@@ -134,5 +144,9 @@ def backfill(folder: Path) -> tuple[Path, list[str], list[str]]:
     dropped = sorted(set(earlier) - set(kept))
     if added or dropped:
         runs = {name: dict(sorted(kept[name].items())) for name in sorted(kept)}
+        try:
+            path.parent.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise WriteError(f"cannot write the weights of earlier runs to {path}: {exc.strerror or exc}") from None
         write_atomic(path, json.dumps({"written_by": COMMAND, "derived_from": DERIVED_FROM, "runs": runs}, indent=1) + "\n")
     return path, added, dropped

@@ -18,7 +18,7 @@ schema are listed as failed too.
 A row describes one set of trained weights: the shipped heads, adapters and distilled drafter are
 retrained from time to time, so a row averages only the runs of the weights its newest run used
 (`Line.keep_newest_weights`); the others are named under the table. A run's weights are what its
-file records, else what results/weights-of-earlier-runs.json holds for it
+file records, else what results/provenance/weights-of-earlier-runs.json holds for it
 (`specatlas.bench.earlier_weights`): the page never asks git, whose history a checkout may lack.
 """
 
@@ -268,12 +268,12 @@ def load_all(results_dir: Path) -> Loaded:
     listed as failed when malformed, its weights unknown."""
     runs, failed, seen = [], [], {}
     try:
-        earlier = earlier_weights.read(results_dir / earlier_weights.FILE_NAME)
+        earlier = earlier_weights.read(results_dir / earlier_weights.PLACE)
     except ValueError as exc:
         earlier = {}
-        failed.append((earlier_weights.FILE_NAME, str(exc)))
+        failed.append((earlier_weights.PLACE.as_posix(), str(exc)))
     for path in sorted(results_dir.glob("*.json")):
-        if path.name.startswith(".") or path.name == earlier_weights.FILE_NAME:
+        if path.name.startswith("."):
             continue
         if not path.name.isprintable():  # a line break, a bidirectional override, a zero-width space
             failed.append((path.name.encode("unicode_escape").decode("ascii"),

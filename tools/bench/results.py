@@ -123,7 +123,7 @@ class Method(_Strict):
     # decoding, that row itself against our baseline's tokens (see `references`).
     relative_to: str | None = None
     # The trained weights it ran (heads, adapters, drafters: `checkpoints.recording`); {} when it loaded
-    # none. None in files written before it was recorded: results/weights-of-earlier-runs.json then
+    # none. None in files written before it was recorded: results/provenance/weights-of-earlier-runs.json then
     # holds them, derived from git (`specatlas.bench.earlier_weights`).
     weights: Weights | None = None
 
