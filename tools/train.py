@@ -104,6 +104,7 @@ def execute(args: argparse.Namespace) -> int:
             raise CommandError(str(exc)) from None
 
     output = args.output and checked(args.output, next(iter(trainers.values())))  # a given folder before the model loads
+    code = checkout()  # now: a multi-hour run may outlive the checkout's state
     try:
         loaded = load_model(args.model, pick_device(args.device), torch.float32, args.trust_remote_code)
     except ModelLoadError as exc:
@@ -121,7 +122,7 @@ def execute(args: argparse.Namespace) -> int:
     for name, trainer in trainers.items():
         try:  # the head folder is checked again when saved: something else may have written there since
             result = train_one(trainer, loaded, data, args.tokens, outputs[name], args.budget_minutes, args.steps,
-                               args.seed, card_command(args, name), args.stop_at, epochs)
+                               args.seed, card_command(args, name), args.stop_at, epochs, code)
         except WriteError as exc:
             raise CommandError(str(exc)) from None
         print(f"specatlas train: wrote {outputs[name]} ({result})", file=sys.stderr)
@@ -141,9 +142,11 @@ def resolved(name: str) -> Family:
 
 
 def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: Path, budget_minutes: float,
-              steps: int | None, seed: int, command: str, stop: int | None = None, epochs: float | None = None) -> str:
+              steps: int | None, seed: int, command: str, stop: int | None = None, epochs: float | None = None,
+              code: dict | None = None) -> str:
     """Train `trainer`'s module on the data in `data` (its first `tokens` answer tokens) and save it
-    to `output`; `epochs` (instead of `steps`) resolves to steps on that data."""
+    to `output`; `epochs` (instead of `steps`) resolves to steps on that data. `code`: the checkout
+    the command started in (`checkout`), for the model card."""
     print(f"specatlas train: {trainer.paper} ({trainer.name}) for {loaded.name}; data in {data}", file=sys.stderr)
     shards, held_out = train_data.load(data, loaded.tokenizer, tokens)
     folder = training.features_folder(loaded.name)
@@ -164,7 +167,18 @@ def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: P
             raise CommandError(f"--stop-at {stop} is past the schedule's {steps} steps (--epochs {epochs})")
     draft_model = default_draft_model(loaded.model, None) if trainer.uses_draft_model else None
     return trainer.train(loaded, features, folder, output, budget_minutes, steps, seed, command, tqdm, draft_model, stop,
-                         epochs)
+                         epochs, code)
+
+
+def checkout() -> dict:
+    """The checkout's commit and whether its files differ from it, as a model card records them;
+    the shipped heads, which `specatlas train` itself rewrites, do not count as a difference."""
+    from specatlas.bench.provenance import git_state
+    from specatlas.paths import repo_root
+
+    heads = SHIPPED_HEADS.resolve()
+    inside = heads.is_relative_to(repo_root())
+    return git_state(excluding=(heads.relative_to(repo_root()).as_posix(),) if inside else ())
 
 
 def card_command(args: argparse.Namespace, method: str) -> str:

@@ -49,7 +49,7 @@ def execute(args: argparse.Namespace) -> int:
 
     from specatlas import train_data
     from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, cache_root, load_model
-    from specatlas.train import resolve, train_one
+    from specatlas.train import checkout, resolve, train_one
 
     from specatlas.impls.registry import resolve as method
 
@@ -77,6 +77,7 @@ def execute(args: argparse.Namespace) -> int:
     data = train_data.default_folder(loaded.name)
     # A point trained under other family settings (the code changed since) is measured again, so
     # every point of a curve comes from the one config the file is named for.
+    code = checkout()
     done = {p["requested_tokens"] for p in curve["points"] if p.get("config", {}).get("settings") == family.settings()}
     for size in sizes:
         if size in done:
@@ -84,7 +85,8 @@ def execute(args: argparse.Namespace) -> int:
             continue
         output = cache_root() / "train-curve" / loaded.name / f"{family.name}-{size}"
         command = f"specatlas train {family.paper} --tokens {size} --seed {args.seed}"  # the card adds the schedule
-        train_one(family, loaded, data, size, output, args.budget_minutes, args.steps, args.seed, command, epochs=epochs)
+        train_one(family, loaded, data, size, output, args.budget_minutes, args.steps, args.seed, command, epochs=epochs,
+                  code=code)
         card = json.loads((output / "training.json").read_text(encoding="utf-8"))
         shards, held_out = train_data.load(data, loaded.tokenizer, tokens=1)
         prompts = [c.prompt for _, conversations in shards[:held_out] for c in conversations][: args.prompts]
@@ -92,7 +94,7 @@ def execute(args: argparse.Namespace) -> int:
             "requested_tokens": size, "train_answer_tokens": card["train_answer_tokens"],
             "train_conversations": card["train_conversations"], "steps": card["steps"],
             "epochs_seen": card["epochs_seen"], "stopped_by": card["stopped_by"], "final_loss": card["final_loss"],
-            "config": card["config"],
+            "config": card["config"], "code": card.get("code"),
             "chain": card["held_out"], "paper_method": paper_method_acceptance(family, loaded, output, prompts,
                                                                               args.max_new_tokens)}
         path.parent.mkdir(parents=True, exist_ok=True)

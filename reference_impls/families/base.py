@@ -125,7 +125,7 @@ class Family:
 | Held-out acceptance by draft position (top-1 chain, given the earlier drafts accepted) | {by_position} |
 | Held-out mean accepted tokens per step (top-1 chain, bonus token included) | {held['mean_accepted_tokens_chain']} |{untrained}
 | Weights | int8 matrices with a float16 scale per row, vectors float16 (`weight_storage`; the acceptance above is measured on them), in the family's published key layout (loads with `specatlas.impls.engine.checkpoints.load`) |
-| torch | {card['torch']} |
+| torch | {card['torch']} |{_checkout_row(card)}
 
 Reproduce (writes this folder):
 
@@ -159,12 +159,13 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
         return max(1, math.ceil(round(epochs * examples / per_step, 9)))  # round: 0.1 * 30 is not 3.0000000000000004 steps
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress,
-              draft_model=None, stop=None, epochs: float | None = None) -> str:
+              draft_model=None, stop=None, epochs: float | None = None, code: dict | None = None) -> str:
         """Train on `features` (cached in `folder`) and save to `output`. The run is a function of
         its config: the seed fixes the initial weights here and every step's draws in `train_loop`,
         and its resume checkpoint is keyed by the whole config, so a changed seed, schedule, setting
         or data never resumes another run. `stop`: end at that step of the schedule (`Run.stop`).
-        `epochs`: what `steps` was resolved from (`epoch_steps`), recorded in the config beside them."""
+        `epochs`: what `steps` was resolved from (`epoch_steps`), recorded in the config beside them.
+        `code`: the checkout the code came from, for the model card (`Run.code`)."""
         data = hashlib.sha256()
         for tokens in features.tokens:
             data.update(tokens.numpy().astype("int64").tobytes() + b"|")
@@ -175,7 +176,7 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
             config["epochs"] = epochs
         key = hashlib.sha256(json.dumps(config, sort_keys=True).encode() + _training_code(self)).hexdigest()[:12]
         torch.manual_seed(seed)
-        run = Run(self.name, seed, steps, folder / f"{self.name}-{key}.ckpt", config, draft_model, stop)
+        run = Run(self.name, seed, steps, folder / f"{self.name}-{key}.ckpt", config, draft_model, stop, code)
         return self.fit(loaded, features, run, output, budget_minutes, command, progress)
 
     def fit(self, loaded, features, run: Run, output, budget_minutes, command, progress) -> str:
@@ -209,6 +210,17 @@ def _schedule(card: dict) -> str:
     if card.get("stopped_by") == "stop":
         return f" of {card['planned_steps']} planned (stopped there by --stop-at)"
     return f" (seed {card['config']['seed']})" if "config" in card else ""
+
+
+def _checkout_row(card: dict) -> str:
+    """The card's row for the checkout that trained it, when the card records it."""
+    if "code" not in card:
+        return ""
+    commit, dirty = card["code"].get("commit"), card["code"].get("dirty")
+    if commit is None:
+        return "\n| Code | not a git checkout |"
+    state = {False: "clean", True: "with uncommitted changes"}.get(dirty, "state unknown")
+    return f"\n| Code | commit {commit} ({state}; the shipped heads folder aside) |"
 
 
 def _epochs(card: dict) -> str:

@@ -74,7 +74,8 @@ def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], fo
     over each conversation's tokens and cached in `folder` per shard and layer (with the greedy
     tokens in each file): a kill loses at most the shard in progress, and a family reading another
     layer than the ones cached computes only that layer, through the first layers alone when the
-    greedy tokens are cached already (Kangaroo's exit after layer 2: a tenth of a full forward).
+    greedy tokens are cached already (Kangaroo's exit after layer 2: a tenth of a full forward), and
+    one reading no layer (FR-Spec) takes the greedy tokens from any layer's file without a forward.
     Each conversation's last answer token is dropped: no position after it is trained on."""
     from safetensors.torch import save
 
@@ -85,9 +86,12 @@ def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], fo
     for key, conversations in shards:
         tokens = [torch.tensor(c.prompt + c.answer[:-1]) for c in conversations]
         paths = {layer: folder / f"{key[:16]}-{layer}.safetensors" for layer in layers or ("greedy",)}
-        stored = {}
+        stored, count = {}, sum(map(len, tokens))
         for layer, path in paths.items():
-            stored |= _cached(path, sum(map(len, tokens)), () if layer == "greedy" else (layer,), model.config) or {}
+            stored |= _cached(path, count, () if layer == "greedy" else (layer,), model.config) or {}
+        for path in sorted(set(folder.glob(f"{key[:16]}-*.safetensors")) - set(paths.values())) if not layers else ():
+            if "greedy" not in stored and (cached := _cached(path, count, (), model.config)):
+                stored["greedy"] = cached["greedy"]  # a layer's file holds the greedy tokens too
         missing = tuple(layer for layer in layers if f"hidden.{layer}" not in stored)
         if missing or "greedy" not in stored:
             stored |= _forward_states(model, tokens, missing, batch_tokens, stored.get("greedy"))
@@ -373,6 +377,10 @@ class Run:
     # weights are made again exactly (the cosine schedule is the planned one's). Not in `config`:
     # the stopped run is a prefix of the whole one and shares its resume checkpoint.
     stop: int | None = None
+    # The checkout the run's code came from, {"commit", "dirty"} (`bench.provenance.git_state`, taken
+    # by the caller when the command started), for the model card. Not in `config`: the resume key
+    # already holds the code itself, and a commit that leaves it unchanged resumes.
+    code: dict | None = None
 
 
 clock = time.monotonic  # what the budget is measured with (a test stops a run at a chosen step)
@@ -460,7 +468,7 @@ def finish(family, run: Run, module, loaded, features, train_ids, test_ids, stat
             "epochs_seen": epochs_seen(family, features, train_ids, state.step),
             "train_seconds": round(state.seconds), "final_loss": round(state.losses[-1], 4) if state.losses else None, "loss_curve": [round(x, 4) for x in state.losses[:: max(1, len(state.losses) // 20)]],
             "held_out": accuracy, "command": reproducing(command, state, run.config.get("epochs")), "torch": torch.__version__,
-            "data_source": features.source} | (notes or {})
+            "data_source": features.source} | ({"code": run.code} if run.code else {}) | (notes or {})
     family.save(module, output, loaded.model, loaded.name, extra, card)
     return f"{state.step} steps in {state.seconds / 60:.1f} min, loss {card['final_loss']}, " \
            f"held-out mean accepted tokens (top-1 chain) {accuracy['mean_accepted_tokens_chain']}"

@@ -239,6 +239,16 @@ def test_results_check_finds_the_result_files_from_a_relative_path(write_run, ca
     assert main(["results", "check", path.name]) == 0, capsys.readouterr().err
 
 
+@needs_git
+def test_the_checkouts_state_leaves_out_the_folders_named(repository, tmp_path):
+    """What a model card records (`specatlas.train.checkout`): `specatlas train` rewrites the shipped
+    heads while a later family still trains, which does not make the checkout that trains it dirty."""
+    (tmp_path / "repo" / SHIPPED_IN_REPOSITORY / HEAD / "model.safetensors").write_bytes(b"retrained")
+    assert provenance.git_state() == {"commit": repository["new"], "dirty": True}
+    assert provenance.git_state(excluding=(SHIPPED_IN_REPOSITORY,)) == {"commit": repository["new"], "dirty": False}
+    assert provenance.git_state(excluding=("elsewhere",))["dirty"] is True  # only the folders named are left out
+
+
 BAD_SIDE_FILES = [
     (lambda d: d["runs"]["a.json"]["head"].update({HEAD: "not-a-sha256"}), f"runs.a.json.head.{HEAD}"),
     (lambda d: d["runs"]["a.json"].update({"head": [HEAD]}), "runs.a.json.head"),

@@ -78,6 +78,14 @@ def test_features_are_an_unpadded_forwards_states_and_greedy_tokens_cached_per_s
         forward = loaded.model(input_ids=features.tokens[i][None], output_hidden_states=True)
         torch.testing.assert_close(shallow.hidden[1][i].float(), forward.hidden_states[1][0], atol=2e-3, rtol=1e-2)
         assert torch.equal(shallow.hidden[3][i], features.hidden[3][i]) and torch.equal(shallow.greedy[i], features.greedy[i])
+    # No layer (FR-Spec's ranking): the greedy tokens of a layer's file, no forward and no file written.
+    handle = loaded.model.model.layers[0].register_forward_hook(lambda *args: calls.append(1))
+    try:
+        greedy_only = training.features(loaded, shards, (), tmp_path)
+    finally:
+        handle.remove()
+    assert not calls and len(list(tmp_path.glob("*.safetensors"))) == 2 * (len(layers) + 1)
+    assert all(torch.equal(x, y) for x, y in zip(greedy_only.greedy, features.greedy))
     damaged = sorted(stamps)[0]
     damaged.write_bytes(damaged.read_bytes()[:50])
     repaired = training.features(loaded, shards, layers, tmp_path)
@@ -105,7 +113,7 @@ HEADS = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass"
 
 
 def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0, stop_after_steps=None, stop=None,
-          epochs=None):
+          epochs=None, code=None):
     """`specatlas train <family>` on the tiny model; `stop_after_steps`: a time budget that runs out
     after that many steps (a fake clock that advances one minute per step); `stop`: `--stop-at`;
     `epochs`: what `steps` was resolved from."""
@@ -120,7 +128,7 @@ def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0,
         budget = stop_after_steps + 0.5
     draft_model = default_draft_model(loaded.model, None) if trainer.uses_draft_model else None
     summary = trainer.train(loaded, features, cache, output, budget, steps, seed, "specatlas train x", None, draft_model,
-                            stop, epochs)
+                            stop, epochs, code)
     monkeypatch.setattr(training, "clock", training.time.monotonic)
     return summary, json.loads((output / "training.json").read_text())
 
@@ -144,6 +152,19 @@ def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(tmp_path, loaded,
     assert want.family == got.family == family
     for key, value in want.head.state_dict().items():
         assert torch.equal(value, got.head.state_dict()[key]), key
+
+
+@pytest.mark.parametrize("code, row", [
+    ({"commit": "ab" * 20, "dirty": False}, f"| Code | commit {'ab' * 20} (clean; the shipped heads folder aside) |"),
+    ({"commit": "ab" * 20, "dirty": True}, "(with uncommitted changes; the shipped heads folder aside) |"),
+    ({"commit": None, "dirty": None}, "| Code | not a git checkout |"),
+])
+def test_the_model_card_names_the_checkout_that_trained_it(tmp_path, loaded, monkeypatch, code, row):
+    """The card's command remakes the weights with the code of the commit it names."""
+    _, card = train(loaded, tmp_path, "kangaroo", monkeypatch, tmp_path / "data", tmp_path / "out", steps=2, code=code)
+    assert card["code"] == code and row in (tmp_path / "out" / "README.md").read_text()
+    _, unnamed = train(loaded, tmp_path, "kangaroo", monkeypatch, tmp_path / "data", tmp_path / "other", steps=2)
+    assert "code" not in unnamed and "| Code |" not in (tmp_path / "other" / "README.md").read_text()
 
 
 def test_a_budget_stopped_runs_card_command_remakes_its_weights_exactly(tmp_path, loaded, monkeypatch):
@@ -200,7 +221,8 @@ def test_shipped_cards_of_stopped_runs_print_the_command_that_remakes_them():
         argv = shlex.split(card["command"])[1:]
         args = build_parser(argv).parse_args(argv)
         stop = card["steps"] if card["steps"] < card["planned_steps"] else None
-        assert (args.steps, args.stop_at, args.seed) == (card["planned_steps"], stop, card["config"]["seed"]), card["family"]
+        schedule = (None, card["config"]["epochs"]) if "epochs" in card["config"] else (card["planned_steps"], None)
+        assert (args.steps, args.epochs, args.stop_at, args.seed) == (*schedule, stop, card["config"]["seed"]), card["family"]
         assert "--budget-minutes" not in argv
         # the data is pinned: the card's --tokens selects the shards it names (their combined hash)
         chosen = train_data.selected(train_data.default_folder(card["base_model"]), args.tokens)

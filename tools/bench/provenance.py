@@ -29,10 +29,11 @@ def _git(*args: str) -> bytes | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def git_state() -> dict:
-    """Commit and dirty flag of the checkout (None outside a git checkout)."""
+def git_state(excluding: tuple[str, ...] = ()) -> dict:
+    """Commit and dirty flag of the checkout (None outside a git checkout); changes under the
+    folders `excluding` (relative to the checkout) do not count as dirty."""
     commit = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *(f":(exclude){p}" for p in excluding))
     return {"commit": None if commit is None else commit.decode().strip(),
             "dirty": None if status is None else bool(status.strip())}
 
