@@ -112,6 +112,10 @@ class Family:
         by_position = ", ".join(f"{x:.3f}" for x in held["acceptance_by_position"])
         untrained = (f"\n| The same before training | {held['untrained']['mean_accepted_tokens_chain']} |"
                      if "untrained" in held else "")
+        if "drafts_outside_loss_vocabulary_by_position" in held:
+            untrained += ("\n| Held-out top-1 drafts outside the loss vocabulary, by draft position (argmax over the "
+                          "whole vocabulary; the loss scores the most frequent tokens, `training.LOSS_VOCAB`) | "
+                          + ", ".join(f"{x:.3f}" for x in held["drafts_outside_loss_vocabulary_by_position"]) + " |")
         return f"""# {self.name} head for {card['base_model']}
 
 {self.describe(config)}, trained by `specatlas train` {card.get('trained_on', "on the target's own greedy answers (self-distillation)")}.

@@ -17,7 +17,8 @@ from torch.nn import functional as F
 from specatlas.impls.engine.drafting import Draft, Drafter, grow_template
 from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.base import Family, positions_epoch
-from specatlas.impls.families.training import acceptance_summary, finish, loss_vocabulary, shared_prompt_prefix, split, train_loop
+from specatlas.impls.families.training import (acceptance_summary, finish, loss_vocabulary, outside_share,
+                                               shared_prompt_prefix, split, train_loop)
 
 
 class ResBlock(nn.Module):
@@ -139,7 +140,7 @@ class MedusaFamily(Family):
             return sum(0.8**k * vocabulary.cross_entropy(outputs[k], y[:, k]) for k in range(self.num_heads))
 
         state = train_loop(heads, optimizer, batches, loss_fn, run, budget_minutes, progress)
-        accuracy = self.evaluate(heads, features, test_ids, lm_weight, final)
+        accuracy = self.evaluate(heads, features, test_ids, lm_weight, final, vocabulary)
         return finish(self, run, heads, loaded, features, train_ids, test_ids, state, accuracy, output, command, {})
 
     def _table(self, features, conversations, start, final):
@@ -155,16 +156,17 @@ class MedusaFamily(Family):
         return torch.cat(rows), torch.cat(labels)
 
     @torch.no_grad()
-    def evaluate(self, heads, features, conversations, lm_weight, final) -> dict:
+    def evaluate(self, heads, features, conversations, lm_weight, final, vocabulary) -> dict:
         """Top-1 chain acceptance on held-out answers: at each answer position, how many heads in a
-        row draft the target's greedy tokens."""
-        accepted = []
+        row draft the target's greedy tokens; and how many drafts fall outside the loss `vocabulary`."""
+        accepted, drafts = [], []
         for c in conversations:
             rows, labels = self._table(features, [c], features.prompt_lengths[c] - 1, final)
-            hits = (F.linear(heads.features(rows.float()), lm_weight).argmax(-1).T == labels)  # [rows, heads]
+            top = F.linear(heads.features(rows.float()), lm_weight).argmax(-1).T  # [rows, heads]
             full = (labels != -100).all(1)
-            accepted += hits[full].int().cumprod(1).sum(1).tolist()
-        return acceptance_summary(accepted, self.num_heads)
+            accepted += (top == labels)[full].int().cumprod(1).sum(1).tolist()
+            drafts.append(top[full])
+        return acceptance_summary(accepted, self.num_heads) | outside_share(drafts, vocabulary)
 
 
 # --------------------------------------------------------------------------------------------

@@ -456,6 +456,14 @@ def acceptance_summary(accepted: list[int], depth: int) -> dict:
             "mean_accepted_tokens_chain": round(1 + float(counts.float().mean()), 3), "positions": len(accepted)}
 
 
+def outside_share(drafts: list[torch.Tensor], vocabulary: LossVocabulary) -> dict:
+    """For heads that draft by argmax over the whole vocabulary but learn on `vocabulary` (Medusa,
+    Hydra): the share of their top-1 drafts ([positions, heads] per conversation) that fall outside
+    it, by draft position: tokens the loss never scored, so nothing taught the head against them."""
+    outside = (~vocabulary.member[torch.cat(drafts)]).float().mean(0) if drafts else torch.zeros(0)
+    return {"drafts_outside_loss_vocabulary_by_position": [round(float(x), 4) for x in outside]}
+
+
 def finish(family, run: Run, module, loaded, features, train_ids, test_ids, state, accuracy, output, command, extra,
            notes: dict | None = None) -> str:
     """Save `module` as `family` (a `families.Family`) with its model card; `notes` adds to the card

@@ -325,6 +325,17 @@ def test_loss_vocabulary_scores_the_frequent_tokens_and_every_label():
     assert torch.allclose(subset, expected)
 
 
+def test_the_share_of_drafts_outside_the_loss_vocabulary_is_counted_by_draft_position(tmp_path, loaded, monkeypatch):
+    vocabulary = training.LossVocabulary(torch.tensor([7, 3, 0]), torch.randn(50, 8))
+    drafts = [torch.tensor([[7, 41], [3, 3]]), torch.tensor([[9, 0], [0, 12]])]  # [positions, heads] per conversation
+    assert training.outside_share(drafts, vocabulary) == {"drafts_outside_loss_vocabulary_by_position": [0.25, 0.5]}
+    for family in ("medusa", "hydra"):  # the heads that draft over the whole vocabulary report it on their card
+        _, card = train(loaded, tmp_path, family, monkeypatch, tmp_path / "data", tmp_path / family, steps=2)
+        shares = card["held_out"]["drafts_outside_loss_vocabulary_by_position"]
+        assert len(shares) == FAMILIES[family].num_heads and all(0 <= x <= 1 for x in shares)
+        assert "| Held-out top-1 drafts outside the loss vocabulary" in (tmp_path / family / "README.md").read_text()
+
+
 def test_frequency_ranking_counts_the_targets_answer_choices():
     features = training.Features([torch.zeros(5), torch.zeros(4)], [2, 1], {}, [torch.tensor([9, 4, 4, 2, 2]),
                                                                                torch.tensor([2, 2, 1, 4])])
