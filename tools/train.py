@@ -171,14 +171,17 @@ def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: P
 
 
 def checkout() -> dict:
-    """The checkout's commit and whether its files differ from it, as a model card records them;
-    the shipped heads, which `specatlas train` itself rewrites, do not count as a difference."""
+    """The commit of the checkout this code runs from and whether its files differ from it, as a
+    model card records them (None where it is no checkout: an installed wheel); the shipped heads,
+    which `specatlas train` itself rewrites, do not count as a difference."""
     from specatlas.bench.provenance import git_state
-    from specatlas.paths import repo_root
+    from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY
+    from specatlas.paths import is_catalog_root
 
-    heads = SHIPPED_HEADS.resolve()
-    inside = heads.is_relative_to(repo_root())
-    return git_state(excluding=(heads.relative_to(repo_root()).as_posix(),) if inside else ())
+    root = SHIPPED_HEADS.resolve().parents[1]  # the heads ship in the checkout's reference_impls/
+    if not is_catalog_root(root):
+        return {"commit": None, "dirty": None}
+    return git_state(root, excluding=(SHIPPED_IN_REPOSITORY,))
 
 
 def card_command(args: argparse.Namespace, method: str) -> str:

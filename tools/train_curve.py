@@ -70,6 +70,7 @@ def execute(args: argparse.Namespace) -> int:
     label = f"epochs{epochs}" if epochs is not None else f"steps{schedule['steps']}"
     path = curves_dir() / f"{EMBEDDED}-{family.name}-{label}-seed{args.seed}-acceptance-vs-data.json"
     curve = read_curve(path, family.name, EMBEDDED, schedule)  # before the model loads: a damaged file stops nothing long
+    code = checkout()  # now: the run may outlive the checkout's state
     try:
         loaded = load_model(None, torch.device("cpu"), torch.float32)
     except ModelLoadError as exc:
@@ -77,7 +78,6 @@ def execute(args: argparse.Namespace) -> int:
     data = train_data.default_folder(loaded.name)
     # A point trained under other family settings (the code changed since) is measured again, so
     # every point of a curve comes from the one config the file is named for.
-    code = checkout()
     done = {p["requested_tokens"] for p in curve["points"] if p.get("config", {}).get("settings") == family.settings()}
     for size in sizes:
         if size in done:

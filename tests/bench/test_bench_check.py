@@ -12,7 +12,7 @@ import yaml
 
 from benchruns import build_run, sample, turn
 
-from specatlas.bench import results
+from specatlas.bench import earlier_weights, results
 from specatlas.bench.leaderboard import measured_markdown
 from specatlas.bench.results import config_hash, summarize
 from specatlas.cli import main
@@ -173,6 +173,8 @@ def test_every_pull_request_runs_the_check_on_the_committed_results():
     assert "pull_request" in workflow[True]  # YAML 1.1 reads the key `on` as True
     commands = [shlex.split(step["run"]) for job in workflow["jobs"].values() for step in job["steps"] if "run" in step]
     check = next(argv for argv in commands if argv[:3] == ["specatlas", "results", "check"])
-    # the pattern, expanded in the checkout as the runner's shell does, names every committed result file
+    # the patterns, expanded in the checkout as the runner's shell does, name every committed result
+    # file and the weights of earlier runs, which rows of the older ones depend on
+    side_file = (repo_root() / "results" / earlier_weights.PLACE).relative_to(repo_root()).as_posix()
     assert sorted(path for pattern in check[3:] for path in glob.glob(pattern, root_dir=repo_root())) == \
-        [path.relative_to(repo_root()).as_posix() for path in COMMITTED]
+        sorted([path.relative_to(repo_root()).as_posix() for path in COMMITTED] + [side_file])

@@ -240,13 +240,22 @@ def test_results_check_finds_the_result_files_from_a_relative_path(write_run, ca
 
 
 @needs_git
-def test_the_checkouts_state_leaves_out_the_folders_named(repository, tmp_path):
-    """What a model card records (`specatlas.train.checkout`): `specatlas train` rewrites the shipped
-    heads while a later family still trains, which does not make the checkout that trains it dirty."""
-    (tmp_path / "repo" / SHIPPED_IN_REPOSITORY / HEAD / "model.safetensors").write_bytes(b"retrained")
-    assert provenance.git_state() == {"commit": repository["new"], "dirty": True}
-    assert provenance.git_state(excluding=(SHIPPED_IN_REPOSITORY,)) == {"commit": repository["new"], "dirty": False}
-    assert provenance.git_state(excluding=("elsewhere",))["dirty"] is True  # only the folders named are left out
+def test_a_model_card_names_the_checkout_the_code_runs_from(repository, tmp_path, monkeypatch):
+    """`specatlas train` rewrites the shipped heads while a later family still trains, which does not
+    make the checkout that trains it dirty; its code's own checkout counts, wherever the command
+    runs, and an installed copy (no checkout around it) names no commit."""
+    from specatlas import train
+
+    root = tmp_path / "repo"
+    monkeypatch.setattr(provenance, "repo_root", lambda: pytest.fail("the catalog's checkout was asked"))
+    monkeypatch.setattr(train, "SHIPPED_HEADS", root / SHIPPED_IN_REPOSITORY)
+    assert train.checkout() == {"commit": None, "dirty": None}  # no papers/ and taxonomy/ beside the code
+    (root / "papers").mkdir()
+    (root / "taxonomy").mkdir()
+    (root / SHIPPED_IN_REPOSITORY / HEAD / "model.safetensors").write_bytes(b"retrained")
+    assert train.checkout() == {"commit": repository["new"], "dirty": False}
+    assert provenance.git_state(root) == {"commit": repository["new"], "dirty": True}
+    assert provenance.git_state(root, excluding=("elsewhere",))["dirty"] is True  # only the folders named are left out
 
 
 BAD_SIDE_FILES = [

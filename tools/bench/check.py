@@ -72,7 +72,7 @@ _MISSING = object()
 
 def check(path: Path) -> list[str]:
     """The problems of one result file, or of the weights of earlier runs; empty when fit for the leaderboard."""
-    if earlier_weights.is_one(path):
+    if earlier_weights.is_earlier_weights_file(path):
         return earlier_weights.problems(path)
     try:
         run = load(path)
@@ -181,11 +181,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              description=__doc__.split("\n\n")[0])
     checker.add_argument("files", nargs="+", type=Path, metavar="FILE", help="result files (results/*.json)")
     backfill = sub.add_parser(
-        "backfill-weights", help=f"write results/{earlier_weights.PLACE}: from git, the trained weights of result "
+        "backfill-weights", help=f"write results/{earlier_weights.PLACE.as_posix()}: from git, the trained weights of result "
         "files written before they recorded them",
         description=f"For each result file whose methods do not record their trained weights, derive them once from "
         "git (each shipped head a method's setup names, as committed at the commit its sessions ran) and write them "
-        f"to results/{earlier_weights.PLACE}, which the leaderboard reads instead of git. Entries already there "
+        f"to results/{earlier_weights.PLACE.as_posix()}, which the leaderboard reads instead of git. Entries already there "
         "are kept; those of result files no longer there are dropped.")
     backfill.add_argument("--results", type=Path, default=None, help="results folder (default: results/ in the repository)")
 

@@ -83,7 +83,7 @@ def problems(path: Path) -> list[str]:
             for name in earlier if not (results_of(path) / name).is_file()]
 
 
-def is_one(path: Path) -> bool:
+def is_earlier_weights_file(path: Path) -> bool:
     """Whether `path` is in the place of the file (rather than a result file)."""
     return path.absolute().parts[-len(PLACE.parts):] == PLACE.parts
 
@@ -130,7 +130,8 @@ def backfill(folder: Path) -> tuple[Path, list[str], list[str]]:
         earlier = read(path)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
-    names = {p.name for p in folder.glob("*.json") if p.is_file() and not p.is_symlink() and not p.name.startswith(".")}
+    names = {p.name for p in folder.glob("*.json")  # the files `leaderboard.load_all` reads as runs
+             if p.is_file() and not p.is_symlink() and not p.name.startswith(".")}
     kept = {name: methods for name, methods in earlier.items() if name in names}
     added = []
     for name in sorted(names - set(kept)):

@@ -20,20 +20,22 @@ from specatlas.paths import repo_root
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
-def _git(*args: str) -> bytes | None:
-    """The output of git on the checkout; None where git, the checkout or what is asked for is missing."""
+def _git(*args: str, root: Path | None = None) -> bytes | None:
+    """The output of git on the checkout (`root`, else the catalog's); None where git, the checkout
+    or what is asked for is missing."""
     try:
-        done = subprocess.run(["git", *args], cwd=repo_root(), capture_output=True, timeout=30)
+        done = subprocess.run(["git", *args], cwd=root or repo_root(), capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
 
 
-def git_state(excluding: tuple[str, ...] = ()) -> dict:
-    """Commit and dirty flag of the checkout (None outside a git checkout); changes under the
-    folders `excluding` (relative to the checkout) do not count as dirty."""
-    commit = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *(f":(exclude){p}" for p in excluding))
+def git_state(root: Path | None = None, excluding: tuple[str, ...] = ()) -> dict:
+    """Commit and dirty flag of the checkout at `root` (else the catalog's; None where git cannot
+    tell); changes under the folders `excluding` (relative to the checkout's top) do not count."""
+    commit = _git("rev-parse", "HEAD", root=root)
+    leave_out = ("--", ":(top)", *(f":(top,exclude){p}" for p in excluding)) if excluding else ()
+    status = _git("status", "--porcelain", "--untracked-files=no", *leave_out, root=root)
     return {"commit": None if commit is None else commit.decode().strip(),
             "dirty": None if status is None else bool(status.strip())}
 
