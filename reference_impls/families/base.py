@@ -110,10 +110,10 @@ class Family:
     def model_card(self, config: dict, card: dict) -> str:
         held = card["held_out"]
         by_position = ", ".join(f"{x:.3f}" for x in held["acceptance_by_position"])
-        untrained = (f"\n| The same before training | {held['untrained']['mean_accepted_tokens_chain']} |"
-                     if "untrained" in held else "")
-        if "drafts_outside_loss_vocabulary_by_position" in held:
-            untrained += ("\n| Held-out top-1 drafts outside the loss vocabulary, by draft position (argmax over the "
+        extra_rows = (f"\n| The same before training | {held['untrained']['mean_accepted_tokens_chain']} |"
+                      if "untrained" in held else "")
+        if held.get("drafts_outside_loss_vocabulary_by_position") is not None:
+            extra_rows += ("\n| Held-out top-1 drafts outside the loss vocabulary, by draft position (argmax over the "
                           "whole vocabulary; the loss scores the most frequent tokens, `training.LOSS_VOCAB`) | "
                           + ", ".join(f"{x:.3f}" for x in held["drafts_outside_loss_vocabulary_by_position"]) + " |")
         return f"""# {self.name} head for {card['base_model']}
@@ -127,7 +127,7 @@ class Family:
 | Held out | {card['held_out_conversations']} conversations, {held['positions']} answer positions |
 | Training | {card['steps']} steps{_schedule(card)}{_epochs(card)}, {card['train_seconds'] / 60:.1f} min (float32, CPU), final loss {card['final_loss']} |
 | Held-out acceptance by draft position (top-1 chain, given the earlier drafts accepted) | {by_position} |
-| Held-out mean accepted tokens per step (top-1 chain, bonus token included) | {held['mean_accepted_tokens_chain']} |{untrained}
+| Held-out mean accepted tokens per step (top-1 chain, bonus token included) | {held['mean_accepted_tokens_chain']} |{extra_rows}
 | Weights | int8 matrices with a float16 scale per row, vectors float16 (`weight_storage`; the acceptance above is measured on them), in the family's published key layout (loads with `specatlas.impls.engine.checkpoints.load`) |
 | torch | {card['torch']} |{_checkout_row(card)}
 
@@ -222,7 +222,7 @@ def _checkout_row(card: dict) -> str:
         return ""
     commit, dirty = card["code"].get("commit"), card["code"].get("dirty")
     if commit is None:
-        return "\n| Code | not a git checkout |"
+        return "\n| Code | unknown (no git checkout, or git could not tell) |"
     state = {False: "clean", True: "with uncommitted changes"}.get(dirty, "state unknown")
     return f"\n| Code | commit {commit} ({state}; the shipped heads folder aside) |"
 

@@ -89,9 +89,11 @@ def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], fo
         stored, count = {}, sum(map(len, tokens))
         for layer, path in paths.items():
             stored |= _cached(path, count, () if layer == "greedy" else (layer,), model.config) or {}
-        for path in sorted(set(folder.glob(f"{key[:16]}-*.safetensors")) - set(paths.values())) if not layers else ():
-            if "greedy" not in stored and (cached := _cached(path, count, (), model.config)):
-                stored["greedy"] = cached["greedy"]  # a layer's file holds the greedy tokens too
+        if not layers:  # FR-Spec reads no layer: any layer's file holds the greedy tokens too
+            for path in sorted(set(folder.glob(f"{key[:16]}-*.safetensors")) - set(paths.values())):
+                if "greedy" in stored:
+                    break
+                stored |= _cached(path, count, (), model.config) or {}
         missing = tuple(layer for layer in layers if f"hidden.{layer}" not in stored)
         if missing or "greedy" not in stored:
             stored |= _forward_states(model, tokens, missing, batch_tokens, stored.get("greedy"))
@@ -113,14 +115,19 @@ def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], fo
 
 
 def _cached(path: Path, count: int, layers: tuple[int, ...], config) -> dict | None:
-    """The states cached in `path` when they are what `_forward_states` writes for this shard and
-    target; None (and a line saying why, when the file is there) otherwise."""
-    from safetensors.torch import load_file
+    """The greedy tokens and the states at `layers` cached in `path` (only those are read) when they
+    are what `_forward_states` writes for this shard and target; None (and a line saying why, when
+    the file is there) otherwise."""
+    from safetensors import safe_open
 
     try:
         if path.exists() and not path.is_file():  # a folder or a pipe: never opened, replaced
             raise ValueError("it is not a regular file")
-        stored = load_file(path) if path.exists() else None
+        stored = None
+        if path.exists():
+            with safe_open(path, "pt") as f:
+                stored = {name: f.get_tensor(name) for name in ("greedy", *(f"hidden.{layer}" for layer in layers))
+                          if name in f.keys()}
         problem = stored and _states_problem(stored, count, layers, config)
         if problem:
             raise ValueError(problem)
@@ -378,8 +385,9 @@ class Run:
     # the stopped run is a prefix of the whole one and shares its resume checkpoint.
     stop: int | None = None
     # The checkout the run's code came from, {"commit", "dirty"} (`bench.provenance.git_state`, taken
-    # by the caller when the command started), for the model card. Not in `config`: the resume key
-    # already holds the code itself, and a commit that leaves it unchanged resumes.
+    # by the caller when the command started), for the model card. Not in `config`: a commit that
+    # leaves the training code's files (`base._training_code`) unchanged resumes, and the card names
+    # the commit of the command that finished the run.
     code: dict | None = None
 
 
@@ -460,8 +468,9 @@ def outside_share(drafts: list[torch.Tensor], vocabulary: LossVocabulary) -> dic
     """For heads that draft by argmax over the whole vocabulary but learn on `vocabulary` (Medusa,
     Hydra): the share of their top-1 drafts ([positions, heads] per conversation) that fall outside
     it, by draft position: tokens the loss never scored, so nothing taught the head against them."""
-    outside = (~vocabulary.member[torch.cat(drafts)]).float().mean(0) if drafts else torch.zeros(0)
-    return {"drafts_outside_loss_vocabulary_by_position": [round(float(x), 4) for x in outside]}
+    rows = torch.cat(drafts) if drafts else torch.zeros(0, 0, dtype=torch.long)
+    outside = (~vocabulary.member[rows]).float().mean(0) if len(rows) else None  # no held-out row: nothing to say
+    return {"drafts_outside_loss_vocabulary_by_position": None if outside is None else [round(float(x), 4) for x in outside]}
 
 
 def finish(family, run: Run, module, loaded, features, train_ids, test_ids, state, accuracy, output, command, extra,

@@ -157,7 +157,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one_bit_for_bit(tmp_path, loaded,
 @pytest.mark.parametrize("code, row", [
     ({"commit": "ab" * 20, "dirty": False}, f"| Code | commit {'ab' * 20} (clean; the shipped heads folder aside) |"),
     ({"commit": "ab" * 20, "dirty": True}, "(with uncommitted changes; the shipped heads folder aside) |"),
-    ({"commit": None, "dirty": None}, "| Code | not a git checkout |"),
+    ({"commit": None, "dirty": None}, "| Code | unknown (no git checkout, or git could not tell) |"),
 ])
 def test_the_model_card_names_the_checkout_that_trained_it(tmp_path, loaded, monkeypatch, code, row):
     """The card's command remakes the weights with the code of the commit it names."""
@@ -329,6 +329,8 @@ def test_the_share_of_drafts_outside_the_loss_vocabulary_is_counted_by_draft_pos
     vocabulary = training.LossVocabulary(torch.tensor([7, 3, 0]), torch.randn(50, 8))
     drafts = [torch.tensor([[7, 41], [3, 3]]), torch.tensor([[9, 0], [0, 12]])]  # [positions, heads] per conversation
     assert training.outside_share(drafts, vocabulary) == {"drafts_outside_loss_vocabulary_by_position": [0.25, 0.5]}
+    empty = torch.zeros(0, 2, dtype=torch.long)  # no held-out position with every label: no NaN in the card
+    assert training.outside_share([empty], vocabulary) == {"drafts_outside_loss_vocabulary_by_position": None}
     for family in ("medusa", "hydra"):  # the heads that draft over the whole vocabulary report it on their card
         _, card = train(loaded, tmp_path, family, monkeypatch, tmp_path / "data", tmp_path / family, steps=2)
         shares = card["held_out"]["drafts_outside_loss_vocabulary_by_position"]
