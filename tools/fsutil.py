@@ -264,9 +264,9 @@ def _absolute(path: Path) -> Path:
 
 def _checkouts() -> set[Path]:
     """The catalog in use (SPECATLAS_ROOT or the checkout found from here) and this code's checkout."""
-    from specatlas.paths import is_catalog_root, repo_root
+    from specatlas.paths import repo_root, source_checkout
 
-    roots = {root for root in (Path(__file__).resolve().parent.parent,) if is_catalog_root(root)}
+    roots = {root for root in (source_checkout(),) if root}
     try:
         roots.add(repo_root())
     except SystemExit:  # no catalog found: only this code's checkout is guarded

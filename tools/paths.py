@@ -16,6 +16,12 @@ def is_catalog_root(path: Path) -> bool:
     return (path / "taxonomy").is_dir() and (path / "papers").is_dir()
 
 
+def source_checkout() -> Path | None:
+    """The checkout this code runs from (an editable install), None for an installed copy."""
+    root = Path(__file__).resolve().parent.parent
+    return root if is_catalog_root(root) else None
+
+
 @lru_cache(maxsize=None)
 def repo_root() -> Path:
     env = os.environ.get("SPECATLAS_ROOT")
@@ -25,9 +31,8 @@ def repo_root() -> Path:
     for candidate in (cwd, *cwd.parents):
         if is_catalog_root(candidate):
             return candidate
-    source_checkout = Path(__file__).resolve().parent.parent
-    if is_catalog_root(source_checkout):
-        return source_checkout
+    if checkout := source_checkout():
+        return checkout
     raise SystemExit(
         "specatlas: cannot find the catalog (a folder with papers/ and taxonomy/). "
         "Run from a SpecAtlas checkout or set SPECATLAS_ROOT."

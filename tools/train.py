@@ -176,12 +176,10 @@ def checkout() -> dict:
     which `specatlas train` itself rewrites, do not count as a difference."""
     from specatlas.bench.provenance import git_state
     from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY
-    from specatlas.paths import is_catalog_root
+    from specatlas.paths import source_checkout
 
-    root = SHIPPED_HEADS.resolve().parents[1]  # the heads ship in the checkout's reference_impls/
-    if not is_catalog_root(root):
-        return {"commit": None, "dirty": None}
-    return git_state(root, excluding=(SHIPPED_IN_REPOSITORY,))
+    root = source_checkout()
+    return git_state(root, excluding=(SHIPPED_IN_REPOSITORY,)) if root else {"commit": None, "dirty": None}
 
 
 def card_command(args: argparse.Namespace, method: str) -> str:

@@ -244,11 +244,11 @@ def test_a_model_card_names_the_checkout_the_code_runs_from(repository, tmp_path
     """`specatlas train` rewrites the shipped heads while a later family still trains, which does not
     make the checkout that trains it dirty; its code's own checkout counts, wherever the command
     runs, and an installed copy (no checkout around it) names no commit."""
-    from specatlas import train
+    from specatlas import paths, train
 
     root = tmp_path / "repo"
     monkeypatch.setattr(provenance, "repo_root", lambda: pytest.fail("the catalog's checkout was asked"))
-    monkeypatch.setattr(train, "SHIPPED_HEADS", root / SHIPPED_IN_REPOSITORY)
+    monkeypatch.setattr(paths, "__file__", str(root / "tools" / "paths.py"))  # the code runs from `root`
     assert train.checkout() == {"commit": None, "dirty": None}  # no papers/ and taxonomy/ beside the code
     (root / "papers").mkdir()
     (root / "taxonomy").mkdir()
