@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("specatlas.train", "train a draft head (Medusa, EAGLE) on the target's own answers"),
     "train-data": ("specatlas.train_data", "build the self-distilled data heads train on (the target's answers)"),
     "train-curve": ("specatlas.train_curve", "held-out acceptance of a head family against training data size"),
+    "train-eval": ("specatlas.train_eval", "held-out acceptance of the shipped heads' methods at their papers' settings"),
 }
 
 

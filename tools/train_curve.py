@@ -140,19 +140,12 @@ def read_curve(path: Path, family: str, model: str, schedule: dict) -> dict:
 
 
 def paper_method_acceptance(family, loaded, checkpoint: Path, prompts: list[list[int]], max_new_tokens: int) -> dict:
-    """The family's paper method with this head, greedy on `prompts`: mean accepted tokens per
-    step over all steps, and whether every output equals plain decoding's."""
-    from specatlas.impls.engine.decoding import SpeculativeDecoder
+    """The family's paper method with this head, greedy on `prompts` (`train_eval.accepted_on`)."""
     from specatlas.impls.engine.draft_length import DraftLengthPolicy
     from specatlas.impls.registry import resolve
+    from specatlas.train_eval import accepted_on, plain_outputs
 
     spec = resolve(family.paper)
     decoder = spec.build(loaded.model, None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=str(checkpoint))
-    plain = SpeculativeDecoder(loaded.model)
-    accepted, identical = [], True
-    for prompt in prompts:
-        out = decoder.generate(prompt, max_new_tokens)
-        accepted += out.stats.accepted_lengths
-        identical &= out.tokens == plain.generate(prompt, max_new_tokens).tokens
-    return {"method": spec.id, "prompts": len(prompts), "max_new_tokens": max_new_tokens, "steps": len(accepted),
-            "mean_accepted_tokens": round(sum(accepted) / max(1, len(accepted)), 3), "identical_to_plain": identical}
+    return {"method": spec.id, "prompts": len(prompts), "max_new_tokens": max_new_tokens} | accepted_on(
+        decoder, prompts, plain_outputs(loaded.model, prompts, max_new_tokens), max_new_tokens)

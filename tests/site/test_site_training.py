@@ -44,3 +44,20 @@ def test_a_curve_file_becomes_a_chart_and_a_table(tmp_path):
     page = training_page(SimpleNamespace(root=tmp_path))
     assert "schedule: 3 epochs at every size" in page and "data size, 3 epochs at every size" in page  # text, chart
     assert "| 32,007 | 768 | 3.0 | 1.5 | 2.0 (li2025eagle) | yes |" in page
+
+
+def test_the_heads_held_out_acceptance_becomes_a_table(tmp_path):
+    shutil.copytree(repo_root() / "reference_impls/training_data", tmp_path / "reference_impls/training_data")
+    page = training_page(SimpleNamespace(root=tmp_path))
+    assert "Not measured yet: `specatlas train-eval`" in page
+    (tmp_path / "results/training").mkdir(parents=True)
+    entry = {"paper_settings": "dynamic tree: top-10 per level", "prompts": 16, "max_new_tokens": 96, "steps": 500,
+             "mean_accepted_tokens": 2.25, "steps_by_accepted_length": {"1": 200, "2": 100, "4": 200},
+             "identical_to_plain": True, "weights": {"eagle checkpoint m-eagle (shipped)": "ab" * 32}}
+    results = {"methods": {"li2024eagle2": entry, "cai2024medusa": entry | {"identical_to_plain": False, "weights": {}}}}
+    (tmp_path / "results/training/m-held-out-acceptance.json").write_text(json.dumps(results))
+    page = training_page(SimpleNamespace(root=tmp_path))
+    assert ("| li2024eagle2 | dynamic tree: top\\-10 per level | 16 × 96 | 500 | 2.25 | 1: 200, 2: 100, 4: 200 | yes | "
+            "eagle checkpoint m\\-eagle \\(shipped\\) `abababababab` |") in page
+    assert "| cai2024medusa |" in page and "| **no** |" in page  # a method that changed the output says so
+    assert page.index("| cai2024medusa |") < page.index("| li2024eagle2 |") and "**m**, each method" in page

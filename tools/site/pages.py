@@ -332,8 +332,9 @@ def leaderboard_page(catalog: Catalog, loaded=None) -> str:
 
 
 def training_page(catalog: Catalog) -> str:
-    """The data the heads learn from (the train-data manifests), the shipped heads' model cards and
-    the acceptance-vs-data curves (results/training/), each read from the repository's files."""
+    """The data the heads learn from (the train-data manifests), the shipped heads' model cards, their
+    methods' held-out acceptance and the acceptance-vs-data curves (results/training/), each read
+    from the repository's files."""
     from specatlas.bench.charts import acceptance_by_data
 
     impls = catalog.root / "reference_impls"
@@ -349,11 +350,14 @@ def training_page(catalog: Catalog) -> str:
         chart = acceptance_by_data(series, f"{curve['family']} on {curve['model']}: held-out mean accepted tokens "
                                            f"by training data size, {schedule_label(curve)}") if points else None
         curves.append((path.name, curve, schedule_label(curve), Markup(chart) if chart else None))
+    evaluations = [(path.name, path.name.removesuffix("-held-out-acceptance.json"), _json(path)["methods"])
+                   for path in sorted((catalog.root / "results" / "training").glob("*-held-out-acceptance.json"))]
     sources = {model: [(source, counts.get("read", 0), counts.get("kept", 0),
                         "; ".join(f"{why.removeprefix('dropped: ')} {n:,}" for why, n in counts.items()
                                   if why.startswith("dropped")) or "–")
                        for source, counts in manifest.get("sources", {}).items()] for model, manifest in manifests}
-    return _page("training.md.j2", manifests=manifests, heads=heads, curves=curves, sources=sources)
+    return _page("training.md.j2", manifests=manifests, heads=heads, curves=curves, sources=sources,
+                 evaluations=evaluations)
 
 
 def schedule_label(curve: dict) -> str:

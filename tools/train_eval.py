@@ -1,0 +1,171 @@
+"""`specatlas train-eval [PAPER-ID ...]`: the shipped heads' methods on held-out prompts, at the papers' settings.
+
+    specatlas train-eval                          # every method that runs a shipped head, and SD at γ = 7
+    specatlas train-eval eagle2 hydra --prompts 32
+
+A head's model card gives its top-1 chain on held-out text; what a user of the method gets is the
+method as its paper runs it (its tree, beam or draft length). This decodes the held-out prompts of
+the `specatlas train-data` data (the shard no head trains on) greedily with each method at its
+paper's settings and with plain decoding, and records the mean accepted tokens per step (the bonus
+token included, as Spec-Bench counts), how the steps' accepted lengths spread, and whether every
+output is token-identical to plain decoding. Acceptance, not speed: speed lives in `specatlas bench`.
+
+Methods by default: every registry method that runs a trained head (`trained_head`), and
+speculative decoding at its paper's γ = 7 (leviathan2023fast), which measures the distilled
+drafter every draft-model method runs by default. Results go to
+results/training/<model>-held-out-acceptance.json, one entry per method, written as each finishes;
+a rerun measures again only the methods whose weights or settings changed (`--again`: all).
+The training page shows the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from specatlas.cli import MAX_NEW_TOKENS, CommandError, number
+from specatlas.fsutil import update_json
+
+# Speculative decoding (Leviathan et al.) at its paper's γ = 7: the draft-model method that measures
+# the distilled drafter (the DistillSpec family has no method of its own in the registry).
+DRAFT_MODEL_METHOD = "leviathan2023fast"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("method", metavar="PAPER_ID", nargs="*",
+                        help="methods by paper id or alias (default: every method that runs a shipped head, and "
+                             f"{DRAFT_MODEL_METHOD} for the distilled drafter)")
+    parser.add_argument("--prompts", type=number(int, 1, 100_000), default=16, help="held-out prompts decoded")
+    parser.add_argument("--max-new-tokens", type=number(int, 1, MAX_NEW_TOKENS), default=96)
+    parser.add_argument("--again", action="store_true", help="measure every method again, even where nothing changed")
+
+
+def default_methods() -> list[str]:
+    from specatlas.impls.registry import METHODS
+
+    return [spec.id for spec in METHODS.values() if spec.trained_head] + [DRAFT_MODEL_METHOD]
+
+
+def execute(args: argparse.Namespace) -> int:
+    import torch
+
+    from specatlas import train_data
+    from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model
+    from specatlas.impls.registry import METHODS, resolve
+    from specatlas.train import checkout
+
+    specs = []
+    for name in args.method or default_methods():
+        spec = resolve(name)
+        if spec is None:
+            raise CommandError(f"no method {name!r} (`specatlas bench --list` lists them)")
+        if not (spec.trained_head or spec.uses_draft_model):
+            raise CommandError(f"{spec.id} runs no trained head or drafter: nothing of it was trained")
+        specs.append(spec)
+    path = results_file(EMBEDDED)
+    saved = read_results(path)  # before the model loads: a damaged file stops nothing long
+    code = checkout()
+    try:
+        loaded = load_model(None, torch.device("cpu"), torch.float32)
+    except ModelLoadError as exc:
+        raise CommandError(str(exc), status=1)
+    shards, held_out = train_data.load(train_data.default_folder(loaded.name), loaded.tokenizer, tokens=1)
+    prompts = [c.prompt for _, conversations in shards[:held_out] for c in conversations][: args.prompts]
+    held_out_shards = [key for key, _ in shards[:held_out]]
+    plain = None  # decoded once, when the first method needs measuring
+    for spec in specs:
+        decoder, weights = build(spec, loaded.model)
+        settings = {"prompts": len(prompts), "max_new_tokens": args.max_new_tokens, "held_out_shards": held_out_shards,
+                    "weights": weights}
+        earlier = saved["methods"].get(spec.id)
+        if not args.again and earlier and all(earlier.get(key) == value for key, value in settings.items()):
+            print(f"specatlas train-eval: {spec.id}: measured with these weights and settings; skipped", file=sys.stderr)
+            continue
+        if plain is None:
+            plain = plain_outputs(loaded.model, prompts, args.max_new_tokens)
+        entry = {"name": spec.name, "paper_settings": spec.paper_settings, "drafter": decoder.drafter.describe(),
+                 **settings, **accepted_on(decoder, prompts, plain, args.max_new_tokens), "code": code,
+                 "torch": torch.__version__, "measured": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        saved = update_json(path, lambda current, entry=entry, method=spec.id: with_entry(current, method, entry))
+        print(f"specatlas train-eval: {spec.id}: {entry['mean_accepted_tokens']} accepted tokens per step, "
+              f"identical to plain decoding: {entry['identical_to_plain']}", file=sys.stderr)
+    print(f"specatlas train-eval: {path}")
+    return 0
+
+
+def build(spec, target, draft_model=None, heads: dict[str, Path] | None = None):
+    """`spec` at its paper's settings on `target` with the shipped heads (or `heads`' folders, by
+    family, and `draft_model`), and the sha256 of every weight file it loaded (by checkpoint name),
+    which say whether an earlier measurement still holds."""
+    from specatlas.bench.provenance import file_digests
+    from specatlas.impls.engine.checkpoints import recording
+    from specatlas.impls.engine.draft_length import DraftLengthPolicy
+    from specatlas.impls.engine.models import ModelLoadError
+
+    with recording() as loaded:
+        try:
+            given = {"drafter_checkpoint": str(heads[spec.trained_head])} if heads and spec.trained_head else {}
+            decoder = spec.build(target, draft_model if spec.uses_draft_model else None, policy=DraftLengthPolicy.paper(),
+                                 **given)
+        except ModelLoadError as exc:
+            raise CommandError(f"{spec.id}: {exc}", status=1) from None
+    names = sorted(loaded)
+    return decoder, dict(zip(names, file_digests([loaded[name] for name in names])))
+
+
+def plain_outputs(target, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+    from specatlas.impls.engine.decoding import SpeculativeDecoder
+
+    plain = SpeculativeDecoder(target)
+    return [plain.generate(prompt, max_new_tokens).tokens for prompt in prompts]
+
+
+def accepted_on(decoder, prompts: list[list[int]], plain: list[list[int]], max_new_tokens: int) -> dict:
+    """`decoder` run greedily on `prompts`: mean accepted tokens per step over all steps (each step's
+    accepted drafts plus its bonus token), the steps by accepted length, and whether every output
+    equals plain decoding's (`plain`, the same prompts' outputs)."""
+    accepted, identical = [], True
+    for prompt, expected in zip(prompts, plain, strict=True):
+        out = decoder.generate(prompt, max_new_tokens)
+        accepted += out.stats.accepted_lengths
+        identical &= out.tokens == expected
+    spread = {str(length): accepted.count(length) for length in sorted(set(accepted))}
+    return {"steps": len(accepted), "mean_accepted_tokens": round(sum(accepted) / max(1, len(accepted)), 3),
+            "steps_by_accepted_length": spread, "identical_to_plain": identical}
+
+
+def results_file(model: str) -> Path:
+    from specatlas.train_curve import curves_dir
+
+    return curves_dir() / f"{model}-held-out-acceptance.json"
+
+
+WHAT = "the shipped heads' methods at their papers' settings on held-out prompts (`specatlas train-eval`)"
+
+
+def read_results(path: Path) -> dict:
+    """The results file at `path` (an empty one when missing); a damaged one is a one-line error."""
+    if not path.exists():
+        return {"what": WHAT, "methods": {}}
+    from specatlas.fsutil import ReadError, read_json
+
+    try:
+        results = read_json(path, 4 << 20)
+    except ReadError as exc:
+        raise CommandError(f"{path}: {exc}") from None
+    if not _is_results(results):
+        raise CommandError(f"{path}: not a held-out acceptance file (an object with a \"methods\" object of entries)")
+    return results
+
+
+def with_entry(current, method: str, entry: dict) -> dict:
+    """The file as it is now (another run may have added methods) with `method`'s entry replaced."""
+    results = current if _is_results(current) else {"what": WHAT, "methods": {}}
+    return results | {"methods": results["methods"] | {method: entry}}
+
+
+def _is_results(results) -> bool:
+    return (isinstance(results, dict) and isinstance(results.get("methods"), dict)
+            and all(isinstance(entry, dict) for entry in results["methods"].values()))
