@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -126,7 +127,18 @@ def execute(args: argparse.Namespace) -> int:
         except WriteError as exc:
             raise CommandError(str(exc)) from None
         print(f"specatlas train: wrote {outputs[name]} ({result})", file=sys.stderr)
+        budget_stop(trainer, outputs[name], args.budget_minutes)
     return 0
+
+
+def budget_stop(trainer: Family, output: Path, budget_minutes: float) -> None:
+    """Say so when the time budget, not the schedule, ended `trainer`'s run written to `output`: its
+    head is the schedule's prefix, and only a larger budget (the run resumes) finishes it."""
+    card = json.loads((output / "training.json").read_text(encoding="utf-8"))
+    if card.get("family") == trainer.name and card.get("stopped_by") == "budget":  # FR-Spec writes beside EAGLE's card
+        print(f"specatlas train: the --budget-minutes {budget_minutes:g} budget stopped {trainer.name} at step "
+              f"{card['steps']:,} of {card['planned_steps']:,}; the same command with a larger --budget-minutes "
+              "resumes it there and finishes the schedule", file=sys.stderr)
 
 
 def resolved(name: str) -> Family:

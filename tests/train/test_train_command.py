@@ -36,3 +36,24 @@ def test_several_families_train_one_after_another_on_one_pass_of_the_target(tmp_
     assert main(["train", "eagle3", "li2025eagle"]) == 2
     err = capsys.readouterr().err
     assert "--output is one head's folder" in err and "named twice" in err and len(err.strip().splitlines()) == 2
+
+
+def test_a_run_the_time_budget_ended_says_so_and_how_to_finish_it(tmp_path, capsys):
+    """A multi-family run hides a budget stop among its lines: the command says which family stopped
+    where, and that a larger budget finishes it; a finished run, or FR-Spec's ranking written beside
+    a stopped EAGLE card, says nothing."""
+    import json
+
+    from specatlas.impls.families import FAMILIES
+    from specatlas.train import budget_stop
+
+    card = {"family": "eagle", "stopped_by": "budget", "steps": 6604, "planned_steps": 8058}
+    (tmp_path / "training.json").write_text(json.dumps(card))
+    budget_stop(FAMILIES["eagle"], tmp_path, 45.0)
+    assert capsys.readouterr().err == ("specatlas train: the --budget-minutes 45 budget stopped eagle at step 6,604 of "
+                                       "8,058; the same command with a larger --budget-minutes resumes it there and "
+                                       "finishes the schedule\n")
+    budget_stop(FAMILIES["fr-spec"], tmp_path, 45.0)
+    (tmp_path / "training.json").write_text(json.dumps(card | {"stopped_by": "steps", "steps": 8058}))
+    budget_stop(FAMILIES["eagle"], tmp_path, 45.0)
+    assert capsys.readouterr().err == ""
