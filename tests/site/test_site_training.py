@@ -48,16 +48,23 @@ def test_a_curve_file_becomes_a_chart_and_a_table(tmp_path):
 
 def test_the_heads_held_out_acceptance_becomes_a_table(tmp_path):
     shutil.copytree(repo_root() / "reference_impls/training_data", tmp_path / "reference_impls/training_data")
-    page = training_page(SimpleNamespace(root=tmp_path))
+    shutil.copytree(repo_root() / "results/published", tmp_path / "results/published")
+    papers = [SimpleNamespace(id=i, aliases=[alias], title=i) for i, alias in (("li2024eagle2", "eagle2"),
+                                                                             ("cai2024medusa", "medusa"))]
+    catalog = SimpleNamespace(root=tmp_path, papers=papers, by_id={p.id: p for p in papers})
+    page = training_page(catalog)
     assert "Not measured yet: `specatlas train-eval`" in page
     (tmp_path / "results/training").mkdir(parents=True)
     entry = {"paper_settings": "dynamic tree: top-10 per level", "prompts": 16, "max_new_tokens": 96, "steps": 500,
              "mean_accepted_tokens": 2.25, "steps_by_accepted_length": {"1": 200, "2": 100, "4": 200},
              "identical_to_plain": True, "weights": {"eagle checkpoint m-eagle (shipped)": "ab" * 32}}
-    results = {"methods": {"li2024eagle2": entry, "cai2024medusa": entry | {"identical_to_plain": False, "weights": {}}}}
+    results = {"methods": {"li2024eagle2": entry, "cai2024medusa": entry | {"identical_to_plain": False, "weights": {}},
+                           "leviathan2023fast": entry}}
     (tmp_path / "results/training/m-held-out-acceptance.json").write_text(json.dumps(results))
-    page = training_page(SimpleNamespace(root=tmp_path))
+    page = training_page(catalog)
+    # Spec-Bench's first row for EAGLE2 is Vicuna-7B on the 3090 (results/published/spec-bench-leaderboard.json).
     assert ("| li2024eagle2 | dynamic tree: top\\-10 per level | 16 × 96 | 500 | 2.25 | 1: 200, 2: 100, 4: 200 | yes | "
-            "eagle checkpoint m\\-eagle \\(shipped\\) `abababababab` |") in page
-    assert "| cai2024medusa |" in page and "| **no** |" in page  # a method that changed the output says so
+            "4\\.35 \\(EAGLE2 on Vicuna\\-7B\\-v1\\.3\\) | eagle checkpoint m\\-eagle \\(shipped\\) `abababababab` |") in page
+    assert "| cai2024medusa |" in page and "| **no** | 2\\.32 \\(Medusa on Vicuna\\-7B\\-v1\\.3\\) |" in page
+    assert "| yes | – |" in page  # no published row for speculative decoding with this drafter
     assert page.index("| cai2024medusa |") < page.index("| li2024eagle2 |") and "**m**, each method" in page

@@ -352,12 +352,26 @@ def training_page(catalog: Catalog) -> str:
         curves.append((path.name, curve, schedule_label(curve), Markup(chart) if chart else None))
     evaluations = [(path.name, path.name.removesuffix("-held-out-acceptance.json"), _json(path)["methods"])
                    for path in sorted((catalog.root / "results" / "training").glob("*-held-out-acceptance.json"))]
+    published = spec_bench_accepted(catalog) if evaluations else {}
     sources = {model: [(source, counts.get("read", 0), counts.get("kept", 0),
                         "; ".join(f"{why.removeprefix('dropped: ')} {n:,}" for why, n in counts.items()
                                   if why.startswith("dropped")) or "–")
                        for source, counts in manifest.get("sources", {}).items()] for model, manifest in manifests}
     return _page("training.md.j2", manifests=manifests, heads=heads, curves=curves, sources=sources,
-                 evaluations=evaluations)
+                 evaluations=evaluations, published=published)
+
+
+def spec_bench_accepted(catalog: Catalog) -> dict[str, str]:
+    """Spec-Bench's published mean accepted tokens by registry method, from the leaderboard's first
+    row for the method's record (its smallest target): what the papers' own heads reach on 7B-33B
+    targets, beside what the heads shipped here reach."""
+    from specatlas.impls.registry import METHODS
+
+    first = {}
+    for row in reported.spec_bench_rows(catalog, load_spec_bench(catalog.root)):
+        if row.paper_id and row.accepted is not None:
+            first.setdefault(row.paper_id, f"{row.accepted} ({row.method} on {row.target})")
+    return {spec.id: first[spec.record_id] for spec in METHODS.values() if spec.record_id in first}
 
 
 def schedule_label(curve: dict) -> str:
