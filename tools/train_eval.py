@@ -77,15 +77,15 @@ def execute(args: argparse.Namespace) -> int:
     plain = None  # decoded once, when the first method needs measuring
     for spec in specs:
         decoder, weights = build(spec, loaded.model)
-        settings = {"prompts": len(prompts), "max_new_tokens": args.max_new_tokens, "held_out_shards": held_out_shards,
-                    "weights": weights}
+        settings = {"paper_settings": spec.paper_settings, "prompts": len(prompts), "max_new_tokens": args.max_new_tokens,
+                    "held_out_shards": held_out_shards, "weights": weights}
         earlier = saved["methods"].get(spec.id)
         if not args.again and earlier and all(earlier.get(key) == value for key, value in settings.items()):
             print(f"specatlas train-eval: {spec.id}: measured with these weights and settings; skipped", file=sys.stderr)
             continue
         if plain is None:
             plain = plain_outputs(loaded.model, prompts, args.max_new_tokens)
-        entry = {"name": spec.name, "paper_settings": spec.paper_settings, "drafter": decoder.drafter.describe(),
+        entry = {"name": spec.name, "drafter": decoder.drafter.describe(),
                  **settings, **accepted_on(decoder, prompts, plain, args.max_new_tokens), "code": code,
                  "torch": torch.__version__, "measured": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         saved = update_json(path, lambda current, entry=entry, method=spec.id: with_entry(current, method, entry))
