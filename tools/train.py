@@ -134,8 +134,10 @@ def execute(args: argparse.Namespace) -> int:
 def budget_stop(trainer: Family, output: Path, budget_minutes: float) -> None:
     """Say so when the time budget, not the schedule, ended `trainer`'s run written to `output`: its
     head is the schedule's prefix, and only a larger budget (the run resumes) finishes it."""
+    if not trainer.default_steps:  # no schedule to stop (FR-Spec counts once, beside EAGLE's card or none)
+        return
     card = json.loads((output / "training.json").read_text(encoding="utf-8"))
-    if card.get("family") == trainer.name and card.get("stopped_by") == "budget":  # FR-Spec writes beside EAGLE's card
+    if card.get("stopped_by") == "budget":
         print(f"specatlas train: the --budget-minutes {budget_minutes:g} budget stopped {trainer.name} at step "
               f"{card['steps']:,} of {card['planned_steps']:,}; the same command with a larger --budget-minutes "
               "resumes it there and finishes the schedule", file=sys.stderr)

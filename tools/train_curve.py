@@ -88,8 +88,7 @@ def execute(args: argparse.Namespace) -> int:
         train_one(family, loaded, data, size, output, args.budget_minutes, args.steps, args.seed, command, epochs=epochs,
                   code=code)
         card = json.loads((output / "training.json").read_text(encoding="utf-8"))
-        shards, held_out = train_data.load(data, loaded.tokenizer, tokens=1)
-        prompts = [c.prompt for _, conversations in shards[:held_out] for c in conversations][: args.prompts]
+        prompts, _ = train_data.held_out_prompts(data, loaded.tokenizer, args.prompts)
         point = {
             "requested_tokens": size, "train_answer_tokens": card["train_answer_tokens"],
             "train_conversations": card["train_conversations"], "steps": card["steps"],
@@ -141,11 +140,10 @@ def read_curve(path: Path, family: str, model: str, schedule: dict) -> dict:
 
 def paper_method_acceptance(family, loaded, checkpoint: Path, prompts: list[list[int]], max_new_tokens: int) -> dict:
     """The family's paper method with this head, greedy on `prompts` (`train_eval.accepted_on`)."""
-    from specatlas.impls.engine.draft_length import DraftLengthPolicy
     from specatlas.impls.registry import resolve
-    from specatlas.train_eval import accepted_on, plain_outputs
+    from specatlas.train_eval import accepted_on, build, plain_outputs
 
     spec = resolve(family.paper)
-    decoder = spec.build(loaded.model, None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=str(checkpoint))
+    decoder, _ = build(spec, loaded.model, heads={family.name: checkpoint})
     return {"method": spec.id, "prompts": len(prompts), "max_new_tokens": max_new_tokens} | accepted_on(
         decoder, prompts, plain_outputs(loaded.model, prompts, max_new_tokens), max_new_tokens)

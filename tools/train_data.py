@@ -370,6 +370,14 @@ def load(folder: Path, tokenizer, tokens: int | None = None) -> tuple[list[tuple
     return shards, HELD_OUT_SHARDS
 
 
+def held_out_prompts(folder: Path, tokenizer, count: int) -> tuple[list[list[int]], list[str]]:
+    """The first `count` prompts of the held-out shards (token ids), which no head trains on, and
+    those shards' content hashes: the text `train-curve` and `train-eval` decode."""
+    shards, held_out = load(folder, tokenizer, tokens=1)
+    prompts = [c.prompt for _, conversations in shards[:held_out] for c in conversations][:count]
+    return prompts, [key for key, _ in shards[:held_out]]
+
+
 def describe(folder: Path, shards: list[tuple[str, list]], held_out: int) -> str:
     """The data's line in a model card: which shards of which folder."""
     import hashlib

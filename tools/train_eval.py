@@ -15,7 +15,8 @@ speculative decoding at its paper's γ = 7 (leviathan2023fast), which measures t
 drafter every draft-model method runs by default. Results go to
 results/training/<model>-held-out-acceptance.json, one entry per method, written as each finishes;
 a rerun measures again only the methods whose weights or settings changed (`--again`: all).
-The training page shows the table.
+A method that cannot be built (its head not shipped) stops the command in one line; the methods
+measured before it stay in the file. The training page shows the table.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from specatlas.cli import MAX_NEW_TOKENS, CommandError, number
-from specatlas.fsutil import update_json
+from specatlas.fsutil import WriteError, update_json, writable_dir
 
 # Speculative decoding (Leviathan et al.) at its paper's γ = 7: the draft-model method that measures
 # the distilled drafter (the DistillSpec family has no method of its own in the registry).
@@ -56,26 +57,31 @@ def execute(args: argparse.Namespace) -> int:
     from specatlas.impls.registry import METHODS, resolve
     from specatlas.train import checkout
 
-    specs = []
+    specs = {}
     for name in args.method or default_methods():
         spec = resolve(name)
         if spec is None:
             raise CommandError(f"no method {name!r} (`specatlas bench --list` lists them)")
         if not (spec.trained_head or spec.uses_draft_model):
             raise CommandError(f"{spec.id} runs no trained head or drafter: nothing of it was trained")
-        specs.append(spec)
+        if spec.id in specs:
+            raise CommandError(f"{spec.id} is named twice in {' '.join(args.method)}")
+        specs[spec.id] = spec
     path = results_file(EMBEDDED)
-    saved = read_results(path)  # before the model loads: a damaged file stops nothing long
+    saved = read_results(path)  # before the model loads: a damaged file or a folder that takes none stops nothing long
+    try:
+        writable_dir(path.parent, "the results folder")
+    except WriteError as exc:
+        raise CommandError(str(exc)) from None
     code = checkout()
     try:
         loaded = load_model(None, torch.device("cpu"), torch.float32)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
-    shards, held_out = train_data.load(train_data.default_folder(loaded.name), loaded.tokenizer, tokens=1)
-    prompts = [c.prompt for _, conversations in shards[:held_out] for c in conversations][: args.prompts]
-    held_out_shards = [key for key, _ in shards[:held_out]]
+    prompts, held_out_shards = train_data.held_out_prompts(train_data.default_folder(loaded.name), loaded.tokenizer,
+                                                           args.prompts)
     plain = None  # decoded once, when the first method needs measuring
-    for spec in specs:
+    for spec in specs.values():
         decoder, weights = build(spec, loaded.model)
         settings = {"paper_settings": spec.paper_settings, "prompts": len(prompts), "max_new_tokens": args.max_new_tokens,
                     "held_out_shards": held_out_shards, "weights": weights}
@@ -88,7 +94,7 @@ def execute(args: argparse.Namespace) -> int:
         entry = {"name": spec.name, "drafter": decoder.drafter.describe(),
                  **settings, **accepted_on(decoder, prompts, plain, args.max_new_tokens), "code": code,
                  "torch": torch.__version__, "measured": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        saved = update_json(path, lambda current, entry=entry, method=spec.id: with_entry(current, method, entry))
+        saved = update_json(path, lambda current, entry=entry, method=spec.id: with_entry(current, saved, method, entry))
         print(f"specatlas train-eval: {spec.id}: {entry['mean_accepted_tokens']} accepted tokens per step, "
               f"identical to plain decoding: {entry['identical_to_plain']}", file=sys.stderr)
     print(f"specatlas train-eval: {path}")
@@ -99,7 +105,7 @@ def build(spec, target, draft_model=None, heads: dict[str, Path] | None = None):
     """`spec` at its paper's settings on `target` with the shipped heads (or `heads`' folders, by
     family, and `draft_model`), and the sha256 of every weight file it loaded (by checkpoint name),
     which say whether an earlier measurement still holds."""
-    from specatlas.bench.provenance import file_digests
+    from specatlas.bench.provenance import loaded_weights
     from specatlas.impls.engine.checkpoints import recording
     from specatlas.impls.engine.draft_length import DraftLengthPolicy
     from specatlas.impls.engine.models import ModelLoadError
@@ -111,8 +117,10 @@ def build(spec, target, draft_model=None, heads: dict[str, Path] | None = None):
                                  **given)
         except ModelLoadError as exc:
             raise CommandError(f"{spec.id}: {exc}", status=1) from None
-    names = sorted(loaded)
-    return decoder, dict(zip(names, file_digests([loaded[name] for name in names])))
+    if spec.uses_draft_model and draft_model is None and not loaded:  # the default fell back to a slice of the target
+        raise CommandError(f"{spec.id}: no distilled drafter is shipped for this model (`specatlas train distillspec`); "
+                           "its default drafter would be an untrained slice of the target", status=1)
+    return decoder, loaded_weights(loaded)
 
 
 def plain_outputs(target, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
@@ -132,8 +140,9 @@ def accepted_on(decoder, prompts: list[list[int]], plain: list[list[int]], max_n
         accepted += out.stats.accepted_lengths
         identical &= out.tokens == expected
     spread = {str(length): accepted.count(length) for length in sorted(set(accepted))}
-    return {"steps": len(accepted), "mean_accepted_tokens": round(sum(accepted) / max(1, len(accepted)), 3),
-            "steps_by_accepted_length": spread, "identical_to_plain": identical}
+    mean = round(sum(accepted) / len(accepted), 3) if accepted else None  # no step: every answer came from the prefill
+    return {"steps": len(accepted), "mean_accepted_tokens": mean, "steps_by_accepted_length": spread,
+            "identical_to_plain": identical}
 
 
 def results_file(model: str) -> Path:
@@ -155,17 +164,26 @@ def read_results(path: Path) -> dict:
         results = read_json(path, 4 << 20)
     except ReadError as exc:
         raise CommandError(f"{path}: {exc}") from None
-    if not _is_results(results):
-        raise CommandError(f"{path}: not a held-out acceptance file (an object with a \"methods\" object of entries)")
+    if not is_results(results):
+        raise CommandError(f"{path}: not a held-out acceptance file (a \"methods\" object whose entries hold "
+                           f"{', '.join(ENTRY_KEYS)})")
     return results
 
 
-def with_entry(current, method: str, entry: dict) -> dict:
-    """The file as it is now (another run may have added methods) with `method`'s entry replaced."""
-    results = current if _is_results(current) else {"what": WHAT, "methods": {}}
+def with_entry(current, saved: dict, method: str, entry: dict) -> dict:
+    """The file as it is now (another run may have added methods), else as this run last read or
+    wrote it (`saved`), with `method`'s entry replaced."""
+    results = current if is_results(current) else saved
     return results | {"methods": results["methods"] | {method: entry}}
 
 
-def _is_results(results) -> bool:
+ENTRY_KEYS = ("paper_settings", "prompts", "max_new_tokens", "steps", "mean_accepted_tokens", "steps_by_accepted_length",
+              "identical_to_plain", "weights")  # what the training page shows
+
+
+def is_results(results) -> bool:
+    """A held-out acceptance file: its methods' entries each with what the training page shows."""
     return (isinstance(results, dict) and isinstance(results.get("methods"), dict)
-            and all(isinstance(entry, dict) for entry in results["methods"].values()))
+            and all(isinstance(entry, dict) and all(key in entry for key in ENTRY_KEYS)
+                    and isinstance(entry["steps_by_accepted_length"], dict) and isinstance(entry["weights"], dict)
+                    for entry in results["methods"].values()))

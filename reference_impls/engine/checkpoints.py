@@ -107,18 +107,24 @@ def load_head(target, family: str, drafter_checkpoint=None) -> DraftCheckpoint:
         raise ModelLoadError(f"{exc}{hint}") from None
     if checkpoint.family != family:
         raise ModelLoadError(f"{source} is a {checkpoint.family} checkpoint, this method needs {family}")
-    for loaded in _recordings:
-        loaded[checkpoint.name] = checkpoint.weights
+    record(checkpoint.name, checkpoint.weights)
     return checkpoint
 
 
 _recordings: list[dict[str, Path]] = []  # one per open `recording`
 
 
+def record(name: str, path: Path) -> None:
+    """Add a trained file a method loaded (a head's weights, FR-Spec's ranking) to every open `recording`."""
+    for loaded in _recordings:
+        loaded[name] = path
+
+
 @contextmanager
 def recording() -> Iterator[dict[str, Path]]:
-    """While open, the weight file of every head `load_head` loads, by its name (`DraftCheckpoint.name`):
-    what a method's builder loaded, for its result row (`specatlas.bench.run.built`)."""
+    """While open, the weight file of every head `load_head` loads, by its name (`DraftCheckpoint.name`),
+    and every other trained file a builder `record`s: what a method's builder loaded, for its result
+    row (`specatlas.bench.run.built`) and `specatlas train-eval`."""
     loaded: dict[str, Path] = {}
     _recordings.append(loaded)
     try:

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from specatlas.impls.engine import kv
-from specatlas.impls.engine.checkpoints import HeadNotShipped, load_head, shipped_head_folder
+from specatlas.impls.engine.checkpoints import HeadNotShipped, load_head, record, shipped_head_folder
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.drafting import ModelDrafter
@@ -147,6 +147,8 @@ def frequent_tokens(folder: Path, size: int, is_shipped: bool) -> torch.Tensor:
             raise ValueError("not a list of token ids")
     except Exception as exc:  # noqa: BLE001 - unpickling refused, truncated, wrong content...
         raise ModelLoadError(f"{path}: cannot read FR-Spec's token ranking ({unpickle_failure(exc)})") from None
+    # Named as its head is (`DraftCheckpoint.name`): retraining the ranking changes what the method runs.
+    record(f"{folder.name}/{path.name}" if is_shipped else str(path), path)
     return ranked
 
 

@@ -6,8 +6,10 @@ import json
 import shutil
 from types import SimpleNamespace
 
+import pytest
+
 from specatlas.paths import repo_root
-from specatlas.site.pages import training_page
+from specatlas.site.pages import RepositoryFileError, training_page
 
 DATA = "reference_impls/training_data/smollm2-135m-instruct/manifest.json"
 
@@ -68,3 +70,19 @@ def test_the_heads_held_out_acceptance_becomes_a_table(tmp_path):
     assert "| cai2024medusa |" in page and "| **no** | 2\\.32 \\(Medusa on Vicuna\\-7B\\-v1\\.3\\) |" in page
     assert "| yes | – |" in page  # no published row for speculative decoding with this drafter
     assert page.index("| cai2024medusa |") < page.index("| li2024eagle2 |") and "**m**, each method" in page
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("m-held-out-acceptance.json", {"methods": {"li2024eagle2": {"steps": 3}}}, "not a held-out acceptance file"),
+    ("m-eagle3-acceptance-vs-data.json", {"family": "eagle3", "model": "m", "points": [{"steps": 1}]},
+     "not an acceptance-vs-data curve"),
+    ("m-eagle3-acceptance-vs-data.json", "{oops", "cannot be read"),
+])
+def test_a_broken_training_result_stops_the_build_in_one_line_naming_it(tmp_path, name, content, message):
+    shutil.copytree(repo_root() / "reference_impls/training_data", tmp_path / "reference_impls/training_data")
+    (tmp_path / "results/training").mkdir(parents=True)
+    (tmp_path / "results/training" / name).write_text(content if isinstance(content, str) else json.dumps(content))
+    with pytest.raises(RepositoryFileError) as caught:
+        training_page(SimpleNamespace(root=tmp_path))
+    assert str(caught.value).startswith(str(tmp_path / "results/training" / name)) and message in str(caught.value)
+    assert "\n" not in str(caught.value)

@@ -56,4 +56,6 @@ def test_a_run_the_time_budget_ended_says_so_and_how_to_finish_it(tmp_path, caps
     budget_stop(FAMILIES["fr-spec"], tmp_path, 45.0)
     (tmp_path / "training.json").write_text(json.dumps(card | {"stopped_by": "steps", "steps": 8058}))
     budget_stop(FAMILIES["eagle"], tmp_path, 45.0)
+    (tmp_path / "training.json").unlink()  # `train fr-spec --output NEW`: the ranking alone, no card
+    budget_stop(FAMILIES["fr-spec"], tmp_path, 45.0)
     assert capsys.readouterr().err == ""

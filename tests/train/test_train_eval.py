@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 
 import pytest
 
 from specatlas import train_data, train_eval
-from specatlas.cli import main
+from specatlas.cli import CommandError, main
 from specatlas.impls.engine import models
 from specatlas.impls.engine.models import LoadedModel
 from specatlas.impls.registry import METHODS
@@ -65,16 +66,65 @@ def test_each_method_is_measured_on_the_held_out_prompts_checked_against_plain_d
     assert "skipped" in capsys.readouterr().err
     assert main(["train-eval", "medusa", "--max-new-tokens", "12", "--again"]) == 0
     assert "skipped" not in capsys.readouterr().err
+    retrained = bytearray(head.read_bytes())
+    retrained[-1] ^= 1  # the last byte of the last tensor: the head still loads, its digest differs
+    head.write_bytes(bytes(retrained))
+    assert main(["train-eval", "medusa", "--max-new-tokens", "12"]) == 0
+    assert "skipped" not in capsys.readouterr().err
+    assert json.loads(path.read_text())["methods"]["cai2024medusa"]["weights"] != methods["cai2024medusa"]["weights"]
+    monkeypatch_settings = dataclasses.replace(METHODS["li2024eagle2"], paper_settings="another tree")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(METHODS, "li2024eagle2", monkeypatch_settings)
+        assert main(["train-eval", "eagle2", "--max-new-tokens", "12", "--prompts", "2"]) == 0
+    assert "skipped" not in capsys.readouterr().err
+    assert json.loads(path.read_text())["methods"]["li2024eagle2"]["paper_settings"] == "another tree"
+
+
+def test_the_results_folder_is_made_and_a_step_less_measurement_records_no_mean(tiny):
+    """The results folder is created before the model loads; a measurement without a step (no
+    prompt) has no mean, rather than a 0.0 that would read as one."""
+    world, path = tiny
+    path.parent.rmdir()
+    assert main(["train-eval", "eagle2", "--max-new-tokens", "1"]) == 0
+    entry = json.loads(path.read_text())["methods"]["li2024eagle2"]
+    assert (entry["steps"], entry["mean_accepted_tokens"], entry["steps_by_accepted_length"]) == (3, 1.0, {"1": 3})
+    decoder, _ = train_eval.build(METHODS["li2024eagle2"], world.target, heads=world.heads)
+    assert train_eval.accepted_on(decoder, [], [], 8) == {
+        "steps": 0, "mean_accepted_tokens": None, "steps_by_accepted_length": {}, "identical_to_plain": True}
+
+
+def test_fr_specs_ranking_counts_among_the_weights_and_sd_needs_the_distilled_drafter(tmp_path):
+    """Retraining FR-Spec's ranking changes what the method runs, so its digest is recorded beside the
+    EAGLE head's; speculative decoding without a given or shipped distilled drafter would measure an
+    untrained slice of the target, so it is refused in one line."""
+    world = TinyWorld(tmp_path)
+    _, weights = train_eval.build(METHODS["zhao2025fr"], world.target, heads=world.heads)
+    ranking = next(world.heads["eagle"].glob("freq_*.pt"))
+    assert sorted(weights) == sorted([str(world.heads["eagle"]), str(ranking)])
+    with pytest.raises(CommandError, match="no distilled drafter is shipped for this model"):
+        train_eval.build(METHODS["leviathan2023fast"], world.target)
 
 
 @pytest.mark.parametrize("args, message", [
     (["nonesuch"], "no method 'nonesuch'"),
     (["pld"], "saxena2023prompt runs no trained head or drafter"),
+    (["eagle2", "eagle-2"], "li2024eagle2 is named twice"),
 ])
 def test_a_method_without_a_trained_drafter_is_refused_in_one_line(tiny, capsys, args, message):
     assert main(["train-eval", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_method_that_cannot_be_built_stops_in_one_line_and_keeps_what_was_measured(tiny, capsys, monkeypatch):
+    world, path = tiny
+    assert main(["train-eval", "eagle2", "--max-new-tokens", "8"]) == 0
+    measured = json.loads(path.read_text())
+    monkeypatch.setitem(world.heads, "medusa", world.folder / "no-such-head")
+    assert main(["train-eval", "eagle2", "medusa", "--max-new-tokens", "8"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("specatlas train-eval: cai2024medusa: ") and "Traceback" not in "".join(err)
+    assert json.loads(path.read_text()) == measured
 
 
 def test_a_damaged_results_file_is_refused_in_one_line_before_the_model_loads(tiny, capsys, monkeypatch):

@@ -125,6 +125,12 @@ def weights_sha256(model) -> str | None:
     return digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
 
 
+def loaded_weights(loaded: dict[str, Path]) -> dict[str, str]:
+    """The sha256 of each trained file a `checkpoints.recording` saw loaded, by its name."""
+    names = sorted(loaded)
+    return dict(zip(names, file_digests([loaded[name] for name in names]))) if names else {}
+
+
 def file_digests(files: list[Path]) -> list[str]:
     """sha256 of each weights file. Hashing 0.5 GB takes seconds, so digests are cached by (path,
     size, mtime)."""

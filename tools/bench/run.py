@@ -328,8 +328,7 @@ def built(build, method_id: str, name: str, kind: str, lossless: bool, policy: s
             contender = build()
         except Exception as exc:  # noqa: BLE001 - any failure is reported in the result row
             contender = Contender(method_id, name, kind, lossless, "", None, _reason(exc), policy, relative_to)
-    names = sorted(loaded)
-    contender.weights = dict(zip(names, provenance.file_digests([loaded[n] for n in names]))) if names else {}
+    contender.weights = provenance.loaded_weights(loaded)
     return contender
 
 

@@ -343,14 +343,18 @@ def training_page(catalog: Catalog) -> str:
     curves = []
     for path in sorted((catalog.root / "results" / "training").glob("*-acceptance-vs-data.json")):
         curve = _json(path)
-        points = curve["points"]
-        series = {"top-1 chain": [(p["train_answer_tokens"], p["chain"]["mean_accepted_tokens_chain"]) for p in points],
-                  f"{points[0]['paper_method']['method']} (paper tree)" if points else "paper method":
-                      [(p["train_answer_tokens"], p["paper_method"]["mean_accepted_tokens"]) for p in points]}
+        try:
+            points = curve["points"]
+            series = {"top-1 chain": [(p["train_answer_tokens"], p["chain"]["mean_accepted_tokens_chain"]) for p in points],
+                      f"{points[0]['paper_method']['method']} (paper tree)" if points else "paper method":
+                          [(p["train_answer_tokens"], p["paper_method"]["mean_accepted_tokens"]) for p in points]}
+        except (KeyError, TypeError, IndexError) as exc:
+            raise RepositoryFileError(f"{path}: not an acceptance-vs-data curve (`specatlas train-curve`): "
+                                      f"{type(exc).__name__} {exc}") from None
         chart = acceptance_by_data(series, f"{curve['family']} on {curve['model']}: held-out mean accepted tokens "
                                            f"by training data size, {schedule_label(curve)}") if points else None
         curves.append((path.name, curve, schedule_label(curve), Markup(chart) if chart else None))
-    evaluations = [(path.name, path.name.removesuffix("-held-out-acceptance.json"), _json(path)["methods"])
+    evaluations = [(path.name, path.name.removesuffix("-held-out-acceptance.json"), _held_out_methods(path))
                    for path in sorted((catalog.root / "results" / "training").glob("*-held-out-acceptance.json"))]
     published = spec_bench_accepted(catalog) if evaluations else {}
     sources = {model: [(source, counts.get("read", 0), counts.get("kept", 0),
@@ -362,16 +366,17 @@ def training_page(catalog: Catalog) -> str:
 
 
 def spec_bench_accepted(catalog: Catalog) -> dict[str, str]:
-    """Spec-Bench's published mean accepted tokens by registry method, from the leaderboard's first
-    row for the method's record (its smallest target): what the papers' own heads reach on 7B-33B
-    targets, beside what the heads shipped here reach."""
+    """Spec-Bench's published mean accepted tokens by registry method, on the smallest target the
+    leaderboard lists for the method's record (the first such row): what the papers' own heads reach
+    on 7B-33B targets, beside what the heads shipped here reach."""
     from specatlas.impls.registry import METHODS
 
-    first = {}
-    for row in reported.spec_bench_rows(catalog, load_spec_bench(catalog.root)):
-        if row.paper_id and row.accepted is not None:
-            first.setdefault(row.paper_id, f"{row.accepted} ({row.method} on {row.target})")
-    return {spec.id: first[spec.record_id] for spec in METHODS.values() if spec.record_id in first}
+    rows = [row for row in reported.spec_bench_rows(catalog, load_spec_bench(catalog.root))
+            if row.paper_id and row.accepted is not None]
+    smallest = {}
+    for row in sorted(rows, key=lambda row: reported.billions(row.target)):  # stable: the file's order among equals
+        smallest.setdefault(row.paper_id, f"{row.accepted} ({row.method} on {row.target})")
+    return {spec.id: smallest[spec.record_id] for spec in METHODS.values() if spec.record_id in smallest}
 
 
 def schedule_label(curve: dict) -> str:
@@ -383,12 +388,28 @@ def schedule_label(curve: dict) -> str:
     return f"fixed {steps} steps at every size (a larger set is drawn fewer times)"
 
 
+class RepositoryFileError(ValueError):
+    """A file the project writes and a page reads (a manifest, a model card, a training result) is
+    broken: the build stops with this one line naming it."""
+
+
 def _json(path: Path) -> dict:
     """A JSON file the project writes (a manifest, a model card, a curve); a broken one fails the build."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: cannot be read ({exc})") from None
+        raise RepositoryFileError(f"{path}: cannot be read ({exc})") from None
+
+
+def _held_out_methods(path: Path) -> dict:
+    """The methods' entries of a `specatlas train-eval` results file."""
+    from specatlas.train_eval import ENTRY_KEYS, is_results
+
+    results = _json(path)
+    if not is_results(results):
+        raise RepositoryFileError(f"{path}: not a held-out acceptance file (`specatlas train-eval`): every method's "
+                                  f"entry holds {', '.join(ENTRY_KEYS)}")
+    return results["methods"]
 
 
 def robots(site_url: str | None) -> str:

@@ -13,7 +13,7 @@ from specatlas.bench.published import PublishedDataError
 from specatlas.paths import repo_root
 from specatlas.site import urls
 from specatlas.site.catalog import Catalog, load_catalog
-from specatlas.site.pages import allowed_tags, generate
+from specatlas.site.pages import RepositoryFileError, allowed_tags, generate
 
 
 class SpecAtlasPlugin(BasePlugin):
@@ -41,7 +41,7 @@ class SpecAtlasPlugin(BasePlugin):
         try:
             generated = generate(self.catalog, directory_urls=config.use_directory_urls, repo_url=config.repo_url,
                                  site_url=config.site_url)
-        except PublishedDataError as exc:  # a page would lack numbers it promises: stop, in one line
+        except (PublishedDataError, RepositoryFileError) as exc:  # a page would lack numbers it promises: stop, in one line
             raise PluginError(f"specatlas: {exc}") from None
         for src_uri, content in generated.items():
             files.append(File.generated(config, src_uri, content=content))

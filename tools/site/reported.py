@@ -100,12 +100,15 @@ def family(target: str) -> str:
     return _first(FAMILIES, target) or "other or unspecified"
 
 
-def size_bucket(target: str) -> str:
+def billions(target: str) -> float:
+    """The parameter count a target model's text states, in billions ("Vicuna-7B" -> 7.0); inf when none."""
     match = _SIZE.search(target)
-    if not match:
-        return NOT_STATED
-    billions = float(match.group(1)) / (1000 if match.group(2).lower() == "m" else 1)
-    return next(label for limit, label in SIZE_BUCKETS if billions < limit)
+    return float(match.group(1)) / (1000 if match.group(2).lower() == "m" else 1) if match else float("inf")
+
+
+def size_bucket(target: str) -> str:
+    size = billions(target)
+    return NOT_STATED if size == float("inf") else next(label for limit, label in SIZE_BUCKETS if size < limit)
 
 
 def hardware_class(hardware: str) -> str:
