@@ -18,8 +18,8 @@ from specatlas.impls.engine.drafting import Draft, grow_template
 from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.base import Family, positions_epoch
 from specatlas.impls.families.medusa import MEDUSA_TREE, MedusaDrafter
-from specatlas.impls.families.training import (acceptance_summary, finish, loss_vocabulary, outside_share,
-                                                shared_prompt_prefix, split, teacher_forced, train_loop)
+from specatlas.impls.families.training import (finish, loss_vocabulary, shared_prompt_prefix, split, teacher_forced,
+                                                top1_chain, train_loop)
 
 
 class HydraBlock(nn.Module):
@@ -138,16 +138,13 @@ class HydraFamily(Family):
         """Top-1 chain acceptance on held-out answers, and how many drafts fall outside the loss
         `vocabulary`. Teacher-forced inputs give the drafting chain's count exactly: head k's inputs
         differ from the drafted ones only after an earlier head missed, where the count has stopped anyway."""
-        accepted, drafts = [], []
-        for c in conversations:
+        def drafted(c):
             rows, inputs, labels = teacher_forced(features, [c], features.prompt_lengths[c] - 1, final, self.num_heads)
             embeds = F.embedding(inputs, embed)
-            top = torch.stack([heads.logits(k, heads.features(k, rows.float(), embeds[:, : k + 1]), lm_weight).argmax(-1)
-                               for k in range(self.num_heads)], 1)
-            full = (labels != -100).all(1)
-            accepted += (top == labels)[full].int().cumprod(1).sum(1).tolist()
-            drafts.append(top[full])
-        return acceptance_summary(accepted, self.num_heads) | outside_share(drafts, vocabulary)
+            return torch.stack([heads.logits(k, heads.features(k, rows.float(), embeds[:, : k + 1]), lm_weight).argmax(-1)
+                                for k in range(self.num_heads)], 1), labels
+
+        return top1_chain(map(drafted, conversations), self.num_heads, vocabulary)
 
 
 # --------------------------------------------------------------------------------------------

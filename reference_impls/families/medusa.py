@@ -17,8 +17,8 @@ from torch.nn import functional as F
 from specatlas.impls.engine.drafting import Draft, Drafter, grow_template
 from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.base import Family, positions_epoch
-from specatlas.impls.families.training import (acceptance_summary, finish, loss_vocabulary, outside_share,
-                                               shared_prompt_prefix, split, train_loop)
+from specatlas.impls.families.training import (finish, loss_vocabulary, shared_prompt_prefix, split, top1_chain,
+                                               train_loop)
 
 
 class ResBlock(nn.Module):
@@ -159,14 +159,11 @@ class MedusaFamily(Family):
     def evaluate(self, heads, features, conversations, lm_weight, final, vocabulary) -> dict:
         """Top-1 chain acceptance on held-out answers: at each answer position, how many heads in a
         row draft the target's greedy tokens; and how many drafts fall outside the loss `vocabulary`."""
-        accepted, drafts = [], []
-        for c in conversations:
+        def drafted(c):
             rows, labels = self._table(features, [c], features.prompt_lengths[c] - 1, final)
-            top = F.linear(heads.features(rows.float()), lm_weight).argmax(-1).T  # [rows, heads]
-            full = (labels != -100).all(1)
-            accepted += (top == labels)[full].int().cumprod(1).sum(1).tolist()
-            drafts.append(top[full])
-        return acceptance_summary(accepted, self.num_heads) | outside_share(drafts, vocabulary)
+            return F.linear(heads.features(rows.float()), lm_weight).argmax(-1).T, labels  # [rows, heads] each
+
+        return top1_chain(map(drafted, conversations), self.num_heads, vocabulary)
 
 
 # --------------------------------------------------------------------------------------------

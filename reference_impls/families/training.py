@@ -473,6 +473,18 @@ def outside_share(drafts: list[torch.Tensor], vocabulary: LossVocabulary) -> dic
     return {"drafts_outside_loss_vocabulary_by_position": None if outside is None else [round(float(x), 4) for x in outside]}
 
 
+def top1_chain(drafted, depth: int, vocabulary: LossVocabulary) -> dict:
+    """`acceptance_summary` and `outside_share` of heads that draft `depth` tokens at once (Medusa,
+    Hydra): `drafted` yields, per held-out conversation, their top-1 drafts and the target's tokens
+    ([positions, depth] each, labels -100 past the answer); only positions with every label count."""
+    accepted, drafts = [], []
+    for top, labels in drafted:
+        full = (labels != -100).all(1)
+        accepted += (top == labels)[full].int().cumprod(1).sum(1).tolist()
+        drafts.append(top[full])
+    return acceptance_summary(accepted, depth) | outside_share(drafts, vocabulary)
+
+
 def finish(family, run: Run, module, loaded, features, train_ids, test_ids, state, accuracy, output, command, extra,
            notes: dict | None = None) -> str:
     """Save `module` as `family` (a `families.Family`) with its model card; `notes` adds to the card
