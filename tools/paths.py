@@ -45,3 +45,9 @@ def papers_dir() -> Path:
 
 def taxonomy_dir() -> Path:
     return repo_root() / "taxonomy"
+
+
+def training_results_dir() -> Path:
+    """results/training/: what `train-curve` and `train-eval` measure of the heads (beside the
+    bench's results, which the leaderboard reads)."""
+    return repo_root() / "results" / "training"

@@ -27,6 +27,7 @@ from pathlib import Path
 from specatlas.cli import (MAX_EPOCHS, MAX_MINUTES, MAX_NEW_TOKENS, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError,
                            epochs_given, number)
 from specatlas.fsutil import update_json
+from specatlas.paths import training_results_dir
 
 SIZES = (32_000, 128_000, 512_000, 2_000_000)
 
@@ -68,7 +69,7 @@ def execute(args: argparse.Namespace) -> int:
         {"schedule": "fixed-steps", "steps": args.steps or family.default_steps}
     # One file per config (schedule, seed): a curve's points differ only in the data.
     label = f"epochs{epochs}" if epochs is not None else f"steps{schedule['steps']}"
-    path = curves_dir() / f"{EMBEDDED}-{family.name}-{label}-seed{args.seed}-acceptance-vs-data.json"
+    path = training_results_dir() / f"{EMBEDDED}-{family.name}-{label}-seed{args.seed}-acceptance-vs-data.json"
     curve = read_curve(path, family.name, EMBEDDED, schedule)  # before the model loads: a damaged file stops nothing long
     code = checkout()  # now: the run may outlive the checkout's state
     try:
@@ -101,13 +102,6 @@ def execute(args: argparse.Namespace) -> int:
             (saved if _is_curve(saved, family.name) else curve) | schedule, point))
         print(f"specatlas train-curve: {size} tokens -> {json.dumps(point['paper_method'])}", file=sys.stderr)
     return 0
-
-
-def curves_dir() -> Path:
-    """results/training/ in the catalog (beside the bench's results, which the leaderboard reads)."""
-    from specatlas.paths import repo_root
-
-    return repo_root() / "results" / "training"
 
 
 def with_point(curve: dict, point: dict) -> dict:

@@ -146,9 +146,9 @@ def accepted_on(decoder, prompts: list[list[int]], plain: list[list[int]], max_n
 
 
 def results_file(model: str) -> Path:
-    from specatlas.train_curve import curves_dir
+    from specatlas.paths import training_results_dir
 
-    return curves_dir() / f"{model}-held-out-acceptance.json"
+    return training_results_dir() / f"{model}-held-out-acceptance.json"
 
 
 WHAT = "the shipped heads' methods at their papers' settings on held-out prompts (`specatlas train-eval`)"

@@ -14,8 +14,11 @@ from specatlas.site.pages import RepositoryFileError, training_page
 DATA = "reference_impls/training_data/smollm2-135m-instruct/manifest.json"
 
 
-def test_the_page_shows_the_committed_data_and_every_shipped_head():
-    page = training_page(SimpleNamespace(root=repo_root()))
+def test_the_page_shows_the_committed_data_every_shipped_head_and_the_measured_methods():
+    from specatlas.site.catalog import load_catalog
+    from specatlas.train_eval import read_results
+
+    page = training_page(load_catalog(repo_root()))
     manifest = json.loads((repo_root() / DATA).read_text())
     assert f"{manifest['totals']['answer_tokens']:,} answer tokens" in page
     assert f"| sharegpt | {manifest['sources']['sharegpt']['read']:,} |" in page
@@ -23,6 +26,9 @@ def test_the_page_shows_the_committed_data_and_every_shipped_head():
     assert heads and all(f"| {name.replace('-', chr(92) + '-')} |" in page for name in heads)
     if not list((repo_root() / "results/training").glob("*.json")):
         assert "No curve is measured yet" in page
+    for path in (repo_root() / "results/training").glob("*-held-out-acceptance.json"):
+        for method, entry in read_results(path)["methods"].items():
+            assert f"| {method.replace('-', chr(92) + '-')} |" in page and f"| {entry['mean_accepted_tokens']} |" in page
 
 
 def test_a_curve_file_becomes_a_chart_and_a_table(tmp_path):

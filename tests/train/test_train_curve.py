@@ -37,7 +37,7 @@ def test_an_epochs_curve_trains_every_size_as_often_so_its_steps_grow_with_the_d
     target = tiny_llama(3, layers=6, vocab=16).float()
     monkeypatch.setattr(models, "load_model", lambda *args, **kwargs: LoadedModel(target, None, "tiny"))
     monkeypatch.setattr(train_data, "default_folder", lambda name: tmp_path / "data")
-    monkeypatch.setattr(train_curve, "curves_dir", lambda: tmp_path / "results")
+    monkeypatch.setattr(train_curve, "training_results_dir", lambda: tmp_path / "results")
     monkeypatch.setattr(train_curve, "paper_method_acceptance", lambda *args: {"method": "li2025eagle"})  # tested above
     monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))
     assert main(["train-curve", "eagle3", "--tokens", "30,60,120", "--epochs", "2"]) == 0
