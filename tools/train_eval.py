@@ -54,7 +54,7 @@ def execute(args: argparse.Namespace) -> int:
 
     from specatlas import train_data
     from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model
-    from specatlas.impls.registry import METHODS, resolve
+    from specatlas.impls.registry import resolve
     from specatlas.train import checkout
 
     specs = {}
