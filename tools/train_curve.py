@@ -51,6 +51,7 @@ def execute(args: argparse.Namespace) -> int:
     from specatlas import train_data
     from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, cache_root, load_model
     from specatlas.train import checkout, resolve, train_one
+    from specatlas.train_eval import plain_outputs
 
     from specatlas.impls.registry import resolve as method
 
@@ -80,6 +81,7 @@ def execute(args: argparse.Namespace) -> int:
     # A point trained under other family settings (the code changed since) is measured again, so
     # every point of a curve comes from the one config the file is named for.
     done = {p["requested_tokens"] for p in curve["points"] if p.get("config", {}).get("settings") == family.settings()}
+    prompts = plain = None  # the same held-out text and plain outputs for every size: made once, when first needed
     for size in sizes:
         if size in done:
             print(f"specatlas train-curve: {size} tokens already measured", file=sys.stderr)
@@ -89,13 +91,15 @@ def execute(args: argparse.Namespace) -> int:
         train_one(family, loaded, data, size, output, args.budget_minutes, args.steps, args.seed, command, epochs=epochs,
                   code=code)
         card = json.loads((output / "training.json").read_text(encoding="utf-8"))
-        prompts, _ = train_data.held_out_prompts(data, loaded.tokenizer, args.prompts)
+        if plain is None:
+            prompts, _ = train_data.held_out_prompts(data, loaded.tokenizer, args.prompts)
+            plain = plain_outputs(loaded.model, prompts, args.max_new_tokens)
         point = {
             "requested_tokens": size, "train_answer_tokens": card["train_answer_tokens"],
             "train_conversations": card["train_conversations"], "steps": card["steps"],
             "epochs_seen": card["epochs_seen"], "stopped_by": card["stopped_by"], "final_loss": card["final_loss"],
             "config": card["config"], "code": card.get("code"),
-            "chain": card["held_out"], "paper_method": paper_method_acceptance(family, loaded, output, prompts,
+            "chain": card["held_out"], "paper_method": paper_method_acceptance(family, loaded, output, prompts, plain,
                                                                               args.max_new_tokens)}
         path.parent.mkdir(parents=True, exist_ok=True)
         curve = update_json(path, lambda saved, point=point: with_point(
@@ -132,12 +136,14 @@ def read_curve(path: Path, family: str, model: str, schedule: dict) -> dict:
     return curve | schedule
 
 
-def paper_method_acceptance(family, loaded, checkpoint: Path, prompts: list[list[int]], max_new_tokens: int) -> dict:
-    """The family's paper method with this head, greedy on `prompts` (`train_eval.accepted_on`)."""
+def paper_method_acceptance(family, loaded, checkpoint: Path, prompts: list[list[int]], plain: list[list[int]],
+                            max_new_tokens: int) -> dict:
+    """The family's paper method with this head, greedy on `prompts` against their `plain` outputs
+    (`train_eval.accepted_on`)."""
     from specatlas.impls.registry import resolve
-    from specatlas.train_eval import accepted_on, build, plain_outputs
+    from specatlas.train_eval import accepted_on, build
 
     spec = resolve(family.paper)
     decoder, _ = build(spec, loaded.model, heads={family.name: checkpoint})
     return {"method": spec.id, "prompts": len(prompts), "max_new_tokens": max_new_tokens} | accepted_on(
-        decoder, prompts, plain_outputs(loaded.model, prompts, max_new_tokens), max_new_tokens)
+        decoder, prompts, plain, max_new_tokens)
