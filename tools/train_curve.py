@@ -26,7 +26,7 @@ from pathlib import Path
 
 from specatlas.cli import (MAX_EPOCHS, MAX_MINUTES, MAX_NEW_TOKENS, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError,
                            epochs_given, number)
-from specatlas.fsutil import update_json
+from specatlas.fsutil import WriteError, update_json, writable_dir
 from specatlas.paths import training_results_dir
 
 SIZES = (32_000, 128_000, 512_000, 2_000_000)
@@ -72,6 +72,10 @@ def execute(args: argparse.Namespace) -> int:
     label = f"epochs{epochs}" if epochs is not None else f"steps{schedule['steps']}"
     path = training_results_dir() / f"{EMBEDDED}-{family.name}-{label}-seed{args.seed}-acceptance-vs-data.json"
     curve = read_curve(path, family.name, EMBEDDED, schedule)  # before the model loads: a damaged file stops nothing long
+    try:
+        writable_dir(path.parent, "the results folder")  # and so does a folder that takes no file
+    except WriteError as exc:
+        raise CommandError(str(exc)) from None
     code = checkout()  # now: the run may outlive the checkout's state
     try:
         loaded = load_model(None, torch.device("cpu"), torch.float32)
@@ -101,7 +105,6 @@ def execute(args: argparse.Namespace) -> int:
             "config": card["config"], "code": card.get("code"),
             "chain": card["held_out"], "paper_method": paper_method_acceptance(family, loaded, output, prompts, plain,
                                                                               args.max_new_tokens)}
-        path.parent.mkdir(parents=True, exist_ok=True)
         curve = update_json(path, lambda saved, point=point: with_point(
             (saved if _is_curve(saved, family.name) else curve) | schedule, point))
         print(f"specatlas train-curve: {size} tokens -> {json.dumps(point['paper_method'])}", file=sys.stderr)
@@ -122,18 +125,12 @@ def _is_curve(curve, family: str) -> bool:
 
 def read_curve(path: Path, family: str, model: str, schedule: dict) -> dict:
     """The curve file at `path`, labelled with its `schedule` (a file from before the label is fixed-steps, as its name says)."""
-    if not path.exists():
-        return {"family": family, "model": model, "what": "held-out acceptance by training data size "
-                "(`specatlas train-curve`)"} | schedule | {"points": []}
-    from specatlas.fsutil import ReadError, read_json
+    from specatlas.train_eval import read_checked
 
-    try:
-        curve = read_json(path, 4 << 20)
-    except ReadError as exc:
-        raise CommandError(f"{path}: {exc}") from None
-    if not _is_curve(curve, family):
-        raise CommandError(f"{path}: not this family's acceptance-vs-data curve (family, points with requested_tokens)")
-    return curve | schedule
+    empty = {"family": family, "model": model, "what": "held-out acceptance by training data size "
+             "(`specatlas train-curve`)"} | schedule | {"points": []}
+    return read_checked(path, empty, lambda curve: _is_curve(curve, family),
+                        "not this family's acceptance-vs-data curve (family, points with requested_tokens)") | schedule
 
 
 def paper_method_acceptance(family, loaded, checkpoint: Path, prompts: list[list[int]], plain: list[list[int]],

@@ -156,18 +156,24 @@ WHAT = "the shipped heads' methods at their papers' settings on held-out prompts
 
 def read_results(path: Path) -> dict:
     """The results file at `path` (an empty one when missing); a damaged one is a one-line error."""
+    return read_checked(path, {"what": WHAT, "methods": {}}, is_results, "not a held-out acceptance file (a \"methods\" "
+                        f"object whose entries hold {', '.join(ENTRY_KEYS)})")
+
+
+def read_checked(path: Path, empty: dict, valid, what: str) -> dict:
+    """The JSON file at `path`, `empty` when missing; unreadable or not `valid`, a one-line error
+    naming the file and saying `what` it should be."""
     if not path.exists():
-        return {"what": WHAT, "methods": {}}
+        return empty
     from specatlas.fsutil import ReadError, read_json
 
     try:
-        results = read_json(path, 4 << 20)
+        data = read_json(path, 4 << 20)
     except ReadError as exc:
         raise CommandError(f"{path}: {exc}") from None
-    if not is_results(results):
-        raise CommandError(f"{path}: not a held-out acceptance file (a \"methods\" object whose entries hold "
-                           f"{', '.join(ENTRY_KEYS)})")
-    return results
+    if not valid(data):
+        raise CommandError(f"{path}: {what}")
+    return data
 
 
 def with_entry(current, saved: dict, method: str, entry: dict) -> dict:

@@ -61,3 +61,27 @@ def test_an_epochs_curve_trains_every_size_as_often_so_its_steps_grow_with_the_d
     assert main(["train-curve", "eagle3", "--tokens", "30", "--steps", "6"]) == 0
     again = json.loads((tmp_path / "results" / fixed_name).read_text())
     assert [p["config"]["settings"]["deep_rows"] for p in again["points"]] == [32, 64]
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("folder-is-a-file", "cannot write to the results folder"),
+    ("damaged-curve", "not this family's acceptance-vs-data curve"),
+])
+def test_a_results_folder_that_takes_no_file_or_a_damaged_curve_stops_it_before_the_model_loads(
+        tmp_path, monkeypatch, capsys, damage, message):
+    """Either would otherwise surface only after the first size's training, which is an hour at 2M tokens."""
+    from specatlas import train_curve
+    from specatlas.cli import main
+    from specatlas.impls.engine import models
+
+    results = tmp_path / "results"
+    if damage == "folder-is-a-file":
+        results.write_text("not a folder")
+    else:
+        results.mkdir()
+        (results / f"{models.EMBEDDED}-eagle3-epochs1-seed0-acceptance-vs-data.json").write_text('{"family": "eagle3"}')
+    monkeypatch.setattr(train_curve, "training_results_dir", lambda: results)
+    monkeypatch.setattr(models, "load_model", lambda *args, **kwargs: pytest.fail("loaded the model"))
+    assert main(["train-curve", "eagle3", "--tokens", "30", "--epochs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
