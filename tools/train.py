@@ -186,14 +186,15 @@ def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: P
 
 def checkout() -> dict:
     """The commit of the checkout this code runs from and whether its files differ from it, as a
-    model card records them (None where it is no checkout: an installed wheel); the shipped heads,
-    which `specatlas train` itself rewrites, do not count as a difference."""
+    model card records them (None where it is no checkout: an installed wheel); the shipped heads
+    and results/, which the training commands themselves rewrite (a later family or size still
+    trains after an earlier one is written), do not count as a difference."""
     from specatlas.bench.provenance import git_state
     from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY
     from specatlas.paths import source_checkout
 
     root = source_checkout()
-    return git_state(root, excluding=(SHIPPED_IN_REPOSITORY,)) if root else {"commit": None, "dirty": None}
+    return git_state(root, excluding=(SHIPPED_IN_REPOSITORY, "results")) if root else {"commit": None, "dirty": None}
 
 
 def card_command(args: argparse.Namespace, method: str) -> str:

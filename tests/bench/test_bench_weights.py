@@ -241,8 +241,9 @@ def test_results_check_finds_the_result_files_from_a_relative_path(write_run, ca
 
 @needs_git
 def test_a_model_card_names_the_checkout_the_code_runs_from(repository, tmp_path, monkeypatch):
-    """`specatlas train` rewrites the shipped heads while a later family still trains, which does not
-    make the checkout that trains it dirty; its code's own checkout counts, wherever the command
+    """`specatlas train` rewrites the shipped heads while a later family still trains, and train-curve
+    and train-eval their results while a later size or method is measured, which does not make the
+    checkout that trains it dirty; its code's own checkout counts, wherever the command
     runs, and an installed copy (no checkout around it) names no commit."""
     from specatlas import paths, train
 
@@ -253,8 +254,16 @@ def test_a_model_card_names_the_checkout_the_code_runs_from(repository, tmp_path
     (root / "papers").mkdir()
     (root / "taxonomy").mkdir()
     (root / SHIPPED_IN_REPOSITORY / HEAD / "model.safetensors").write_bytes(b"retrained")
-    assert train.checkout() == {"commit": repository["new"], "dirty": False}
-    assert provenance.git_state(root) == {"commit": repository["new"], "dirty": True}
+    measured = root / "results" / "training" / "curve.json"  # train-curve and train-eval write here
+    measured.parent.mkdir(parents=True)
+    measured.write_text("{}")
+    subprocess.run(["git", "add", "results"], cwd=root, check=True, capture_output=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "measured"], cwd=root,
+                   check=True, capture_output=True)
+    measured.write_text('{"points": []}')
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+    assert train.checkout() == {"commit": commit, "dirty": False}
+    assert provenance.git_state(root) == {"commit": commit, "dirty": True}
     assert provenance.git_state(root, excluding=("elsewhere",))["dirty"] is True  # only the folders named are left out
 
 
