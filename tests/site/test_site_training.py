@@ -41,7 +41,7 @@ def test_a_curve_file_becomes_a_chart_and_a_table(tmp_path):
     curve = {"family": "eagle3", "model": "m", "points": [point(32000, 1.4, 1.9), point(128000, 1.6, 2.3)]}
     (tmp_path / "results/training/m-eagle3-acceptance-vs-data.json").write_text(json.dumps(curve))
     page = training_page(SimpleNamespace(root=tmp_path))
-    assert page.count("<polyline") == 2 and "li2025eagle at its paper's settings" in page
+    assert page.count("<polyline") == 2 and "li2025eagle, paper settings" in page
     assert "| 128,007 | 100 | – | 1.6 | 2.3 (li2025eagle) | yes |" in page
     assert "No curve is measured yet" not in page
     # A file from before the schedule label is fixed-steps; an epochs curve says so, with each size's epochs.

@@ -346,7 +346,7 @@ def training_page(catalog: Catalog) -> str:
         try:
             points = curve["points"]
             series = {"top-1 chain": [(p["train_answer_tokens"], p["chain"]["mean_accepted_tokens_chain"]) for p in points],
-                      f"{points[0]['paper_method']['method']} at its paper's settings" if points else "paper method":
+                      f"{points[0]['paper_method']['method']}, paper settings" if points else "paper method":
                           [(p["train_answer_tokens"], p["paper_method"]["mean_accepted_tokens"]) for p in points]}
         except (KeyError, TypeError, IndexError) as exc:
             raise RepositoryFileError(f"{path}: not an acceptance-vs-data curve (`specatlas train-curve`): "
