@@ -17,7 +17,7 @@ import pytest
 from benchruns import build_run, sample, turn
 
 from specatlas.bench.leaderboard import measured_markdown, targets_markdown
-from specatlas.bench.results import LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Turn, load, step_time
+from specatlas.bench.results import LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Turn, load, predicted_speedup, step_time
 from specatlas.cli import main
 
 from test_bench_leaderboard import table_rows
@@ -61,11 +61,21 @@ def test_step_time_splits_drafting_forward_and_overhead():
     assert step_time(turns_of(run, "hf-generate"), run.cost_curve) is None  # a peer's steps are not timed
 
 
-def test_step_time_is_not_split_where_the_widths_miss_steps():
+def test_neither_step_time_nor_the_predicted_speedup_is_priced_where_the_widths_miss_steps():
+    # Kangaroo's verification resumes from its early exit, outside the counted forward: priced at
+    # the one forward counted, its predicted speedup read 0.15x beside a measured 0.97x.
     resumed = Turn.model_validate(turn([1, 2, 3, 4], 1.0, steps=4, widths={1: 1}))  # 3 forwards not counted
     plain = Turn.model_validate(turn([1, 2], 1.0, steps=2, widths={1: 2}))
     assert step_time([plain, resumed], {1: 0.01}) is None
     assert step_time([plain], {1: 0.01}) is not None
+    assert predicted_speedup([plain, resumed], {1: 0.01}) is None
+    assert predicted_speedup([plain], {1: 0.01}) == 1.0
+    run = build_run([sample("baseline", "1", "qa", turn([1, 2, 3, 4], 1.0)),
+                     sample("fast", "1", "qa", turn([1, 2, 3, 4], 1.0, steps=2, widths={2: 1}))])
+    assert run.summary["fast"]["overall"]["predicted"] is None
+    # A peer's steps count its prefill, which its widths leave out: still priced.
+    peer = Turn.model_validate(turn([1, 2, 3], 1.0, steps=3, widths={1: 2}, timed=False))
+    assert predicted_speedup([peer], {1: 0.01}) is not None
 
 
 def test_step_time_takes_the_forwards_as_timed_where_every_turn_records_them():

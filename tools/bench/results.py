@@ -347,11 +347,22 @@ def _metrics(mine: list[Sample], base: list[Sample], curve: dict[int, float]) ->
     }
 
 
+def widths_cover_steps(turn: Turn) -> bool:
+    """Whether `turn.widths` counts one target forward per step, so the cost curve can price its
+    verification. A SpecAtlas method's steps must each have one (a verification resumed from an
+    early exit, Kangaroo's, runs outside the counted forward: its turns count almost none); a
+    peer's drafting is not timed and its steps count the prefill, which widths leave out."""
+    return turn.draft_seconds is None or sum(turn.widths.values()) == turn.steps
+
+
 def predicted_speedup(turns: list[Turn], curve: dict[int, float], drafting: bool = False) -> float | None:
     """The speedup the cost curve predicts for these turns: the tokens each step committed, against
     a plain step's cost c(1), over the cost of the forwards at the widths they verified. With
     `drafting`, the measured drafting time is added to that cost: the rate model the cost-aware
-    policy drafts by (`draft_length.CostAware`); without it, the speedup if drafting were free."""
+    policy drafts by (`draft_length.CostAware`); without it, the speedup if drafting were free.
+    None where a timed turn's widths miss some step's forward (see `widths_cover_steps`)."""
+    if not all(map(widths_cover_steps, turns)):
+        return None
     steps = sum(t.steps for t in turns)
     widths: Counter[int] = Counter()
     for t in turns:
@@ -398,8 +409,7 @@ def step_time(turns: list[Turn], curve: dict[int, float]) -> StepTime | None:
     rest of the context. The
     prefill and the loop's bookkeeping between steps are in no step: result files do not record them
     apart. None where a turn's drafting and verification are not timed (peers), or, priced, its widths
-    do not count one forward per step (a verification resumed from an early exit runs outside the
-    counted forward)."""
+    miss some step's forward (`widths_cover_steps`)."""
     if not turns or any(t.draft_seconds is None or t.verify_seconds is None for t in turns):
         return None
     steps = sum(t.steps for t in turns)
@@ -408,7 +418,7 @@ def step_time(turns: list[Turn], curve: dict[int, float]) -> StepTime | None:
     measured = all(t.forward_seconds is not None for t in turns)
     if measured:
         forward = sum(t.forward_seconds for t in turns)
-    elif any(sum(t.widths.values()) != t.steps for t in turns):
+    elif not all(map(widths_cover_steps, turns)):
         return None
     else:
         forward = sum(forward_cost(curve, w) * n for t in turns for w, n in t.widths.items())
