@@ -83,4 +83,4 @@ def test_the_command_takes_the_list_path_and_refuses_a_bad_file_in_one_line(tmp_
     (tmp_path / "list.json").write_text('{"rows": []}')
     assert main(["list-coverage", "--list", str(tmp_path / "list.json")]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("specatlas list-coverage: ") and "KeyError" in error and "\n" not in error
+    assert error.startswith("specatlas list-coverage: ") and "'papers' is an array" in error and "\n" not in error

@@ -66,17 +66,20 @@ def search_url(query: str, start: int = 0, max_results: int = PAGE_SIZE) -> str:
     return f"{ARXIV_API}?{urllib.parse.urlencode(params)}"
 
 
-def _page(url: str, fetch: Fetch, pause, tries: int = RETRIES) -> tuple[list[ArxivEntry], int]:
-    """One page of results. arXiv's API often answers 503 or 'Rate exceeded.' under load: wait
-    and ask again; no network at all fails at once."""
-    for attempt in range(1, tries):
+def _page(url: str, fetch: Fetch, pause, skipped: list[str], tries: int = RETRIES) -> tuple[list[ArxivEntry], int]:
+    """One page of results (entries without a readable id or date named in `skipped`). arXiv's API
+    often answers 503 or 'Rate exceeded.' under load: wait and ask again; no network at all fails at once."""
+    for attempt in range(1, tries + 1):
+        unreadable: list[str] = []
         try:
-            return parse_arxiv_feed(fetch(url))
-        except Offline:
-            raise
-        except MetadataError:
+            page = parse_arxiv_feed(fetch(url), unreadable)
+        except MetadataError as exc:
+            if isinstance(exc, Offline) or attempt == tries:
+                raise
             pause(RETRY_WAIT_S * attempt)
-    return parse_arxiv_feed(fetch(url))
+        else:
+            skipped += unreadable
+            return page
 
 
 @dataclass
@@ -86,8 +89,10 @@ class Candidate:
 
 
 def search(since: dt.date, fetch: Fetch, queries: dict[str, str] = QUERIES, max_per_query: int = MAX_PER_QUERY,
-           pause=time.sleep) -> dict[str, Candidate]:
-    """Every paper first posted on or after `since` that a query finds, by arXiv id."""
+           pause=time.sleep, skipped: list[str] | None = None) -> dict[str, Candidate]:
+    """Every paper first posted on or after `since` that a query finds, by arXiv id; feed entries
+    without a readable id or date are named in `skipped`."""
+    skipped = [] if skipped is None else skipped
     found: dict[str, Candidate] = {}
     first = True
     for label, query in queries.items():
@@ -95,7 +100,8 @@ def search(since: dt.date, fetch: Fetch, queries: dict[str, str] = QUERIES, max_
             if not first:
                 pause(API_DELAY_S)
             first = False
-            entries, total = _page(search_url(query, start, min(PAGE_SIZE, max_per_query - start)), fetch, pause)
+            entries, total = _page(search_url(query, start, min(PAGE_SIZE, max_per_query - start)), fetch, pause,
+                                   skipped)
             for entry in entries:
                 if entry.published >= since:
                     found.setdefault(entry.arxiv_id, Candidate(entry)).queries.append(label)
@@ -141,15 +147,20 @@ def matches(query: str, text: str) -> bool:
     return either()
 
 
-def sweep(listings: list[Path], since: dt.date, queries: dict[str, str] = QUERIES) -> dict[str, Candidate]:
+def sweep(listings: list[Path], since: dt.date, queries: dict[str, str] = QUERIES,
+          skipped: list[str] | None = None) -> dict[str, Candidate]:
     """`search` over saved Atom feeds: every entry in `CATEGORIES` first posted on or after `since`
-    that a query matches, by arXiv id. A file that is not a feed is a MetadataError naming it."""
+    that a query matches, by arXiv id. A file that is not a feed is a MetadataError naming it; its
+    entries without a readable id or date are named in `skipped`."""
     found: dict[str, Candidate] = {}
     for path in listings:
+        unreadable: list[str] = []
         try:
-            entries, _ = parse_arxiv_feed(read_limited(path, LISTING_LIMIT))
+            entries, _ = parse_arxiv_feed(read_limited(path, LISTING_LIMIT), unreadable)
         except (ReadError, MetadataError) as exc:
             raise MetadataError(f"{path}: {exc}") from None
+        if skipped is not None:
+            skipped += [f"{path.name}: {reason}" for reason in unreadable]
         for entry in entries:
             if entry.published < since or not set(entry.categories) & set(CATEGORIES):
                 continue
@@ -174,7 +185,21 @@ def missing(found: dict[str, Candidate], catalog: Catalog, ignored: dict[str, st
 
 
 def _authors(names: list[str]) -> str:
-    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return ", ".join(map(inert, names[:3])) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+# Markdown's punctuation, escaped with a backslash; '&' is written &amp; (an entity such as &#64;
+# would make an '@'), and '@' and '#' (a mention or an issue reference would notify someone) are
+# followed by a zero-width space.
+_SPECIAL = re.compile(r"[\\`*_\[\]<>|~#@&]")
+_ESCAPES = {"&": "&amp;", "@": "@&#8203;", "#": "\\#&#8203;"}
+
+
+def inert(text: str) -> str:
+    """A feed's text as it reads in the issue and nothing more: one line (no line may start a
+    shell block or a heading), no links, code, HTML, emphasis, mentions or references."""
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return _SPECIAL.sub(lambda m: _ESCAPES.get(m.group(), "\\" + m.group()), text)
 
 
 REPORT_START = "## arXiv papers not in the catalog"  # how every report render() writes begins
@@ -199,7 +224,7 @@ def render(candidates: list[Candidate], since: dt.date, today: dt.date, catalog:
     for shown, candidate in enumerate(candidates):
         entry = candidate.entry
         block = [
-            f"- [ ] **{entry.title}** ({entry.published.isoformat()}, {entry.primary_category}) "
+            f"- [ ] **{inert(entry.title)}** ({entry.published.isoformat()}, {inert(entry.primary_category)}) "
             f"[abs]({entry.abs_url}) · {_authors(entry.authors)} · matched: {', '.join(candidate.queries)}",
             "  ```bash",
             f"  specatlas new --arxiv {entry.arxiv_id}",
@@ -229,20 +254,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace, fetch: Fetch | None = None, pause=time.sleep, today: dt.date | None = None) -> int:
     today = today or dt.date.today()
     since = args.since or today - dt.timedelta(days=args.days)
+    if since > today:
+        print(f"specatlas freshness: --since {since} is in the future (today is {today}); no paper has been "
+              "posted since then, give a past date", file=sys.stderr)
+        return 2
     try:  # before the minutes of polite arXiv queries
         out = args.out and output_file(args.out, "the freshness report", starts_with(REPORT_START))
     except WriteError as exc:
         print(f"specatlas freshness: {exc}", file=sys.stderr)
         return 1
+    skipped: list[str] = []
     try:
         if getattr(args, "listing", None):
-            found = sweep(args.listing, since)
+            found = sweep(args.listing, since, skipped=skipped)
         else:
-            found = search(since, fetch or http_get, max_per_query=args.max_per_query, pause=pause)
+            found = search(since, fetch or http_get, max_per_query=args.max_per_query, pause=pause, skipped=skipped)
     except MetadataError as exc:
         hint = "; offline? the check needs arXiv's API" if isinstance(exc, Offline) else ""
         print(f"specatlas freshness: {exc}{hint}", file=sys.stderr)
         return 3
+    if skipped:
+        print(f"specatlas freshness: warning: skipped {len(skipped)} feed entr{'y' if len(skipped) == 1 else 'ies'} "
+              f"without a readable id or date: {'; '.join(skipped[:3])}" + ("; ..." if len(skipped) > 3 else ""),
+              file=sys.stderr)
     catalog = read_catalog(papers_dir())
     candidates = missing(found, catalog, read_ignored())
     text = render(candidates, since, today, catalog)

@@ -29,8 +29,10 @@ from typing import Callable
 
 from specatlas.catalog.metadata import USER_AGENT
 from specatlas.cli import number
-from specatlas.catalog.records import display_path
+from specatlas.catalog.records import MAX_RECORD_BYTES, Problem, display_path
+from specatlas.catalog.validate import github_annotation
 from specatlas.catalog.yamlio import YamlProblem, load_yaml
+from specatlas.fsutil import ReadError, read_limited
 from specatlas.paths import repo_root
 
 FIELDS = ("url", "pdf", "code", "links")
@@ -96,8 +98,8 @@ def collect_links(paths: list[Path], root: Path, fields: tuple[str, ...] = FIELD
     for path in paths:
         shown = display_path(path, root)
         try:
-            loaded = load_yaml(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, YamlProblem):
+            loaded = load_yaml(read_limited(path, MAX_RECORD_BYTES).decode("utf-8"))
+        except (ReadError, UnicodeDecodeError, YamlProblem):
             continue
         data = loaded.data if isinstance(loaded.data, dict) else {}
         for name in fields:
@@ -111,7 +113,10 @@ def collect_links(paths: list[Path], root: Path, fields: tuple[str, ...] = FIELD
             else:
                 items = []
             for loc, label, url in items:
-                if isinstance(url, str) and url.startswith(("http://", "https://")):
+                # One printable word, as the validator wants it: what else a record holds is no link
+                # to ask for, and would break the line it is reported on.
+                if isinstance(url, str) and url.startswith(("http://", "https://")) and url.isprintable() \
+                        and " " not in url:
                     links.append(Link(shown, loaded.line_of(loc), label, url))
     return sorted(links)
 
@@ -223,7 +228,7 @@ def execute(args: argparse.Namespace, http: Http | None = None) -> int:
             message = f"{outcome.describe()} {link.url}"
         if args.format == "github":
             level = "error" if outcome.kind in failing else "warning"
-            print(f"::{level} file={link.file},line={link.line},title={link.field}::{message}")
+            print(github_annotation(Problem(link.file, link.line, link.field, message), level))
         else:
             print(f"{link.file}:{link.line}: {link.field}: {message}")
     summary = ", ".join(f"{counts[k]} {k}" for k in ("ok", "broken", "unreachable", "unverified") if counts[k])

@@ -27,6 +27,7 @@ from specatlas.catalog.ids import surname
 from specatlas.catalog.records import normalize_title, read_catalog
 from specatlas.paths import papers_dir
 from specatlas.catalog.venues import VENUES, normalize_badge
+from specatlas.catalog.yamlio import shorten
 
 ARXIV_API = "https://export.arxiv.org/api/query"
 S2_API = "https://api.semanticscholar.org/graph/v1/paper/"
@@ -97,51 +98,71 @@ def _text(element: ET.Element | None) -> str:
     return " ".join((element.text or "").split()) if element is not None else ""
 
 
-def _date(text: str) -> dt.date:
-    return dt.date.fromisoformat(text[:10])
+def _date(text: str, name: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text[:10])
+    except ValueError:
+        raise MetadataError(f"{name} date {shorten(text)!r} is not a date (YYYY-MM-DD...)" if text
+                            else f"has no {name} date") from None
 
 
 def split_arxiv_id(text: str) -> tuple[str, int]:
     """'https://arxiv.org/abs/2401.10774v3' -> ('2401.10774', 3); version 0 when absent."""
     match = re.search(r"((?:\d{4}\.\d{4,5})|(?:[a-z-]+(?:\.[A-Z]{2})?/\d{7}))(?:v(\d+))?", text)
     if not match:
-        raise MetadataError(f"'{text}' is not an arXiv id (expected e.g. 2401.10774)")
+        raise MetadataError(f"{shorten(text)!r} is not an arXiv id (expected e.g. 2401.10774)")
     return match.group(1), int(match.group(2) or 0)
 
 
-def parse_arxiv_feed(data: bytes) -> tuple[list[ArxivEntry], int]:
+def parse_arxiv_feed(data: bytes, skipped: list[str] | None = None) -> tuple[list[ArxivEntry], int]:
     """Entries of an arXiv API response and its totalResults. arXiv answers some failures with
-    HTTP 200: a plain-text 'Rate exceeded.' or a single entry titled 'Error'."""
+    HTTP 200: a plain-text 'Rate exceeded.' or a single entry titled 'Error'. An entry without a
+    readable id or date is an error, or, when `skipped` is given, left out and named there."""
     try:
         root = ET.fromstring(data)
     except ET.ParseError:
         snippet = " ".join(data[:80].decode("utf-8", "replace").split())
-        raise MetadataError(f"arXiv answered something that is not an Atom feed: '{snippet}'") from None
+        raise MetadataError(f"arXiv answered something that is not an Atom feed: {shorten(snippet, 80)!r}") from None
+    if root.tag != f"{ATOM}feed":  # an RSS feed or a web page: zero entries would read as "nothing new"
+        namespace, _, name = root.tag.rpartition("}")
+        raise MetadataError(f"not an Atom feed: the document is <{shorten(name, 40)}>"
+                            + (f" in {shorten(namespace.lstrip('{'), 60)}" if namespace else "")
+                            + ", not an Atom <feed> (save the answer of arXiv's API, export.arxiv.org/api/query)")
     entries = []
-    for node in root.iter(f"{ATOM}entry"):
+    for number, node in enumerate(root.iter(f"{ATOM}entry"), 1):
         entry_id = _text(node.find(f"{ATOM}id"))
         title = _text(node.find(f"{ATOM}title"))
         if "/api/errors" in entry_id or (title == "Error" and "/abs/" not in entry_id):
-            raise MetadataError(f"arXiv refused the query: {_text(node.find(f'{ATOM}summary'))}")
-        arxiv_id, version = split_arxiv_id(entry_id)
-        doi = _text(node.find(f"{ARXIV_NS}doi")) or None
-        primary = node.find(f"{ARXIV_NS}primary_category")
-        entries.append(ArxivEntry(
-            arxiv_id=arxiv_id,
-            version=version,
-            title=title,
-            authors=[_text(a.find(f"{ATOM}name")) for a in node.findall(f"{ATOM}author")],
-            abstract=_text(node.find(f"{ATOM}summary")),
-            published=_date(_text(node.find(f"{ATOM}published"))),
-            updated=_date(_text(node.find(f"{ATOM}updated")) or _text(node.find(f"{ATOM}published"))),
-            comment=_text(node.find(f"{ARXIV_NS}comment")),
-            journal_ref=_text(node.find(f"{ARXIV_NS}journal_ref")),
-            doi=doi.split()[0] if doi else None,
-            primary_category=primary.get("term", "") if primary is not None else "",
-            categories=[c.get("term", "") for c in node.findall(f"{ATOM}category")],
-        ))
+            raise MetadataError(f"arXiv refused the query: {shorten(_text(node.find(f'{ATOM}summary')), 200)}")
+        try:
+            entries.append(_entry(node, entry_id, title))
+        except MetadataError as exc:
+            if skipped is None:
+                raise
+            skipped.append(f"entry {number} ({shorten(entry_id or 'no id', 60)}) {exc}")
     total = _text(root.find(f"{OPENSEARCH}totalResults"))
     return entries, int(total) if total.isdigit() else len(entries)
+
+
+def _entry(node: ET.Element, entry_id: str, title: str) -> ArxivEntry:
+    arxiv_id, version = split_arxiv_id(entry_id)
+    doi = _text(node.find(f"{ARXIV_NS}doi")) or None
+    primary = node.find(f"{ARXIV_NS}primary_category")
+    published = _text(node.find(f"{ATOM}published"))
+    return ArxivEntry(
+        arxiv_id=arxiv_id,
+        version=version,
+        title=title,
+        authors=[_text(a.find(f"{ATOM}name")) for a in node.findall(f"{ATOM}author")],
+        abstract=_text(node.find(f"{ATOM}summary")),
+        published=_date(published, "published"),
+        updated=_date(_text(node.find(f"{ATOM}updated")) or published, "updated"),
+        comment=_text(node.find(f"{ARXIV_NS}comment")),
+        journal_ref=_text(node.find(f"{ARXIV_NS}journal_ref")),
+        doi=doi.split()[0] if doi else None,
+        primary_category=primary.get("term", "") if primary is not None else "",
+        categories=[c.get("term", "") for c in node.findall(f"{ATOM}category")],
+    )
 
 
 def fetch_arxiv(arxiv_id: str, fetch: Fetch) -> ArxivEntry:

@@ -19,6 +19,7 @@ import yaml
 from specatlas.catalog.records import normalize_title
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.taxonomy import Taxonomy
+from specatlas.catalog.yamlio import shorten
 from specatlas.fsutil import ReadError, read_json
 
 EXCLUSIONS_FILE = Path(__file__).with_name("paperlist_exclusions.yaml")
@@ -60,15 +61,39 @@ MAX_LIST_BYTES = 64 << 20  # the public list is ~0.5 MB
 
 def load_rows(path: Path) -> list[dict]:
     try:
-        rows = read_json(path, MAX_LIST_BYTES)["papers"]
-        if not all(isinstance(r, dict) and isinstance(r.get("title"), str) and isinstance(r.get("source_line"), int)
-                   for r in rows):
-            raise TypeError("every row needs a title and a source_line")
+        data = read_json(path, MAX_LIST_BYTES)
     except ReadError as exc:
         raise PaperListError(f"{path}: {exc}") from None
-    except (KeyError, TypeError) as exc:
-        raise PaperListError(f"{path}: not a paper list ({type(exc).__name__}: {exc})") from None
+    rows = data.get("papers") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise PaperListError(f"{path}: not a paper list (a JSON object whose 'papers' is an array of rows)")
+    for i, row in enumerate(rows):
+        problem = _row_problem(row)
+        if problem:
+            line = row.get("source_line") if isinstance(row, dict) else None
+            shown = f" (source_line {line})" if type(line) is int else ""
+            raise PaperListError(f"{path}: papers[{i}]{shown}: {problem}")
     return rows
+
+
+# A row's fields: JSON type(s) and how a message names them.
+_ROW_FIELDS = {"title": ((str,), "text"), "section": ((str,), "text"), "source_line": ((int,), "a whole number"),
+               "arxiv_id": ((str, type(None)), "text or null")}
+_JSON_TYPES = {dict: "an object", list: "an array", str: "text", bool: "a boolean", int: "a number",
+               float: "a number", type(None): "null"}
+
+
+def _row_problem(row) -> str | None:
+    """Why `row` is not a row of the list (one line), or None."""
+    if not isinstance(row, dict):
+        return f"is {_JSON_TYPES.get(type(row), 'a value')}, not an object with {', '.join(_ROW_FIELDS)}"
+    for name, (types, wanted) in _ROW_FIELDS.items():
+        if name not in row:
+            if type(None) not in types:
+                return f"'{name}' is missing"
+        elif type(row[name]) not in types:  # type(): a boolean is no source line
+            return f"'{name}' must be {wanted}, not {_JSON_TYPES.get(type(row[name]), 'a value')}"
+    return None
 
 
 def load_exclusions(path: Path = EXCLUSIONS_FILE) -> Exclusions:
@@ -97,7 +122,7 @@ def coverage_problems(rows: list[dict], papers: dict[str, Paper], taxonomy: Taxo
                       exclusions: Exclusions) -> list[str]:
     """Everything that keeps the list and the catalog from agreeing, one line each."""
     mapping = map_rows(rows, papers.values(), exclusions.matched)
-    problems = [f"line {r['source_line']}: no record and no exclusion: {r['title']}" for r in rows
+    problems = [f"line {r['source_line']}: no record and no exclusion: {shorten(r['title'], 200)}" for r in rows
                 if mapping[r["source_line"]] is None and r["source_line"] not in exclusions.excluded]
     problems += [f"line {line}: excluded, but record {mapping[line]} matches it now"
                  for line in exclusions.excluded if mapping.get(line)]
@@ -118,7 +143,7 @@ def coverage_problems(rows: list[dict], papers: dict[str, Paper], taxonomy: Taxo
         if row["section"] in SECTION_FACETS:
             facet, nodes = SECTION_FACETS[row["section"]]
             if not _reached(paper, facet, taxonomy) & set(nodes):
-                problems.append(f"{paper.id}: listed under '{row['section']}' but has no {facet} tag in {nodes}")
+                problems.append(f"{paper.id}: listed under {shorten(row['section'], 80)!r} but has no {facet} tag in {nodes}")
         elif row["section"] == ALIGNMENT_SECTION and not paper.taxonomy.alignment:
             problems.append(f"{paper.id}: listed under '{ALIGNMENT_SECTION}' but has no alignment tag")
     return list(dict.fromkeys(problems))  # a row listed twice is one problem
@@ -146,7 +171,7 @@ def execute(args: argparse.Namespace) -> int:
         return 2
     _, records, taxonomy = validate()
     problems = coverage_problems(rows, {r.paper.id: r.paper for r in records if r.paper}, taxonomy, load_exclusions())
-    for problem in problems:
-        print(problem)
+    for problem in problems:  # one line each; none may read as a CI runner's command ("::error ...")
+        print(" " + problem if problem.startswith("::") else problem)
     print(f"{len(rows)} rows, {len(problems)} problems", file=sys.stderr)
     return 1 if problems else 0

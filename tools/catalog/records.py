@@ -100,6 +100,11 @@ def _dotted(loc: tuple) -> str:
     return out or "(record)"
 
 
+def _undotted(place: str) -> tuple:
+    """'reported_results[0].note' -> ('reported_results', 0, 'note'): the inverse of _dotted."""
+    return tuple(int(part) if part.isdigit() else part for part in re.findall(r"[^.\[\]]+", place))
+
+
 def _explain(shown: str, loaded: LoadedYaml, error: dict) -> Problem:
     loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith(("function-", "literal[", "constrained-str"))))
     kind, message = error["type"], error["msg"]
@@ -121,9 +126,9 @@ def _explain(shown: str, loaded: LoadedYaml, error: dict) -> Problem:
     elif kind == "value_error":
         message = message.removeprefix("Value error, ")
         # Model-level checks name the field they are about: "builds_on: ...".
-        named = re.match(r"^([a-z_]+): (.*)$", message, re.S)
+        named = re.match(r"^([a-z_]+(?:\[[0-9]+\]|\.[a-z0-9_-]+)*): (.*)$", message, re.S)
         if named:
-            loc, message = (*loc, named.group(1)), named.group(2)
+            loc, message = (*loc, *_undotted(named.group(1))), named.group(2)
     return Problem(shown, loaded.line_of(loc), _dotted(loc), message)
 
 

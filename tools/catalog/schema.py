@@ -48,9 +48,12 @@ def _prose(value: str | None) -> str | None:
     return _no_controls(value, _CONTROL_BUT_NEWLINE)
 
 
-# C0 and C1 controls, lone surrogates, and the bidirectional marks and overrides.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls, lone surrogates, the line and paragraph separators (U+2028, U+2029: many
+# readers break lines there), and the bidirectional marks and overrides.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_CONTROL_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+# What no string of a record holds, whatever its field (identifiers and URLs included).
+_CONTROL_ANYWHERE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029]")
 
 
 def _no_controls(value: str | None, pattern: re.Pattern) -> str | None:
@@ -109,11 +112,44 @@ RATIO_METRICS = ("speedup", "throughput-gain")
 _HTML = re.compile(r"<\s*/?\s*[a-zA-Z!][^>]*>|javascript:|\bon[a-z]+\s*=", re.IGNORECASE)
 
 
+def no_markup(value: str | None) -> str | None:
+    """Free text (titles, names, summaries) holds no HTML tags, script URLs or event handlers."""
+    if value and _HTML.search(value):
+        raise ValueError("contains HTML or script markup; write plain text (Markdown emphasis is fine)")
+    return value
+
+
 class _Strict(BaseModel):
     """Unknown fields are refused, and every value is strict: pydantic would otherwise read 'on',
     'yes' or 1 as true and the text '2024' as 2024."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_hidden_characters(cls, data):
+        """Every string of the record, identifiers and URLs included, is free of control characters
+        and line separators; line breaks and bidirectional marks are each field's own rule."""
+        for key, value in data.items() if isinstance(data, dict) else ():
+            for where, text in _strings(value, str(key)):
+                try:
+                    _no_controls(text, _CONTROL_ANYWHERE)
+                except ValueError as exc:
+                    raise ValueError(f"{where}: {exc}") from None
+        return data
+
+
+def _strings(value, where: str):
+    """(place, text) for every string in a raw value, lists and mappings (nested models) walked:
+    'reported_results[0].note'."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _strings(item, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{where}.{key}")
 
 
 class TaxonomyTags(_Strict):
@@ -234,15 +270,13 @@ class Paper(_Strict):
     @field_validator("title", "summary", "venue_note")
     @classmethod
     def _no_markup(cls, value: str | None) -> str | None:
-        if value and _HTML.search(value):
-            raise ValueError("contains HTML or script markup; write plain text (Markdown emphasis is fine)")
-        return value
+        return no_markup(value)
 
-    @field_validator("previous_titles")
+    @field_validator("previous_titles", "authors")
     @classmethod
-    def _no_markup_in_titles(cls, value: list[str]) -> list[str]:
-        for title in value:
-            cls._no_markup(title)
+    def _no_markup_in_lists(cls, value: list[str]) -> list[str]:
+        for text in value:
+            no_markup(text)
         return value
 
     @field_validator("summary")
@@ -265,7 +299,7 @@ class Paper(_Strict):
             raise ValueError("the same author is listed twice")
         return value
 
-    @field_validator("aliases", "code", "builds_on")
+    @field_validator("aliases", "code", "builds_on", "not_duplicate_of", "previous_titles")
     @classmethod
     def _no_repeats(cls, value: list[str]) -> list[str]:
         if len(set(value)) != len(value):

@@ -232,7 +232,10 @@ def _check_lineage(records: list[Record], by_id: dict[str, Record], report) -> N
             if parent not in by_id:
                 report(record, f"builds_on[{i}]", f"'{parent}' is not a cataloged paper id", "builds_on", i)
         for i, other in enumerate(record.paper.not_duplicate_of):
-            if other not in by_id:
+            if other == record.paper.id:
+                report(record, f"not_duplicate_of[{i}]", "names the record itself; list only the other records "
+                       "whose titles are nearly identical", "not_duplicate_of", i)
+            elif other not in by_id:
                 report(record, f"not_duplicate_of[{i}]", f"'{other}' is not a cataloged paper id", "not_duplicate_of", i)
     # Depth-first search for cycles with an explicit stack: a chain of thousands of records must
     # not reach Python's recursion limit. `path` is the current chain, `on_path` its positions.
@@ -258,9 +261,9 @@ def _check_lineage(records: list[Record], by_id: dict[str, Record], report) -> N
                 pending.append(iter(by_id[parent].paper.builds_on))
 
 
-def github_annotation(problem: Problem) -> str:
-    """A GitHub Actions error annotation. Values are escaped as the runner expects (%, CR, LF;
-    also ':' and ',' in properties), so a record cannot end the line and inject its own command."""
+def github_annotation(problem: Problem, level: str = "error") -> str:
+    """A GitHub Actions annotation (error or warning). Values are escaped as the runner expects (%,
+    CR, LF; also ':' and ',' in properties), so a record cannot end the line and inject its own command."""
 
     def data(text: str) -> str:
         return str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
@@ -268,7 +271,7 @@ def github_annotation(problem: Problem) -> str:
     def prop(text: str) -> str:
         return data(text).replace(":", "%3A").replace(",", "%2C")
 
-    return f"::error file={prop(problem.file)},line={problem.line},title={prop(problem.field)}::{data(problem.message)}"
+    return f"::{level} file={prop(problem.file)},line={problem.line},title={prop(problem.field)}::{data(problem.message)}"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -50,9 +50,11 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
 
 
 def shorten(text: str, limit: int = 60) -> str:
-    """A value as quoted in a one-line message: no line breaks, at most `limit` characters."""
+    """A value as quoted in a one-line message: no line breaks, at most `limit` characters, and
+    what does not print (escape sequences, bidirectional overrides) written as its code."""
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if text.isprintable() else "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
 
 
 def _where(path: Path_) -> str:
