@@ -173,3 +173,28 @@ def test_a_listing_that_is_not_a_feed_is_one_line_naming_it(catalog_root, tmp_pa
         assert freshness.execute(args, pause=lambda s: None) == 3
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and str(path) in err and "Traceback" not in err
+
+
+def test_feed_text_is_inert_in_the_report():
+    assert freshness.inert("A\n```bash\nrm -rf ~\n```") == r"A \`\`\`bash rm -rf \~ \`\`\`"
+    assert freshness.inert("[x](https://e.example) <b> @team #12 &#64;x") == \
+        r"\[x\](https://e.example) \<b\> @&#8203;team \#&#8203;12 &amp;\#&#8203;64;x"
+    assert freshness.inert("Title\u2028# Heading\u202e") == r"Title \#&#8203; Heading"
+
+
+def test_a_future_since_is_named_as_the_problem(catalog_root, capsys):
+    args = argparse.Namespace(since=dt.date(2999, 1, 1), days=30, max_per_query=500, out=None, listing=None)
+    assert freshness.execute(args, fetch=lambda url: FEED, pause=lambda s: None, today=dt.date(2026, 11, 30)) == 2
+    assert capsys.readouterr().err == ("specatlas freshness: --since 2999-01-01 is in the future (today is 2026-11-30); "
+                                       "no paper has been posted since then, give a past date\n")
+
+
+def test_entries_without_a_date_are_skipped_with_one_warning_naming_them(catalog_root, tmp_path, capsys):
+    listing = tmp_path / "cs.LG.xml"
+    listing.write_bytes(FEED.replace(b"<published>2026-11-24T18:02:11Z</published>", b""))
+    args = argparse.Namespace(since=SINCE, days=30, max_per_query=500, out=None, listing=[listing])
+    assert freshness.execute(args, pause=lambda s: None, today=dt.date(2026, 11, 30)) == 0
+    out, err = capsys.readouterr()
+    assert "2611.20417" not in out and "specatlas new --arxiv 2610.30123" in out
+    assert err.splitlines()[0] == ("specatlas freshness: warning: skipped 1 feed entry without a readable id or date: "
+                                   "cs.LG.xml: entry 1 (http://arxiv.org/abs/2611.20417v1) has no published date")

@@ -261,3 +261,24 @@ def test_http_get_turns_failures_into_one_line_errors(serve, refused_url):
     assert not isinstance(raised.value, Offline)
     with pytest.raises(Offline, match="cannot reach 127.0.0.1"):
         metadata.http_get(refused_url, timeout=5)
+
+
+def test_an_entry_without_a_readable_date_or_id_is_an_error_or_named_and_skipped():
+    feed = (RECORDED / "arxiv_2401.10774.xml").read_bytes()
+    undated = feed.replace(b"<published>2024-01-19", b"<published>2024-02-30")
+    with pytest.raises(MetadataError, match="published date '2024-02-30T.*' is not a date"):
+        metadata.parse_arxiv_feed(undated)
+    skipped = []
+    assert metadata.parse_arxiv_feed(undated, skipped) == ([], 1)
+    assert len(skipped) == 1 and skipped[0].startswith("entry 1 (http://arxiv.org/abs/2401.10774v3) published date '2024-02-30")
+    skipped = []
+    assert metadata.parse_arxiv_feed(feed.replace(b"abs/2401.10774v3", b"abs/garbage"), skipped)[0] == []
+    assert "'http://arxiv.org/abs/garbage' is not an arXiv id" in skipped[0]
+
+
+def test_a_feed_that_is_not_atom_is_refused_not_read_as_empty():
+    for document, root in ((b'<rss version="2.0"><channel/></rss>', "<rss>"),
+                           (b'<html xmlns="http://www.w3.org/1999/xhtml"/>', "<html> in http://www.w3.org/1999/xhtml"),
+                           (b"<feed/>", "<feed>")):
+        with pytest.raises(MetadataError, match=f"not an Atom feed: the document is {root},"):
+            metadata.parse_arxiv_feed(document)

@@ -4,6 +4,7 @@ list (tests/fixtures/paperlist) against the base fixture records; `specatlas lis
 PATH` checks the real list."""
 
 import dataclasses
+import json
 
 import pytest
 
@@ -84,3 +85,24 @@ def test_the_command_takes_the_list_path_and_refuses_a_bad_file_in_one_line(tmp_
     assert main(["list-coverage", "--list", str(tmp_path / "list.json")]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("specatlas list-coverage: ") and "'papers' is an array" in error and "\n" not in error
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"section": "S", "title": "T", "source_line": 4, "arxiv_id": {"id": "2401.00001"}},
+     "papers[1] (source_line 4): 'arxiv_id' must be text or null, not an object"),
+    ({"section": ["Survey"], "title": "T", "source_line": 4}, "papers[1] (source_line 4): 'section' must be text, not an array"),
+    ({"title": "T", "source_line": 4}, "papers[1] (source_line 4): 'section' is missing"),
+    ({"section": "S", "title": "T", "source_line": True}, "papers[1]: 'source_line' must be a whole number, not a boolean"),
+    ([1], "papers[1]: is an array, not an object with title, section, source_line, arxiv_id"),
+])
+def test_a_malformed_row_is_named_with_its_field(tmp_path, row, message):
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps({"papers": [{"section": "S", "title": "T", "source_line": 1}, row]}))
+    with pytest.raises(paperlist.PaperListError) as error:
+        paperlist.load_rows(path)
+    assert str(error.value) == f"{path}: {message}"
+
+
+def test_list_text_stays_on_its_line(catalog, exclusions):
+    rows = [{"section": "S", "title": "Nobody\n::error file=x::pwned", "source_line": 7, "arxiv_id": None}]
+    assert problems(catalog, rows, exclusions)[0] == "line 7: no record and no exclusion: Nobody ::error file=x::pwned"

@@ -764,7 +764,9 @@ def cases() -> list[Case]:
         Case("leaderboard-unwritable", ["leaderboard", "--results", "{tmp}/ro"],
              prepare=lambda r, t: (shutil.copytree(r / "results", t / "ro"), _ro_page(t / "ro")), message="cannot write"),
     ]
-    return out + numbers_cases() + result_cases() + record_cases()
+    from corpus_catalog import catalog_cases  # its own file: records, new, freshness, list-coverage
+
+    return out + numbers_cases() + result_cases() + record_cases() + catalog_cases()
 
 
 def _resummarized(*mutations):

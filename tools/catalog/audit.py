@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 
+from specatlas.catalog.schema import ID_PATTERN
 from specatlas.paths import papers_dir
 
 
@@ -32,7 +34,10 @@ def execute(args: argparse.Namespace) -> int:
     if args.count < 1:
         from specatlas.cli import CommandError
         raise CommandError("--count must be at least 1")
-    ids = [path.stem for path in papers_dir().glob("*.yaml")]
+    names = [path.stem for path in papers_dir().glob("*.yaml")]
+    ids = [name for name in names if re.fullmatch(ID_PATTERN, name)]
+    if len(ids) < len(names):  # such a file is no record (validate says so) and could break the list's lines
+        print(f"specatlas audit: left out {len(names) - len(ids)} file(s) not named <record id>.yaml", file=sys.stderr)
     chosen = draw(ids, args.seed, args.count)
     if args.json:
         json.dump({"seed": args.seed, "population": len(set(ids)), "records": chosen}, sys.stdout, indent=2)

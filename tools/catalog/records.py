@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.venues import VENUES, normalize_badge
-from specatlas.catalog.yamlio import LoadedYaml, YamlProblem, load_yaml, shorten
+from specatlas.catalog.yamlio import LoadedYaml, YamlProblem, load_yaml, one_line, shorten
 from specatlas.fsutil import ReadError, read_limited
 
 # The largest record is ~2 KB; a bigger file is a mistake or an attack, refused before parsing.
@@ -31,7 +31,7 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}: {self.field}: {self.message}"
+        return one_line(f"{self.file}:{self.line}: {self.field}: {self.message}")  # a file name may hold a newline
 
 
 @dataclass

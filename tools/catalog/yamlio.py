@@ -50,10 +50,15 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
 
 
 def shorten(text: str, limit: int = 60) -> str:
-    """A value as quoted in a one-line message: no line breaks, at most `limit` characters, and
-    what does not print (escape sequences, bidirectional overrides) written as its code."""
+    """A value as quoted in a one-line message: `one_line`, at most `limit` characters."""
     text = " ".join(str(text).split())
-    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return one_line(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def one_line(text: str) -> str:
+    """`text` as one line of output: line breaks and runs of spaces as one space, and what does not
+    print (escape sequences, bidirectional overrides) written as its code."""
+    text = " ".join(str(text).split())
     return text if text.isprintable() else "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
 
 
