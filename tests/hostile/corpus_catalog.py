@@ -105,6 +105,11 @@ def _no_command_lines(root: Path, tmp: Path, text: str) -> str | None:
     return f"a list's text made its own line: {stray[0]!r}" if stray else None
 
 
+def _short_lines(root: Path, tmp: Path, text: str) -> str | None:
+    long = [line for line in text.splitlines() if len(line) > 1000]
+    return f"an output line has {len(long[0]):,} characters" if long else None
+
+
 def _no_bidi(root: Path, tmp: Path, text: str) -> str | None:
     return "a bidirectional override reached the output" if "\u202e" in text else None
 
@@ -153,6 +158,20 @@ def catalog_cases() -> list[Case]:
              message="U+2028", check=_github_lines),
         Case("u2028-stats", ["stats"], _rec(title='"Gamma Study\\Lof Stats"'), fails=False, message="1 validation problems"),
         Case("u2028-bib", ["bib", "-o", "{tmp}/out.bib"], _rec(title='"Gamma Study\\Lof Citations"'), message="U+2028"),
+        # -- line breaks: a summary or note is one line too (a table cell or a page block would end there)
+        Case("newline-in-summary-literal-block", v,
+             _rec(summary="|\n  A summary that is long enough to pass the length rule.\n  ```\n  A second block."),
+             message="summary: contains the control character U+000A"),
+        Case("newline-in-reported-note", v, _reported_note('"first\\n| x | y |"'),
+             message="reported_results[0].note: contains the control character U+000A"),
+        Case("tab-in-summary", v, _rec(summary='"A summary that is long enough\\tto pass the length rule."'),
+             message="summary: contains the control character U+0009"),
+        Case("folded-summary-trailing-newline", v,
+             _rec(summary=">\n  A summary that is long enough to pass the length rule.\n"), fails=False, message="ok: 3 records"),
+        Case("crlf-line-endings", v, {NEW: record().replace("\n", "\r\n")}, fails=False, message="ok: 3 records"),
+        Case("cr-line-endings", v, {NEW: record().replace("\n", "\r")}, fails=False, message="ok: 3 records"),
+        Case("validate-path-newline", ["validate", "{tmp}/a\n::error::pwned.yaml"], message="does not exist",
+             check=_no_command_lines),
         # -- a record that is not its own duplicate, and lists that repeat
         Case("not-duplicate-of-itself", v, _rec(not_duplicate_of="[gamma2024case]"),
              message="not_duplicate_of[0]: names the record itself"),
@@ -160,7 +179,7 @@ def catalog_cases() -> list[Case]:
              message="not_duplicate_of: has a repeated entry"),
         Case("previous-titles-repeated", v, _rec(previous_titles="[An Older Title, An Older Title]"),
              message="previous_titles: has a repeated entry"),
-        Case("markup-in-author", v, _rec(authors="['<img src=x onerror=alert(1)>']"), message="authors: contains HTML"),
+        Case("markup-in-author", v, _rec(authors="['<img src=x onerror=alert(1)>']"), message="authors[0]: contains HTML"),
         # -- file names that are no record id
         Case("file-name-newline-validate", v, prepare=_evil_name, message="must equal the file name", check=_one_line_each),
         Case("file-name-newline-audit", ["audit", "--seed", "1"], prepare=_evil_name, fails=False,
@@ -174,6 +193,11 @@ def catalog_cases() -> list[Case]:
              message="--title", check=_no_new_record),
         Case("new-authors-markup", ["new", "--title", "A Title Here", "--authors", "<b>Ada</b> Alpha", "--year", "2024",
                                     "--venue", "arXiv", "--dir", "{tmp}"], message="--authors", check=_no_new_record),
+        Case("new-title-blank", ["new", "--title", "   ", *NEW_OK], message="--title", check=_no_new_record),
+        Case("new-title-too-short", ["new", "--title", "Hi", *NEW_OK], message="at least 4 characters", check=_no_new_record),
+        Case("new-author-initial-only", ["new", "--title", "A Title Here", "--authors", "A, Bo Beta", "--year", "2024",
+                                         "--venue", "arXiv", "--dir", "{tmp}"], message="--authors 'A'",
+             check=_no_new_record),
         Case("new-title-u2028", ["new", "--title", "A Title\u2028Here", *NEW_OK], message="U+2028", check=_no_new_record),
         Case("new-title-bidi", ["new", "--title", "A Title \u202eereH", *NEW_OK], message="--title", check=_no_new_record),
         Case("new-authors-u2029", ["new", "--title", "A Title Here", "--authors", "Ada\u2029Alpha", "--year", "2024",
@@ -255,6 +279,9 @@ def catalog_cases() -> list[Case]:
         _coverage("list-utf8-bom", b"\xef\xbb\xbf" + _list(_row()).encode(), message="no record and no exclusion"),
         Case("list-huge-sparse", ["list-coverage", "--list", LIST], prepare=_sparse("list.json", 100 << 20),
              message="at most"),
+        _coverage("list-long-title", _list(_row(title="Long " * 200_000)), message="no record and no exclusion",
+                  check=_short_lines),
+        Case("list-is-a-folder", ["list-coverage", "--list", "{root}/papers"], message="is a folder"),
         Case("list-fifo", ["list-coverage", "--list", LIST], prepare=_fifo("list.json"), message="not a regular file"),
         # -- check-links reads what it checks bounded, and asks for nothing a record cannot hold
         Case("check-links-huge-record", ["check-links", "papers/gamma2024case.yaml"],

@@ -14,13 +14,11 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Annotated
-
-from pydantic import AfterValidator, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from specatlas.catalog.ids import propose_id
 from specatlas.catalog.metadata import fill_args
-from specatlas.catalog.schema import ARXIV_PATTERN, DOI_PATTERN, ID_PATTERN, HttpsUrl, Line, Paper, no_markup
+from specatlas.catalog.schema import ARXIV_PATTERN, DOI_PATTERN, ID_PATTERN, AuthorName, HttpsUrl, Line, Paper, Title
 from specatlas.catalog.venues import VENUES, normalize_badge
 from specatlas.catalog.yamlio import shorten
 from specatlas.fsutil import WriteError, create_exclusive
@@ -97,8 +95,7 @@ class BadFlag(Exception):
     """A flag's value cannot go into a record; the message names the flag."""
 
 
-# Free text (title, names) as the record's own title and authors fields take it: one line, no markup.
-_LINE, _URL = TypeAdapter(Annotated[Line, AfterValidator(no_markup)]), TypeAdapter(HttpsUrl)
+_LINE, _TITLE, _NAME, _URL = TypeAdapter(Line), TypeAdapter(Title), TypeAdapter(AuthorName), TypeAdapter(HttpsUrl)
 
 
 def _check(flag: str, value, adapter: TypeAdapter = _LINE, pattern: str | None = None, hint: str = ""):
@@ -149,8 +146,8 @@ def _scaffold(args: argparse.Namespace) -> int:
         print(f"specatlas new: venue {shorten(repr(args.venue))} is not in the controlled list: {', '.join(VENUES)}",
               file=sys.stderr)
         return 2
-    title = _check("--title", args.title.strip())
-    authors = [_check("--authors", a.strip()) for a in re.split(r",| and ", args.authors) if a.strip()]
+    title = _check("--title", args.title.strip(), _TITLE)
+    authors = [_check("--authors", a.strip(), _NAME) for a in re.split(r",| and ", args.authors) if a.strip()]
     if not authors:
         raise BadFlag(f"--authors {shorten(repr(args.authors))} names no one; give full names separated by commas")
     _range("--year", args.year, "year")

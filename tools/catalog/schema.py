@@ -45,21 +45,23 @@ def _one_line(value: str | None) -> str | None:
 
 
 def _prose(value: str | None) -> str | None:
-    return _no_controls(value, _CONTROL_BUT_NEWLINE)
+    """Summaries and notes: one line too (a line break would end a table cell or start a block on
+    a page), but never written into BibTeX, so braces need not balance."""
+    return _no_controls(value, _CONTROL)
 
 
 # C0 and C1 controls, lone surrogates, the line and paragraph separators (U+2028, U+2029: many
 # readers break lines there), and the bidirectional marks and overrides.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-_CONTROL_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 # What no string of a record holds, whatever its field (identifiers and URLs included).
-_CONTROL_ANYWHERE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029]")
+_CONTROL_ANYWHERE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u2028\u2029]")
 
 
 def _no_controls(value: str | None, pattern: re.Pattern) -> str | None:
     found = pattern.search(value or "")
     if found:
-        raise ValueError(f"contains the control character U+{ord(found.group()):04X}; write plain text on one line")
+        fold = " (a YAML '>-' block folds its lines into one)" if found.group() == "\n" else ""
+        raise ValueError(f"contains the control character U+{ord(found.group()):04X}; write plain text on one line{fold}")
     return value
 
 
@@ -119,6 +121,12 @@ def no_markup(value: str | None) -> str | None:
     return value
 
 
+# A record's title and author names, as the record holds them and `specatlas new` takes them.
+Title = Annotated[str, Field(min_length=4, max_length=MAX_LINE), AfterValidator(_one_line), AfterValidator(no_markup)]
+AuthorName = Annotated[str, Field(min_length=2, max_length=MAX_LINE), AfterValidator(_one_line), AfterValidator(_visible),
+                       AfterValidator(no_markup)]
+
+
 class _Strict(BaseModel):
     """Unknown fields are refused, and every value is strict: pydantic would otherwise read 'on',
     'yes' or 1 as true and the text '2024' as 2024."""
@@ -129,11 +137,12 @@ class _Strict(BaseModel):
     @classmethod
     def _no_hidden_characters(cls, data):
         """Every string of the record, identifiers and URLs included, is free of control characters
-        and line separators; line breaks and bidirectional marks are each field's own rule."""
+        and line separators (at its ends they are stripped like spaces); bidirectional marks are
+        each field's own rule (text calls them controls, names and URLs invisible characters)."""
         for key, value in data.items() if isinstance(data, dict) else ():
             for where, text in _strings(value, str(key)):
                 try:
-                    _no_controls(text, _CONTROL_ANYWHERE)
+                    _no_controls(text.strip(), _CONTROL_ANYWHERE)
                 except ValueError as exc:
                     raise ValueError(f"{where}: {exc}") from None
         return data
@@ -240,8 +249,8 @@ class Paper(_Strict):
 
     id: PaperId = Field(description="Immutable BibTeX key, e.g. leviathan2023fast: first author's surname, year, first content word of the title. Never change it once merged.")
     kind: Literal["paper", "blog", "software", "tutorial"] = "paper"
-    title: Line = Field(min_length=4, description="Exact title, as in the paper.")
-    authors: list[Annotated[Line, Field(min_length=2), AfterValidator(_visible)]] = Field(min_length=1, description="Full names in paper order.")
+    title: Title = Field(description="Exact title, as in the paper.")
+    authors: list[AuthorName] = Field(min_length=1, description="Full names in paper order.")
     year: int = Field(ge=1990, le=2999, description="Year of the cited version: the venue's year, or the first arXiv posting for preprints. The timeline uses the arXiv id's month when there is one.")
     month: int | None = Field(None, ge=1, le=12, description="Month of the cited version (conference month, or first arXiv posting for preprints).")
     venue: VenueKey = Field(description="Controlled venue key; 'arXiv' for preprints.")
@@ -267,16 +276,16 @@ class Paper(_Strict):
     bibtex: BibtexOverrides | None = None
     found_via: Annotated[str, AfterValidator(_prose)] | None = Field(None, min_length=8, max_length=400, description="How the paper was found and where its facts were confirmed, e.g. 'search (docs): <query> -> https://huggingface.co/papers/2606.02091.md'. Optional; new records should say it.")
 
-    @field_validator("title", "summary", "venue_note")
+    @field_validator("summary", "venue_note")
     @classmethod
     def _no_markup(cls, value: str | None) -> str | None:
         return no_markup(value)
 
-    @field_validator("previous_titles", "authors")
+    @field_validator("previous_titles")
     @classmethod
-    def _no_markup_in_lists(cls, value: list[str]) -> list[str]:
-        for text in value:
-            no_markup(text)
+    def _no_markup_in_titles(cls, value: list[str]) -> list[str]:
+        for title in value:
+            no_markup(title)
         return value
 
     @field_validator("summary")
