@@ -178,3 +178,12 @@ def test_bad_arguments_are_one_line_errors(catalog, capsys):
     with pytest.raises(SystemExit):
         cli.main(["check-links", "--per-host", "0"])
     assert "argument --per-host: must be at least 1" in capsys.readouterr().err
+
+
+def test_a_hostile_record_cannot_break_an_annotation_line(catalog, capsys):
+    evil = catalog / "papers" / "gamma2025links,x\n::error::pwned.yaml"
+    evil.write_text("url: https://github.com/gamma/deleted\npdf: \"https://e.example/a\\n::error::pwned\"\n",
+                    encoding="utf-8")
+    assert links.execute(args(paths=[evil], format="github"), http=Recorded(ANSWERS)) == 1
+    assert capsys.readouterr().out == ("::error file=papers/gamma2025links%2Cx%0A%3A%3Aerror%3A%3Apwned.yaml,line=1,"
+                                       "title=url::404 Not Found https://github.com/gamma/deleted\n")

@@ -291,6 +291,8 @@ def catalog_cases() -> list[Case]:
              fails=False, message="no links"),
         Case("check-links-not-utf8", ["check-links", "papers/gamma2024case.yaml"],
              {NEW: b"url: https://example.org/\xff\n"}, fails=False, message="no links"),
+        Case("check-links-path-newline", ["check-links", "{tmp}/a\n::error::pwned.yaml"], message="no such record",
+             check=_no_command_lines),
         Case("check-links-alias-bomb", ["check-links", "papers/gamma2024case.yaml"],
              {NEW: 'a: &a ["https://example.org/"]\nurl: *a\n'}, fails=False, message="no links"),
     ]

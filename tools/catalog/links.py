@@ -31,7 +31,7 @@ from specatlas.catalog.metadata import USER_AGENT
 from specatlas.cli import number
 from specatlas.catalog.records import MAX_RECORD_BYTES, Problem, display_path
 from specatlas.catalog.validate import github_annotation
-from specatlas.catalog.yamlio import YamlProblem, load_yaml
+from specatlas.catalog.yamlio import YamlProblem, load_yaml, one_line
 from specatlas.fsutil import ReadError, read_limited
 from specatlas.paths import repo_root
 
@@ -202,7 +202,7 @@ def execute(args: argparse.Namespace, http: Http | None = None) -> int:
     files = _record_files(args.paths, root)
     absent = [str(f) for f in files if not f.is_file()]
     if absent:
-        print(f"specatlas check-links: no such record: {', '.join(absent)}", file=sys.stderr)
+        print(f"specatlas check-links: no such record: {one_line(', '.join(absent))}", file=sys.stderr)
         return 2
     links = collect_links(files, root, tuple(args.fields or FIELDS))
     urls = sorted({link.url for link in links})
@@ -230,7 +230,7 @@ def execute(args: argparse.Namespace, http: Http | None = None) -> int:
             level = "error" if outcome.kind in failing else "warning"
             print(github_annotation(Problem(link.file, link.line, link.field, message), level))
         else:
-            print(f"{link.file}:{link.line}: {link.field}: {message}")
+            print(Problem(link.file, link.line, link.field, message))
     summary = ", ".join(f"{counts[k]} {k}" for k in ("ok", "broken", "unreachable", "unverified") if counts[k])
     summary += f" ({moved} code link(s) moved)" if moved else ""
     print(f"checked {len(urls)} distinct link(s) ({len(links)} fields) in {len(files)} record(s): {summary}", file=sys.stderr)
