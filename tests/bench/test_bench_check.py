@@ -139,7 +139,7 @@ def test_a_valid_run_from_another_machine_gets_its_own_hardware_table(capsys, tm
         data["config"].update(device="cuda:0", dtype="bfloat16", packed_linears=0)
         for sample in data["samples"]:  # measured there: a copy of the CPU run's samples would count once
             for t in sample["turns"]:
-                t["wall_seconds"] /= 4
+                t["wall_seconds"] /= 1.5
 
     gpu = edited(folder, rehashed(on_h100), name="2026-12-04-smollm2-135m-instruct-cuda-h100.json")
     assert check(capsys, gpu)[0] == 0

@@ -243,6 +243,9 @@ def sample_problems(run: Run) -> list[str]:
         out.append(f"config.question_ids lists {len(config['question_ids'])} ids but {len(questions)} distinct questions")
     if len(methods) != len(run.methods):
         out.append(f"methods lists {len(run.methods)} rows but {len(methods)} distinct ids: one id, one row")
+    outputs = [t.tokens for s in run.samples if s.method == BASELINE for t in s.turns]
+    if outputs and not any(outputs):
+        out.append(f"the {BASELINE} produced no tokens: no speedup can be measured over it")
     measured: dict[str, set] = {}
     for number, sample in enumerate(run.samples, 1):
         where = f"sample {number} ({sample.method}, question {sample.question_id}, repeat {sample.repeat})"
