@@ -37,8 +37,7 @@ from pathlib import Path
 
 from specatlas.bench.provenance import COMMIT
 from specatlas.bench.results import BASELINE, SHA256_HEX, Run, divergence, forward_cost, load, references, row_name
-from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY
-from specatlas.paths import repo_root
+from specatlas.impls.engine.head_folders import SHIPPED_HEADS
 
 SHA256 = re.compile(SHA256_HEX)
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}\.json$")
@@ -292,7 +291,7 @@ def token_problems(run: Run) -> list[str]:
 def vocabulary_size(target: str) -> int | None:
     """The vocabulary of `target` as the heads shipped for it record it (their config's vocab_size); None if none does."""
     sizes = set()
-    for config in (repo_root() / SHIPPED_IN_REPOSITORY).glob("*/config.json"):
+    for config in SHIPPED_HEADS.glob("*/config.json"):
         if config.parent.name.startswith(f"{target}-"):
             try:
                 size = json.loads(config.read_text(encoding="utf-8")).get("vocab_size")
