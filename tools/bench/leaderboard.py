@@ -11,9 +11,9 @@ the measured runs.
 Tables are per hardware, model, dtype, kernels, prompt set and sample size (questions, new tokens
 per turn, repeats): a speedup only means something on the machine and model it was measured on,
 so nothing is ranked across them. Each heading states all of them; on each hardware the largest
-run's table comes first, the headline for that hardware. Rows whose lossless check
-failed, and methods that could not run, are listed as failed, never ranked; files that fail the
-schema are listed as failed too.
+run's table comes first, the headline for that hardware. Methods that could not run are listed as
+failed, never ranked; files that `specatlas results check` refuses (`validate_results`: a failed
+lossless claim among them) are listed as failed with their first problem, none of their rows used.
 
 A row describes one set of trained weights: the shipped heads, adapters and distilled drafter are
 retrained from time to time, so a row averages only the runs of the weights its newest run used
@@ -38,7 +38,7 @@ from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS, prompt_set_name
 from specatlas.bench.results import (BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Run, StepTime, curve_warning,
-                                     divergence, forward_cost, references, row_name, step_time, write_atomic)
+                                     forward_cost, references, row_name, step_time, write_atomic)
 from specatlas.bench.validate_results import History, check_files, check_folder
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.validate import validate
@@ -78,10 +78,7 @@ class Entry:
             return "no measured samples"
         if self.summary["overall"]["speedup"] is None:
             return "no speedup: the baseline produced no tokens"
-        check = self.summary["lossless"]
-        if check["status"] == "fail" and self.method.lossless:
-            return f"lossless check failed: {divergence(self.method, check)}"
-        return None
+        return None  # a failed lossless claim fails its whole file (`validate_results`): never loaded
 
     @property
     def policy(self) -> str:
@@ -169,8 +166,8 @@ class Line:
 
     @property
     def ranked(self) -> bool:
-        """Ranked when some run measured it and no run failed its lossless check."""
-        return bool(self.ok) and not any((e.failure or "").startswith("lossless") for e in self.entries)
+        """Ranked when some run measured it."""
+        return bool(self.ok)
 
     @property
     def method(self):
