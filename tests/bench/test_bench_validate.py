@@ -262,3 +262,9 @@ def test_check_files_leaves_out_nothing_it_was_given(tmp_path, write_run):
     hidden = write_run(run_at(1.1), ".hidden.json")
     judged = check_files([a, hidden])
     assert judged[a][0].problems == [] and judged[hidden][0].problems[0].startswith("its name may hold only")
+
+
+def test_a_run_started_in_the_future_is_refused(write_run):
+    run = run_at()
+    run.provenance["started"] = "9999-01-01T00:00:00+00:00"
+    assert problems(write_run(run).parent, "run.json") == ["provenance.started (9999-01-01T00:00:00+00:00) is in the future"]

@@ -211,7 +211,8 @@ def session_problems(run: Run, history: History) -> list[str]:
     out = []
     now = datetime.now(timezone.utc) + CLOCK_SKEW
     started, problem = _when(run.provenance["started"], "provenance.started")
-    out += [problem] if problem else [f"provenance.started ({run.provenance['started']}) is in the future"] if started > now else []
+    if problem or started > now:
+        out.append(problem or f"provenance.started ({run.provenance['started']}) is in the future")
     for number, session in enumerate(run.sessions):
         where = f"sessions[{number}]"
         if not COMMIT.match(session.git_commit or ""):
