@@ -26,14 +26,13 @@ from torch import nn
 
 from specatlas.fsutil import ReadError, read_json
 from specatlas.impls.engine.errors import CheckpointError, ModelLoadError, first_line, unpickle_failure
-from specatlas.impls.engine.head_folders import WEIGHT_FILES, shipped_label, weight_file
+from specatlas.impls.engine.head_folders import SHIPPED_HEADS, WEIGHT_FILES, shipped_label, weight_file
 from specatlas.impls.families import FAMILIES, Family
 from specatlas.impls.engine.models import EMBEDDED, _hub_reachable
 from specatlas.impls.engine.weight_storage import StorageError, unpack
 
 # The heads, adapters and drafter trained for the embedded model, one folder per family:
 # `<EMBEDDED>-<family>` (`shipped_head_folder`). Tests point it elsewhere.
-SHIPPED_HEADS = Path(__file__).resolve().parent.parent / "trained_heads"
 
 
 class HeadNotShipped(ModelLoadError):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 
-# Where the shipped heads are in the repository (`checkpoints.SHIPPED_HEADS` in a checkout): what git is asked about.
+# Where the shipped heads are in the repository (`SHIPPED_HEADS` in a checkout): what git is asked about.
 SHIPPED_IN_REPOSITORY = "reference_impls/trained_heads"
+SHIPPED_HEADS = Path(__file__).resolve().parent.parent / "trained_heads"  # beside the code that loads them
 # The weight files a head folder may hold, in the order the checkpoint loader looks for them.
 WEIGHT_FILES = ("model.safetensors", "medusa_lm_head.safetensors", "pytorch_model.bin", "medusa_lm_head.pt",
                 "hydra_lm_head.pt", "model.pt")

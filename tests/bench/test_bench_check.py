@@ -40,10 +40,12 @@ def edited(tmp_path, edit, source=FIXTURE, name="edited.json"):
 
 
 def rehashed(edit):
-    """`edit`, then the config hash and the summary made consistent again, as `specatlas bench` would write them."""
+    """`edit`, then the config hash, the sessions' units and the summary made consistent again, as `specatlas
+    bench` would write them."""
     def apply(data):
         edit(data)
         data["config_hash"] = config_hash(data["config"])
+        data["sessions"][-1]["units"] = len(data["samples"]) - sum(s["units"] for s in data["sessions"][:-1])
         data["summary"] = summarize(results.Run.model_validate({**data, "summary": {}}))
     return apply
 
@@ -135,6 +137,9 @@ def test_a_valid_run_from_another_machine_gets_its_own_hardware_table(capsys, tm
     def on_h100(data):
         data["provenance"]["hardware"].update(gpu="NVIDIA H100 80GB HBM3", cpu="Intel Xeon Platinum 8480+", cores=26)
         data["config"].update(device="cuda:0", dtype="bfloat16", packed_linears=0)
+        for sample in data["samples"]:  # measured there: a copy of the CPU run's samples would count once
+            for t in sample["turns"]:
+                t["wall_seconds"] /= 1.5
 
     gpu = edited(folder, rehashed(on_h100), name="2026-12-04-smollm2-135m-instruct-cuda-h100.json")
     assert check(capsys, gpu)[0] == 0

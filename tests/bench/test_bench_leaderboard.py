@@ -26,20 +26,25 @@ def table_rows(markdown, heading_part):
     return [line for line in lines[: next((i for i, l in enumerate(lines) if not l.startswith("|")), len(lines))]]
 
 
-def test_lossless_failures_are_listed_not_ranked(two_method_run, write_run):
+def test_a_failed_lossless_claim_fails_the_file_as_results_check_does(two_method_run, write_run):
     folder = write_run(two_method_run).parent
     page = measured_markdown(folder)
-    ranked = table_rows(page, "## Test CPU")
-    assert len(ranked) == 1 and "baseline" in ranked[0] and ranked[0].startswith("| 1 |")
-    failed = page[page.index("**Failed (not ranked)**"):]
-    assert "lossless check failed: 1 of 2 outputs differ" in failed and "question 2, turn 1, token 2" in failed
+    assert "## Test CPU" not in page
+    failed = page[page.index("## Result files that failed checks"):]
+    assert ("| run\\.json | method fast: claims to be lossless but 1 of 2 outputs differ" in failed
+            and "question 2, turn 1, token 2" in failed)
 
 
 def test_one_table_per_hardware_and_broken_files_shown_as_failed(write_run, tmp_path):
-    fast = [sample("baseline", "1", "qa", turn([1, 2], 1.0)), sample("fast", "1", "qa", turn([1, 2], 0.5))]
-    write_run(build_run(fast), "a.json")
-    write_run(build_run(fast, hardware={**HARDWARE, "gpu": "Big GPU"}), "b.json")
-    folder = write_run(build_run(fast, errors={"fast": "ValueError: refused"}), "c.json").parent
+    def fast(seconds):  # each run its own measurements: a copy of one would count once
+        return [sample("baseline", "1", "qa", turn([1, 2], seconds)), sample("fast", "1", "qa", turn([1, 2], seconds / 2))]
+
+    on_gpu = build_run(fast(0.9), hardware={**HARDWARE, "gpu": "Big GPU"})
+    on_gpu.config["device"] = "cuda"
+    on_gpu.config_hash = config_hash(on_gpu.config)
+    write_run(build_run(fast(1.0)), "a.json")
+    write_run(on_gpu, "b.json")
+    folder = write_run(build_run(fast(1.1), errors={"fast": "ValueError: refused"}), "c.json").parent
     (folder / "d.json").write_text('{"schema_version": 1')
     (folder / ".partial-0123.jsonl").write_text("{}")  # a run in progress is not a result
     page = measured_markdown(folder)
@@ -102,6 +107,8 @@ def test_a_method_that_drafted_nothing_is_explained(write_run):
     assert "drafted (almost) nothing: fast (0.25 drafted tokens per step)" not in page  # 0.25 is drafting
     run = build_run([sample("baseline", "1", "qa", turn([1] * 40, 1.0)),
                      sample("fast", "1", "qa", turn([1] * 40, 1.0, steps=40, widths={1: 40}, drafted=[1], accepted=[0]))])
+    run.config["max_new_tokens"] = 40
+    run.config_hash = config_hash(run.config)
     page = measured_markdown(write_run(run).parent)
     assert "drafted (almost) nothing: fast (0.03 drafted tokens per step)" in page
 

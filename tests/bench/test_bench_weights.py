@@ -78,6 +78,7 @@ def head_run(seconds, started, commit="0" * 40, weights=None, dirty=False, first
     if first_commit is not None:
         run.sessions[0].git_commit, run.sessions[0].units = first_commit, 1
     run.sessions[-1].started = f"2026-01-01T00:{started:02d}:00+00:00"
+    run.sessions[-1].finished = f"2026-01-01T00:{started + 1:02d}:00+00:00"
     run.sessions[-1].git_commit, run.sessions[-1].git_dirty = commit, dirty
     return run
 

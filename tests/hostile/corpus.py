@@ -93,10 +93,11 @@ def _result_file(folder: Path) -> None:
         return {"seed": 1, "tokens": [1, 2, 3, 4], "wall_seconds": seconds, "steps": 4, "widths": {1: 4},
                 "draft_seconds": 0.1, "verify_seconds": 0.1, "drafted_at": None, "accepted_at": None}
 
-    sessions = [{"started": "2026-01-01T00:00:00+00:00", "finished": None, "git_commit": None, "git_dirty": None,
+    sessions = [{"started": "2026-01-01T00:00:00+00:00", "finished": None, "git_commit": "0" * 40, "git_dirty": False,
                  "units": 2, "cost_curve": {1: 0.01, 2: 0.012}}]
+    packages = {"python": "3.11.7", "torch": "2", "transformers": "5", "specatlas": "0.1.0"}
     run = Run(schema_version=SCHEMA_VERSION, config_hash=config_hash(config), config=config,
-              provenance={"started": "2026-01-01T00:00:00+00:00", "packages": {},
+              provenance={"started": "2026-01-01T00:00:00+00:00", "packages": packages,
                           "hardware": {"cpu": "Test CPU", "gpu": None, "cores": 2, "torch_threads": 2, "platform": "t"},
                           "prompt_set_file": "t.jsonl", "arguments": {}},
               sessions=sessions, **curve_fields(sessions),

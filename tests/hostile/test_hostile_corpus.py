@@ -3,8 +3,9 @@ message on one line, no traceback, no hang, within 1 GiB more memory, nothing lo
 
 import pytest
 from corpus import cases, run_case
+from corpus_results import cases as result_file_cases
 
-CASES = cases()
+CASES = cases() + result_file_cases()
 
 
 def test_corpus_is_large_and_names_are_unique():

@@ -11,9 +11,9 @@ the measured runs.
 Tables are per hardware, model, dtype, kernels, prompt set and sample size (questions, new tokens
 per turn, repeats): a speedup only means something on the machine and model it was measured on,
 so nothing is ranked across them. Each heading states all of them; on each hardware the largest
-run's table comes first, the headline for that hardware. Rows whose lossless check
-failed, and methods that could not run, are listed as failed, never ranked; files that fail the
-schema are listed as failed too.
+run's table comes first, the headline for that hardware. Methods that could not run are listed as
+failed, never ranked; files that `specatlas results check` refuses (`validate_results`: a failed
+lossless claim among them) are listed as failed with their first problem, none of their rows used.
 
 A row describes one set of trained weights: the shipped heads, adapters and distilled drafter are
 retrained from time to time, so a row averages only the runs of the weights its newest run used
@@ -38,7 +38,8 @@ from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError, SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS, prompt_set_name
 from specatlas.bench.results import (BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Run, StepTime, curve_warning,
-                                     divergence, forward_cost, load, references, row_name, step_time, write_atomic)
+                                     forward_cost, references, row_name, step_time, write_atomic)
+from specatlas.bench.validate_results import History, check_files, check_folder
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.validate import validate
 from specatlas.fsutil import WriteError, output_file, output_place, starts_with
@@ -77,10 +78,7 @@ class Entry:
             return "no measured samples"
         if self.summary["overall"]["speedup"] is None:
             return "no speedup: the baseline produced no tokens"
-        check = self.summary["lossless"]
-        if check["status"] == "fail" and self.method.lossless:
-            return f"lossless check failed: {divergence(self.method, check)}"
-        return None
+        return None  # a failed lossless claim fails its whole file (`validate_results`): never loaded
 
     @property
     def policy(self) -> str:
@@ -168,8 +166,8 @@ class Line:
 
     @property
     def ranked(self) -> bool:
-        """Ranked when some run measured it and no run failed its lossless check."""
-        return bool(self.ok) and not any((e.failure or "").startswith("lossless") for e in self.entries)
+        """Ranked when some run measured it."""
+        return bool(self.ok)
 
     @property
     def method(self):
@@ -262,37 +260,23 @@ def _record_linker(root: Path) -> Linker:
 
 
 def load_all(results_dir: Path) -> Loaded:
-    """(run, file name) for valid result files, (file name, why) for the others. A link, or a copy
-    of a run already read (the same content under another name), is not a second run. Methods that
-    record no weights get those of the weights of earlier runs (`earlier_weights.fill`); that file
-    listed as failed when malformed, its weights unknown."""
-    runs, failed, seen = [], [], {}
+    """(run, file name) for the result files that may count, (file name, why not) for the others, as
+    `specatlas results check` judges them (`validate_results.check_folder`). Methods that record no
+    weights get those of the weights of earlier runs (`earlier_weights.fill`); that file listed as
+    failed when malformed, its weights unknown."""
+    runs, failed = [], []
     try:
         earlier = earlier_weights.read(results_dir / earlier_weights.PLACE)
     except ValueError as exc:
         earlier = {}
         failed.append((earlier_weights.PLACE.as_posix(), str(exc)))
-    for path in sorted(results_dir.glob("*.json")):
-        if path.name.startswith("."):
-            continue
-        if not path.name.isprintable():  # a line break, a bidirectional override, a zero-width space
+    for path, verdict in check_folder(results_dir).verdicts.items():
+        if verdict.run is None:
+            more = len(verdict.problems) - 1
             failed.append((path.name.encode("unicode_escape").decode("ascii"),
-                           "its name holds a control or invisible character; rename it"))
-            continue
-        if path.is_symlink():
-            failed.append((path.name, "a link, not a result file: each run counts once, from its own file"))
-            continue
-        try:
-            run = load(path)
-        except ValueError as exc:
-            failed.append((path.name, str(exc)))
-            continue
-        identity = run.model_dump_json()  # its content, whatever the file's formatting
-        if identity in seen:
-            failed.append((path.name, f"the same run as {seen[identity]}: counted once"))
-            continue
-        seen[identity] = path.name
-        runs.append((earlier_weights.fill(run, earlier.get(path.name, {})), path.name))
+                           verdict.problems[0] + (f" (and {more} more: `specatlas results check` lists them)" if more else "")))
+        else:
+            runs.append((earlier_weights.fill(verdict.run, earlier.get(path.name, {})), path.name))
     return runs, failed
 
 
@@ -857,11 +841,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     if args.targets:
-        try:
-            run = load(args.targets)
-        except ValueError as exc:
-            print(f"specatlas leaderboard: {args.targets}: {exc}", file=sys.stderr)
+        verdict, _ = check_files([args.targets])[args.targets]
+        if verdict.run is None:  # the file the leaderboard would refuse: what `results check` says first
+            print(f"specatlas leaderboard: {args.targets}: {verdict.problems[0]}", file=sys.stderr)
             return 1
+        run = verdict.run
         sys.stdout.write(targets_markdown(run, args.targets.name) + "\n")
         return 0
     results_dir = args.results or repo_root() / "results"
@@ -894,6 +878,8 @@ def execute(args: argparse.Namespace) -> int:
     _, failed = load_all(results_dir)
     for name, why in failed:
         print(f"{results_dir / name}: {why}", file=sys.stderr)
+    for note in History.of(results_dir).notes:  # what the validator could not check there
+        print(f"{results_dir}: {note}", file=sys.stderr)
     print(f"leaderboard written to {page}")
     return 0
 

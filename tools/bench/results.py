@@ -43,7 +43,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-MAX_RESULT_BYTES = 512 * 1024 * 1024
+# The largest committed run is 1.5 MB; parsed, JSON takes some 20 times its bytes of memory.
+MAX_RESULT_BYTES = 32 * 1024 * 1024
+# A result nests 6 levels deep; far deeper nesting overflows the serializers (config_hash, the page).
+MAX_DEPTH = 32
+# Rows, samples and questions one file may hold: the page's work grows with rows times samples.
+MAX_METHODS, MAX_SAMPLES, MAX_QUESTIONS = 256, 100_000, 10_000
 # Keys of a method's summary besides its categories; a category may not take these names.
 RESERVED_CATEGORIES = ("overall", "lossless")
 
@@ -168,6 +173,7 @@ class RunConfig(_Open):
     """The keys the metrics and the leaderboard read; others are kept as they are."""
 
     methods: list[str]
+    policy: str | None = None  # the draft-length policy of every row, in runs that had one
     prompt_set: PromptSetConfig
     question_ids: list[str]
     model: ModelConfig
@@ -498,6 +504,8 @@ def load(path: Path) -> Run:
         data = read_json(path, MAX_RESULT_BYTES, parse_constant=_no_constant, parse_float=_finite)
     except ReadError as exc:
         raise ValueError(str(exc)) from None
+    if _depth(data) > MAX_DEPTH:
+        raise ValueError(f"nested more than {MAX_DEPTH} levels deep: no result field is")
     try:
         run = Run.model_validate(data)
     except ValidationError as exc:
@@ -507,6 +515,10 @@ def load(path: Path) -> Run:
             model.model_validate(data)
         except ValidationError as exc:
             raise schema_error(exc, name) from None
+    for where, count, bound in (("methods", len(run.methods), MAX_METHODS), ("samples", len(run.samples), MAX_SAMPLES),
+                                ("config.question_ids", len(run.config["question_ids"]), MAX_QUESTIONS)):
+        if count > bound:
+            raise ValueError(f"{where}: {count:,} entries; a result file holds at most {bound:,}")
     if config_hash(run.config) != run.config_hash:
         raise ValueError("config_hash does not match its config")
     if run.schema_version >= 2:
@@ -520,6 +532,20 @@ def load(path: Path) -> Run:
     if mismatch:
         raise ValueError(f"summary does not match the raw samples: {mismatch}")
     return run
+
+
+def _depth(data: object) -> int:
+    """How deeply `data` nests (a scalar: 0), without recursion: a deep document cannot overflow the stack."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            if deepest > MAX_DEPTH:
+                return deepest
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _no_constant(name: str):
