@@ -401,7 +401,7 @@ class Metadata:
     code: list[str] = field(default_factory=list)
     previous_title: str | None = None  # the preprint's title when the published one differs
     abstract: str = ""
-    sources: list[str] = field(default_factory=list)  # where each fact came from, for found_via
+    sources: list[str] = field(default_factory=list)  # "label: public URL" of each page consulted, for found_via
     notes: list[str] = field(default_factory=list)  # what the contributor must check by hand
 
 
@@ -450,12 +450,12 @@ def from_arxiv(arxiv_id: str, fetch: Fetch = http_get) -> Metadata:
         venue="arXiv", arxiv=arxiv_id, url=entry.abs_url, pdf=entry.pdf_url,
         doi=entry.doi if entry.doi and not entry.doi.startswith("10.48550/") else None,
         code=code_links(entry.comment, entry.abstract), abstract=entry.abstract,
-        sources=[f"arXiv API ({entry.abs_url}v{entry.version})"],
+        sources=[f"arXiv: {entry.abs_url}v{entry.version}"],
     )
     scholar = None
     try:
         scholar = fetch_semantic_scholar(f"arXiv:{arxiv_id}", fetch)
-        meta.sources.append("Semantic Scholar")
+        meta.sources.append(f"Semantic Scholar: {S2_API}arXiv:{arxiv_id}")
     except MetadataError as exc:
         meta.notes.append(f"Semantic Scholar not consulted: {exc}")
     titles = {normalize_title(entry.title)} | ({normalize_title(scholar.title)} if scholar else set())
@@ -465,12 +465,11 @@ def from_arxiv(arxiv_id: str, fetch: Fetch = http_get) -> Metadata:
             published = _published_hit(fetch_dblp(title, fetch), titles, entry.authors[0] if entry.authors else "")
             if published:
                 break
-        meta.sources.append("DBLP")
     except MetadataError as exc:
         meta.notes.append(f"DBLP not consulted: {exc}")
 
     if published:
-        meta.sources[-1] = f"DBLP ({published.key})"
+        meta.sources.append(f"DBLP: https://dblp.org/rec/{published.key}")
         meta.venue, meta.year, meta.month = venue_key(published.venue), published.year, None
         meta.authors = published.authors  # the version the venue refers to, not arXiv's
         if normalize_title(published.title) != normalize_title(entry.title):
@@ -500,11 +499,11 @@ def from_doi(doi: str, fetch: Fetch = http_get) -> Metadata:
     meta = Metadata(
         title=work.title, authors=work.authors, year=work.year, month=work.month, venue=venue,
         doi=work.doi, url=_landing_page(work.doi, work.landing), pdf=work.pdf,
-        sources=[f"Crossref ({CROSSREF_API}{work.doi})"],
+        sources=[f"Crossref: {CROSSREF_API}{work.doi}"],
     )
     try:
         scholar = fetch_semantic_scholar(f"DOI:{work.doi}", fetch)
-        meta.sources.append("Semantic Scholar")
+        meta.sources.append(f"Semantic Scholar: {S2_API}DOI:{work.doi}")
         meta.venue = meta.venue or (venue_key(scholar.venue) if venue_key(scholar.venue) != "arXiv" else None)
         if scholar.external_ids.get("ArXiv"):
             entry = fetch_arxiv(scholar.external_ids["ArXiv"], fetch)
@@ -513,7 +512,7 @@ def from_doi(doi: str, fetch: Fetch = http_get) -> Metadata:
             meta.code = code_links(entry.comment, entry.abstract)
             if normalize_title(entry.title) != normalize_title(work.title):
                 meta.previous_title = entry.title
-            meta.sources.append(f"arXiv API ({entry.abs_url})")
+            meta.sources.append(f"arXiv: {entry.abs_url}")
     except MetadataError as exc:
         meta.notes.append(f"no arXiv version found: {exc}")
     if meta.venue is None:
@@ -559,7 +558,7 @@ def fill_args(args: argparse.Namespace, fetch: Fetch | None = None) -> int:
         "title": meta.title, "authors": ", ".join(meta.authors), "year": meta.year, "month": meta.month,
         "venue": meta.venue, "arxiv": meta.arxiv, "doi": meta.doi, "url": meta.url, "pdf": meta.pdf,
         "previous_titles": [meta.previous_title] if meta.previous_title else [],
-        "found_via": "specatlas new: " + ", ".join(meta.sources),
+        "found_via": "; ".join(meta.sources),
     }
     for name, value in fetched.items():
         if getattr(args, name, None) in (None, "", []):

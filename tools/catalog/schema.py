@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from specatlas.catalog.sources import no_narration, public_addresses
 from specatlas.catalog.venues import VENUES
 
 SCHEMA_VERSION = 1
@@ -76,6 +77,9 @@ def _visible(value: str | None) -> str | None:
 
 Line = Annotated[str, Field(max_length=MAX_LINE), AfterValidator(_one_line)]
 Note = Annotated[str, Field(max_length=MAX_NOTE), AfterValidator(_prose)]
+# Text that says where a fact stands (a result's source and note, an engine's note): cited, never narrated.
+CitedLine = Annotated[Line, AfterValidator(no_narration)]
+CitedNote = Annotated[Note, AfterValidator(no_narration)]
 HttpsUrl = Annotated[str, Field(pattern=r"^https://[^\s<>\"'{}\\\x00-\x1f\x7f]+$", max_length=MAX_URL,
                                 description="An https:// URL."), AfterValidator(_visible)]
 NodeId = Annotated[str, Field(pattern=NODE_PATTERN)]
@@ -137,9 +141,9 @@ class ReportedResult(_Strict):
     benchmark: Line = Field(min_length=1, description="Benchmark or dataset, e.g. MT-Bench, Spec-Bench, GSM8K.")
     temperature: float | None = Field(None, ge=0, allow_inf_nan=False)
     batch_size: int | None = Field(None, ge=1, le=1_000_000)
-    source: Line = Field(min_length=1, description="Where in the paper: 'Table 2', 'Figure 4', 'Abstract'.")
+    source: CitedLine = Field(min_length=1, description="Where in the paper: 'Table 2', 'Figure 4', 'Abstract'.")
     statistic: Statistic | None = Field(None, description="How the number aggregates the paper's settings: 'mean' (a benchmark average), 'up-to' (the best of several settings, an 'up to' claim), 'setting' (one stated setting), 'unqualified' (a headline number whose aggregation the source does not say). Every result in the catalog says it.")
-    note: Note | None = None
+    note: CitedNote | None = None
 
     @model_validator(mode="after")
     def _value_in_range(self) -> "ReportedResult":
@@ -167,7 +171,7 @@ class LosslessVariant(_Strict):
     lossless: bool = Field(description="true when this variant provably keeps the unmodified target's output distribution.")
     modifies_target: bool = Field(False, description="true when this variant trains or fine-tunes the target's own weights; it then cannot be lossless, and the record is tagged target-fine-tuning on the alignment axis.")
     quantized_target: bool = Field(False, description="true when this variant verifies with a quantized copy of the target (lower-precision weights, activations or KV cache) that is served in place of the original: its output is exactly the quantized model's, not the unmodified target's, so it cannot be lossless. A quantized copy that only drafts, with the original model verifying, leaves this false.")
-    note: Note | None = None
+    note: CitedNote | None = None
 
 
 Engine = Literal["vllm", "sglang", "tensorrt-llm", "transformers", "llama.cpp"]
@@ -181,7 +185,7 @@ class EngineSupport(_Strict):
     engine: Engine
     feature: Line = Field(min_length=2, description="The engine's own name for the method or how it is switched on, e.g. '--speculative-algorithm EAGLE3', 'assistant_model'.")
     source: HttpsUrl = Field(description="The engine's documentation or source page that states the support.")
-    note: Note | None = None
+    note: CitedNote | None = None
 
 
 class BibtexOverrides(_Strict):
@@ -229,7 +233,7 @@ class Paper(_Strict):
     implementation: Annotated[str, Field(pattern=ID_PATTERN)] | None = Field(
         None, description="Registry id of the reference implementation, once one exists: the record's own id.")
     bibtex: BibtexOverrides | None = None
-    found_via: Annotated[str, AfterValidator(_prose)] | None = Field(None, min_length=8, max_length=400, description="How the paper was found and where its facts were confirmed, e.g. 'search (docs): <query> -> https://huggingface.co/papers/2606.02091.md'. Optional; new records should say it.")
+    found_via: Annotated[str, AfterValidator(_prose), AfterValidator(public_addresses)] | None = Field(None, min_length=8, max_length=400, description="The public addresses that confirm the record's facts (arXiv, proceedings, repository, project page), each an https:// URL optionally after a short label, several separated by '; ', e.g. 'paper list: https://github.com/hemingkx/SpeculativeDecodingPapers; https://arxiv.org/abs/2606.02091'. Never how they were looked up. Optional; new records should give it.")
 
     @field_validator("title", "summary", "venue_note")
     @classmethod
