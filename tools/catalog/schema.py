@@ -107,6 +107,20 @@ STATISTIC_LABELS = {"mean": "benchmark mean", "up-to": "up to (best setting)", "
                     "unqualified": "headline, aggregation not stated"}
 _UP_TO = re.compile(r"\bup\s*to\b|\bas much as\b", re.IGNORECASE)
 
+# Why a record has no reported result. Every reason but 'not-yet-recorded' says the paper has no headline
+# speed number to copy; 'not-yet-recorded' is a gap in the catalog, counted by `specatlas stats`.
+NO_RESULT_REASONS = {
+    "survey": "a survey, tutorial or reading list",
+    "theory": "theoretical analysis without a decoding-speed measurement",
+    "position": "a position or perspective paper",
+    "benchmark": "a benchmark, dataset or evaluation suite",
+    "analysis": "an empirical study of existing methods, no new method",
+    "no-speed-metric": "experiments report only metrics the schema does not hold (quality, energy, cost)",
+    "not-yet-recorded": "the paper reports a result that the catalog has not copied yet (a gap)",
+}
+NoResultReason = Literal[tuple(NO_RESULT_REASONS)]  # type: ignore[valid-type]
+RESULT_GAP = "not-yet-recorded"
+
 FRACTION_METRICS = ("acceptance-rate", "latency-reduction")
 RATIO_METRICS = ("speedup", "throughput-gain")
 
@@ -141,6 +155,7 @@ class ReportedResult(_Strict):
     benchmark: Line = Field(min_length=1, description="Benchmark or dataset, e.g. MT-Bench, Spec-Bench, GSM8K.")
     temperature: float | None = Field(None, ge=0, allow_inf_nan=False)
     batch_size: int | None = Field(None, ge=1, le=1_000_000)
+    baseline: Line | None = Field(None, description="What a speedup or gain is measured against when it is not autoregressive decoding of the same target, e.g. 'EAGLE-2', 'MTP-1 production serving'. Null: plain autoregressive decoding.")
     source: CitedLine = Field(min_length=1, description="Where in the paper: 'Table 2', 'Figure 4', 'Abstract'.")
     statistic: Statistic | None = Field(None, description="How the number aggregates the paper's settings: 'mean' (a benchmark average), 'up-to' (the best of several settings, an 'up to' claim), 'setting' (one stated setting), 'unqualified' (a headline number whose aggregation the source does not say). Every result in the catalog says it.")
     note: CitedNote | None = None
@@ -233,6 +248,7 @@ class Paper(_Strict):
     implementation: Annotated[str, Field(pattern=ID_PATTERN)] | None = Field(
         None, description="Registry id of the reference implementation, once one exists: the record's own id.")
     bibtex: BibtexOverrides | None = None
+    no_result_reason: NoResultReason | None = Field(None, description="Why reported_results is empty: " + "; ".join(f"'{k}': {v}" for k, v in NO_RESULT_REASONS.items()) + ". A method record (drafting or verification tags, not a survey, analysis or benchmark) needs a result or this reason; a record with results leaves it out.")
     found_via: Annotated[str, AfterValidator(_prose), AfterValidator(public_addresses)] | None = Field(None, min_length=8, max_length=400, description="The public addresses that confirm the record's facts (arXiv, proceedings, repository, project page), each an https:// URL optionally after a short label, several separated by '; ', e.g. 'paper list: https://github.com/hemingkx/SpeculativeDecodingPapers; https://arxiv.org/abs/2606.02091'. Never how they were looked up. Optional; new records should give it.")
 
     @field_validator("title", "summary", "venue_note")
@@ -294,6 +310,8 @@ class Paper(_Strict):
             raise ValueError(f"serving_engines: '{repeated}' is listed twice; give one entry per engine (name every feature in it)")
         if self.serving_engines and self.lossless is None:
             raise ValueError("serving_engines: an engine implements a decoding method, but lossless is null (not a decoding method)")
+        if self.no_result_reason and self.reported_results:
+            raise ValueError(f"no_result_reason: is '{self.no_result_reason}', but reported_results lists results; drop the reason")
         if self.venue == "arXiv" and not self.arxiv and not self.url:
             raise ValueError("arxiv: an arXiv preprint needs its arxiv id or a url")
         return self
