@@ -191,7 +191,8 @@ def _canon(name: str) -> str:
 
 _PREPRINTS = {"corr", "arxiv", "arxiv org", "arxiv cornell university"}
 _LONG_NAMES: dict[str, str] = {
-    _canon(venue.name): key for key, venue in VENUES.items() if venue.kind in ("conference", "journal") and not key.startswith("other-")
+    _canon(venue.name): key for key, venue in VENUES.items()
+    if venue.kind in ("conference", "journal") and not key.startswith("other-") and not key.endswith("-journal")
 }
 _LONG_NAMES.update({
     _canon(alias): key for alias, key in {
@@ -212,6 +213,18 @@ _LONG_NAMES.update({
         "Trans. Mach. Learn. Res.": "TMLR",
         "Trans. Assoc. Comput. Linguistics": "TACL",
         "J. Mach. Learn. Res.": "JMLR",
+        "IEEE Trans. Pattern Anal. Mach. Intell.": "TPAMI",
+        "IEEE Trans. Neural Networks Learn. Syst.": "TNNLS",
+        "IEEE Trans. Knowl. Data Eng.": "TKDE",
+        "IEEE Trans. Parallel Distributed Syst.": "TPDS",
+        "IEEE Trans. Computers": "TC",
+        "ACM Comput. Surv.": "CSUR",
+        "ACM Trans. Softw. Eng. Methodol.": "TOSEM",
+        "ACM Trans. Archit. Code Optim.": "TACO",
+        "Int. J. Comput. Vis.": "IJCV",
+        "Mach. Learn.": "MLJ",
+        "Sci. China Inf. Sci.": "SCIS",
+        "Frontiers Comput. Sci.": "FCS",
         "International Symposium on Computer Architecture": "ISCA",
         "Annual International Symposium on Computer Architecture": "ISCA",
         "Design Automation Conference": "DAC",
@@ -247,7 +260,20 @@ def venue_key(name: str | None) -> str | None:
             key = _LONG_NAMES.get(_canon(candidate))
         if key:
             return key
-    return None
+    return _publisher_journal(name)
+
+
+# Journals without a key of their own, by the publisher their name or abbreviation starts with
+# ('IEEE Communications Letters', 'ACM Trans. Embed. Comput. Syst.'); conference proceedings excluded.
+_PUBLISHER_JOURNALS = {"ieee": "IEEE-journal", "acm": "ACM-journal"}
+
+
+def _publisher_journal(name: str) -> str | None:
+    words = name.lower().split()
+    key = _PUBLISHER_JOURNALS.get(words[0]) if words else None
+    journal = re.search(r"\b(trans\.?|transactions|letters|journal|j\.|magazine|surveys?|comput\. surv\.)\b", name.lower())
+    proceedings = re.search(r"\b(conference|symposium|proceedings|workshop|conf\.|symp\.)\b", name.lower())
+    return key if key and journal and not proceedings else None
 
 
 # ---------------------------------------------------------------------------------------------
