@@ -189,17 +189,19 @@ class LosslessVariant(_Strict):
     note: CitedNote | None = None
 
 
-Engine = Literal["vllm", "sglang", "tensorrt-llm", "transformers", "llama.cpp"]
+Engine = Literal["vllm", "sglang", "tensorrt-llm", "transformers", "llama.cpp", "mlx-lm"]
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM", "transformers": "transformers",
-                "llama.cpp": "llama.cpp"}  # as the engines spell themselves, for pages
+                "llama.cpp": "llama.cpp", "mlx-lm": "MLX LM"}  # as the engines spell themselves, for pages
 
 
 class EngineSupport(_Strict):
     """A serving engine or library that ships the method, as a fact with the page that says so."""
 
     engine: Engine
-    feature: Line = Field(min_length=2, description="The engine's own name for the method or how it is switched on, e.g. '--speculative-algorithm EAGLE3', 'assistant_model'.")
-    source: HttpsUrl = Field(description="The engine's documentation or source page that states the support.")
+    feature: Line = Field(min_length=2, description="The engine's own name for the method, e.g. 'EAGLE-3', 'Prompt lookup decoding'.")
+    option: Line = Field(min_length=2, description="The setting that switches it on, as the engine spells it, e.g. '--speculative-algorithm EAGLE3', 'speculative_config={method: eagle3}', 'generate(assistant_model=...)'.")
+    version: Line = Field(min_length=2, description="The engine release or commit whose documentation or source was read, e.g. 'v0.11.0', 'commit 002e77c'; option names change between versions.")
+    source: HttpsUrl = Field(description="The engine's documentation or source page that states the support, at that version where the page allows it.")
     note: CitedNote | None = None
 
 
@@ -244,7 +246,7 @@ class Paper(_Strict):
     not_duplicate_of: list[PaperId] = Field(default_factory=list, description="Ids of records whose titles are nearly identical but that are different papers.")
     summary: Annotated[str, AfterValidator(_prose)] = Field(min_length=40, max_length=900, description="1-4 sentences in our own words. No HTML.")
     reported_results: list[ReportedResult] = Field(default_factory=list)
-    serving_engines: list[EngineSupport] = Field(default_factory=list, description="Serving engines and libraries (vLLM, SGLang, TensorRT-LLM, transformers, llama.cpp) that implement the method, each with the page that says so; one entry per engine.")
+    serving_engines: list[EngineSupport] = Field(default_factory=list, description="Serving engines and libraries (vLLM, SGLang, TensorRT-LLM, transformers, llama.cpp, MLX LM) that implement the method, each with the page that says so; one entry per engine.")
     implementation: Annotated[str, Field(pattern=ID_PATTERN)] | None = Field(
         None, description="Registry id of the reference implementation, once one exists: the record's own id.")
     bibtex: BibtexOverrides | None = None
