@@ -32,6 +32,12 @@ def test_scaffold_fill_validate(make_catalog):
     text = text.replace("TODO: 1-4 sentences in your own words: what the method does, how, and why it helps.",
                         "Extra heads on the last hidden state guess several future tokens, verified together as a tree.")
     path.write_text(text, encoding="utf-8")
+    # A method record also carries its headline result.
+    third = run(["validate", str(path)], root)
+    assert third.returncode == 1 and "reported_results: is empty for a method record" in third.stdout
+    text = text.replace("reported_results: []", "reported_results:\n  - {metric: speedup, value: 2.2, target_model: Vicuna-7B, "
+                        "benchmark: MT-Bench, source: Table 1, statistic: mean}")
+    path.write_text(text, encoding="utf-8")
     second = run(["validate", str(path)], root)
     assert second.returncode == 0, second.stdout + second.stderr
 

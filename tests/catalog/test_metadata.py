@@ -196,7 +196,7 @@ def test_new_from_arxiv_writes_a_record_that_only_lacks_its_summary_and_tags(tmp
     assert record["venue"] == "ICML" and record["arxiv"] == "2401.10774"
     assert record["url"] == "https://proceedings.mlr.press/v235/cai24b.html"
     assert record["pdf"] == "https://arxiv.org/pdf/2401.10774"
-    assert record["code"] == ["https://github.com/FasterDecoding/Medusa"] and record["found_via"].startswith("specatlas new: arXiv API")
+    assert record["code"] == ["https://github.com/FasterDecoding/Medusa"] and record["found_via"].startswith("arXiv: https://arxiv.org/abs/2401.10774v")
     assert "abstract (read it" in capsys.readouterr().err
     _, problems = read_record(path)
     assert [p.field for p in problems] == ["summary"] and "TODO" in problems[0].message

@@ -35,6 +35,7 @@ lossless: true
 builds_on: {parent}
 summary: >-
   Record {i} of a long chain of papers, each building on the next one, for the lineage tests.
+no_result_reason: not-yet-recorded
 """
 
 

@@ -212,7 +212,8 @@ def _canon(name: str) -> str:
 
 _PREPRINTS = {"corr", "arxiv", "arxiv org", "arxiv cornell university"}
 _LONG_NAMES: dict[str, str] = {
-    _canon(venue.name): key for key, venue in VENUES.items() if venue.kind in ("conference", "journal") and not key.startswith("other-")
+    _canon(venue.name): key for key, venue in VENUES.items()
+    if venue.kind in ("conference", "journal") and not key.startswith("other-") and not key.endswith("-journal")
 }
 _LONG_NAMES.update({
     _canon(alias): key for alias, key in {
@@ -233,6 +234,18 @@ _LONG_NAMES.update({
         "Trans. Mach. Learn. Res.": "TMLR",
         "Trans. Assoc. Comput. Linguistics": "TACL",
         "J. Mach. Learn. Res.": "JMLR",
+        "IEEE Trans. Pattern Anal. Mach. Intell.": "TPAMI",
+        "IEEE Trans. Neural Networks Learn. Syst.": "TNNLS",
+        "IEEE Trans. Knowl. Data Eng.": "TKDE",
+        "IEEE Trans. Parallel Distributed Syst.": "TPDS",
+        "IEEE Trans. Computers": "TC",
+        "ACM Comput. Surv.": "CSUR",
+        "ACM Trans. Softw. Eng. Methodol.": "TOSEM",
+        "ACM Trans. Archit. Code Optim.": "TACO",
+        "Int. J. Comput. Vis.": "IJCV",
+        "Mach. Learn.": "MLJ",
+        "Sci. China Inf. Sci.": "SCIS",
+        "Frontiers Comput. Sci.": "FCS",
         "International Symposium on Computer Architecture": "ISCA",
         "Annual International Symposium on Computer Architecture": "ISCA",
         "Design Automation Conference": "DAC",
@@ -268,7 +281,20 @@ def venue_key(name: str | None) -> str | None:
             key = _LONG_NAMES.get(_canon(candidate))
         if key:
             return key
-    return None
+    return _publisher_journal(name)
+
+
+# Journals without a key of their own, by the publisher their name or abbreviation starts with
+# ('IEEE Communications Letters', 'ACM Trans. Embed. Comput. Syst.'); conference proceedings excluded.
+_PUBLISHER_JOURNALS = {"ieee": "IEEE-journal", "acm": "ACM-journal"}
+
+
+def _publisher_journal(name: str) -> str | None:
+    words = name.lower().split()
+    key = _PUBLISHER_JOURNALS.get(words[0]) if words else None
+    journal = re.search(r"\b(trans\.?|transactions|letters|journal|j\.|magazine|surveys?|comput\. surv\.)\b", name.lower())
+    proceedings = re.search(r"\b(conference|symposium|proceedings|workshop|conf\.|symp\.)\b", name.lower())
+    return key if key and journal and not proceedings else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -422,7 +448,7 @@ class Metadata:
     code: list[str] = field(default_factory=list)
     previous_title: str | None = None  # the preprint's title when the published one differs
     abstract: str = ""
-    sources: list[str] = field(default_factory=list)  # where each fact came from, for found_via
+    sources: list[str] = field(default_factory=list)  # "label: public URL" of each page consulted, for found_via
     notes: list[str] = field(default_factory=list)  # what the contributor must check by hand
 
 
@@ -471,12 +497,12 @@ def from_arxiv(arxiv_id: str, fetch: Fetch = http_get) -> Metadata:
         venue="arXiv", arxiv=arxiv_id, url=entry.abs_url, pdf=entry.pdf_url,
         doi=entry.doi if entry.doi and not entry.doi.startswith("10.48550/") else None,
         code=code_links(entry.comment, entry.abstract), abstract=entry.abstract,
-        sources=[f"arXiv API ({entry.abs_url}v{entry.version})"],
+        sources=[f"arXiv: {entry.abs_url}v{entry.version}"],
     )
     scholar = None
     try:
         scholar = fetch_semantic_scholar(f"arXiv:{arxiv_id}", fetch)
-        meta.sources.append("Semantic Scholar")
+        meta.sources.append(f"Semantic Scholar: {S2_API}arXiv:{arxiv_id}")
     except MetadataError as exc:
         meta.notes.append(f"Semantic Scholar not consulted: {exc}")
     titles = {normalize_title(entry.title)} | ({normalize_title(scholar.title)} if scholar else set())
@@ -486,12 +512,11 @@ def from_arxiv(arxiv_id: str, fetch: Fetch = http_get) -> Metadata:
             published = _published_hit(fetch_dblp(title, fetch), titles, entry.authors[0] if entry.authors else "")
             if published:
                 break
-        meta.sources.append("DBLP")
     except MetadataError as exc:
         meta.notes.append(f"DBLP not consulted: {exc}")
 
     if published:
-        meta.sources[-1] = f"DBLP ({published.key})"
+        meta.sources.append(f"DBLP: https://dblp.org/rec/{published.key}")
         meta.venue, meta.year, meta.month = venue_key(published.venue), published.year, None
         meta.authors = published.authors  # the version the venue refers to, not arXiv's
         if normalize_title(published.title) != normalize_title(entry.title):
@@ -521,11 +546,11 @@ def from_doi(doi: str, fetch: Fetch = http_get) -> Metadata:
     meta = Metadata(
         title=work.title, authors=work.authors, year=work.year, month=work.month, venue=venue,
         doi=work.doi, url=_landing_page(work.doi, work.landing), pdf=work.pdf,
-        sources=[f"Crossref ({CROSSREF_API}{work.doi})"],
+        sources=[f"Crossref: {CROSSREF_API}{work.doi}"],
     )
     try:
         scholar = fetch_semantic_scholar(f"DOI:{work.doi}", fetch)
-        meta.sources.append("Semantic Scholar")
+        meta.sources.append(f"Semantic Scholar: {S2_API}DOI:{work.doi}")
         meta.venue = meta.venue or (venue_key(scholar.venue) if venue_key(scholar.venue) != "arXiv" else None)
         if scholar.external_ids.get("ArXiv"):
             entry = fetch_arxiv(scholar.external_ids["ArXiv"], fetch)
@@ -534,7 +559,7 @@ def from_doi(doi: str, fetch: Fetch = http_get) -> Metadata:
             meta.code = code_links(entry.comment, entry.abstract)
             if normalize_title(entry.title) != normalize_title(work.title):
                 meta.previous_title = entry.title
-            meta.sources.append(f"arXiv API ({entry.abs_url})")
+            meta.sources.append(f"arXiv: {entry.abs_url}")
     except MetadataError as exc:
         meta.notes.append(f"no arXiv version found: {exc}")
     if meta.venue is None:
@@ -580,7 +605,7 @@ def fill_args(args: argparse.Namespace, fetch: Fetch | None = None) -> int:
         "title": meta.title, "authors": ", ".join(meta.authors), "year": meta.year, "month": meta.month,
         "venue": meta.venue, "arxiv": meta.arxiv, "doi": meta.doi, "url": meta.url, "pdf": meta.pdf,
         "previous_titles": [meta.previous_title] if meta.previous_title else [],
-        "found_via": "specatlas new: " + ", ".join(meta.sources),
+        "found_via": "; ".join(meta.sources),
     }
     for name, value in fetched.items():
         if getattr(args, name, None) in (None, "", []):

@@ -48,7 +48,8 @@ lossless: null  # true: keeps the target's distribution; false: lossy; null: not
 builds_on: []  # ids of cataloged papers this work extends
 summary: >-
   TODO: 1-4 sentences in your own words: what the method does, how, and why it helps.
-reported_results: []
+reported_results: []  # the headline number(s): metric, value, target_model, benchmark, source, statistic
+# no_result_reason: survey  # only when the paper has no result to copy (see paper.schema.json)
 {found_via}"""
 
 _PROMPTS = [

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from specatlas.catalog.sources import no_narration, public_addresses
 from specatlas.catalog.venues import VENUES
 
 SCHEMA_VERSION = 1
@@ -81,6 +82,9 @@ def _visible(value: str | None) -> str | None:
 
 Line = Annotated[str, Field(max_length=MAX_LINE), AfterValidator(_one_line)]
 Note = Annotated[str, Field(max_length=MAX_NOTE), AfterValidator(_prose)]
+# Text that says where a fact stands (a result's source and note, an engine's note): cited, never narrated.
+CitedLine = Annotated[Line, AfterValidator(no_narration)]
+CitedNote = Annotated[Note, AfterValidator(no_narration)]
 HttpsUrl = Annotated[str, Field(pattern=r"^https://[^\s<>\"'{}\\\x00-\x1f\x7f]+$", max_length=MAX_URL,
                                 description="An https:// URL."), AfterValidator(_visible)]
 NodeId = Annotated[str, Field(pattern=NODE_PATTERN)]
@@ -107,6 +111,20 @@ Statistic = Literal["mean", "up-to", "setting", "unqualified"]
 STATISTIC_LABELS = {"mean": "benchmark mean", "up-to": "up to (best setting)", "setting": "one setting",
                     "unqualified": "headline, aggregation not stated"}
 _UP_TO = re.compile(r"\bup\s*to\b|\bas much as\b", re.IGNORECASE)
+
+# Why a record has no reported result. Every reason but 'not-yet-recorded' says the paper has no headline
+# speed number to copy; 'not-yet-recorded' is a gap in the catalog, counted by `specatlas stats`.
+NO_RESULT_REASONS = {
+    "survey": "a survey, tutorial or reading list",
+    "theory": "theoretical analysis without a decoding-speed measurement",
+    "position": "a position or perspective paper",
+    "benchmark": "a benchmark, dataset or evaluation suite",
+    "analysis": "an empirical study of existing methods, no new method",
+    "no-speed-metric": "experiments report only metrics the schema does not hold (quality, energy, cost)",
+    "not-yet-recorded": "the paper reports a result that the catalog has not copied yet (a gap)",
+}
+NoResultReason = Literal[tuple(NO_RESULT_REASONS)]  # type: ignore[valid-type]
+RESULT_GAP = "not-yet-recorded"
 
 FRACTION_METRICS = ("acceptance-rate", "latency-reduction")
 RATIO_METRICS = ("speedup", "throughput-gain")
@@ -182,9 +200,10 @@ class ReportedResult(_Strict):
     benchmark: Line = Field(min_length=1, description="Benchmark or dataset, e.g. MT-Bench, Spec-Bench, GSM8K.")
     temperature: float | None = Field(None, ge=0, allow_inf_nan=False)
     batch_size: int | None = Field(None, ge=1, le=1_000_000)
-    source: Line = Field(min_length=1, description="Where in the paper: 'Table 2', 'Figure 4', 'Abstract'.")
+    baseline: Line | None = Field(None, description="What a speedup or gain is measured against when it is not autoregressive decoding of the same target, e.g. 'EAGLE-2', 'MTP-1 production serving'. Null: plain autoregressive decoding.")
+    source: CitedLine = Field(min_length=1, description="Where in the paper: 'Table 2', 'Figure 4', 'Abstract'.")
     statistic: Statistic | None = Field(None, description="How the number aggregates the paper's settings: 'mean' (a benchmark average), 'up-to' (the best of several settings, an 'up to' claim), 'setting' (one stated setting), 'unqualified' (a headline number whose aggregation the source does not say). Every result in the catalog says it.")
-    note: Note | None = None
+    note: CitedNote | None = None
 
     @model_validator(mode="after")
     def _value_in_range(self) -> "ReportedResult":
@@ -212,21 +231,23 @@ class LosslessVariant(_Strict):
     lossless: bool = Field(description="true when this variant provably keeps the unmodified target's output distribution.")
     modifies_target: bool = Field(False, description="true when this variant trains or fine-tunes the target's own weights; it then cannot be lossless, and the record is tagged target-fine-tuning on the alignment axis.")
     quantized_target: bool = Field(False, description="true when this variant verifies with a quantized copy of the target (lower-precision weights, activations or KV cache) that is served in place of the original: its output is exactly the quantized model's, not the unmodified target's, so it cannot be lossless. A quantized copy that only drafts, with the original model verifying, leaves this false.")
-    note: Note | None = None
+    note: CitedNote | None = None
 
 
-Engine = Literal["vllm", "sglang", "tensorrt-llm", "transformers", "llama.cpp"]
+Engine = Literal["vllm", "sglang", "tensorrt-llm", "transformers", "llama.cpp", "mlx-lm"]
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM", "transformers": "transformers",
-                "llama.cpp": "llama.cpp"}  # as the engines spell themselves, for pages
+                "llama.cpp": "llama.cpp", "mlx-lm": "MLX LM"}  # as the engines spell themselves, for pages
 
 
 class EngineSupport(_Strict):
     """A serving engine or library that ships the method, as a fact with the page that says so."""
 
     engine: Engine
-    feature: Line = Field(min_length=2, description="The engine's own name for the method or how it is switched on, e.g. '--speculative-algorithm EAGLE3', 'assistant_model'.")
-    source: HttpsUrl = Field(description="The engine's documentation or source page that states the support.")
-    note: Note | None = None
+    feature: Line = Field(min_length=2, description="The engine's own name for the method, e.g. 'EAGLE-3', 'Prompt lookup decoding'.")
+    option: Line = Field(min_length=2, description="The setting that switches it on, as the engine spells it, e.g. '--speculative-algorithm EAGLE3', 'speculative_config={method: eagle3}', 'generate(assistant_model=...)'.")
+    version: Line = Field(min_length=2, description="The engine release or commit whose documentation or source was read, e.g. 'v0.11.0', 'commit 002e77c'; option names change between versions.")
+    source: HttpsUrl = Field(description="The engine's documentation or source page that states the support, at that version where the page allows it.")
+    note: CitedNote | None = None
 
 
 class BibtexOverrides(_Strict):
@@ -270,11 +291,12 @@ class Paper(_Strict):
     not_duplicate_of: list[PaperId] = Field(default_factory=list, description="Ids of records whose titles are nearly identical but that are different papers.")
     summary: Annotated[str, AfterValidator(_prose)] = Field(min_length=40, max_length=900, description="1-4 sentences in our own words. No HTML.")
     reported_results: list[ReportedResult] = Field(default_factory=list)
-    serving_engines: list[EngineSupport] = Field(default_factory=list, description="Serving engines and libraries (vLLM, SGLang, TensorRT-LLM, transformers, llama.cpp) that implement the method, each with the page that says so; one entry per engine.")
+    serving_engines: list[EngineSupport] = Field(default_factory=list, description="Serving engines and libraries (vLLM, SGLang, TensorRT-LLM, transformers, llama.cpp, MLX LM) that implement the method, each with the page that says so; one entry per engine.")
     implementation: Annotated[str, Field(pattern=ID_PATTERN)] | None = Field(
         None, description="Registry id of the reference implementation, once one exists: the record's own id.")
     bibtex: BibtexOverrides | None = None
-    found_via: Annotated[str, AfterValidator(_prose)] | None = Field(None, min_length=8, max_length=400, description="How the paper was found and where its facts were confirmed, e.g. 'search (docs): <query> -> https://huggingface.co/papers/2606.02091.md'. Optional; new records should say it.")
+    no_result_reason: NoResultReason | None = Field(None, description="Why reported_results is empty: " + "; ".join(f"'{k}': {v}" for k, v in NO_RESULT_REASONS.items()) + ". A method record (drafting or verification tags, not a survey, analysis or benchmark) needs a result or this reason; a record with results leaves it out.")
+    found_via: Annotated[str, AfterValidator(_prose), AfterValidator(public_addresses)] | None = Field(None, min_length=8, max_length=400, description="The public addresses that confirm the record's facts (arXiv, proceedings, repository, project page), each an https:// URL optionally after a short label, several separated by '; ', e.g. 'paper list: https://github.com/hemingkx/SpeculativeDecodingPapers; https://arxiv.org/abs/2606.02091'. Never how they were looked up. Optional; new records should give it.")
 
     @field_validator("summary", "venue_note")
     @classmethod
@@ -333,6 +355,8 @@ class Paper(_Strict):
             raise ValueError(f"serving_engines: '{repeated}' is listed twice; give one entry per engine (name every feature in it)")
         if self.serving_engines and self.lossless is None:
             raise ValueError("serving_engines: an engine implements a decoding method, but lossless is null (not a decoding method)")
+        if self.no_result_reason and self.reported_results:
+            raise ValueError(f"no_result_reason: is '{self.no_result_reason}', but reported_results lists results; drop the reason")
         if self.venue == "arXiv" and not self.arxiv and not self.url:
             raise ValueError("arxiv: an arXiv preprint needs its arxiv id or a url")
         return self

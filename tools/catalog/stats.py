@@ -8,6 +8,7 @@ import sys
 import re
 from collections import Counter
 
+from specatlas.catalog.schema import NO_RESULT_REASONS, RESULT_GAP
 from specatlas.catalog.taxonomy import FACETS, Taxonomy
 from specatlas.catalog.validate import validate
 
@@ -80,6 +81,18 @@ def compute(records, taxonomy: Taxonomy) -> dict:
         "with_code": sum(bool(p.code) for p in papers),
         "implemented": sum(p.id in implemented or bool(p.implementation) for p in papers),
         "untagged_axes": {facet: sum(not getattr(p.taxonomy, facet) for p in papers) for facet in FACETS},
+        "results": result_coverage(papers),
+    }
+
+
+def result_coverage(papers) -> dict:
+    """Records with a reported result, and why the others have none; `gap` counts the records whose
+    paper reports a result the catalog has not copied yet (no_result_reason: not-yet-recorded)."""
+    reasons = Counter(p.no_result_reason for p in papers if not p.reported_results)
+    return {
+        "with_result": sum(bool(p.reported_results) for p in papers),
+        "without_result": {reason or "(no reason)": reasons[reason] for reason in (*NO_RESULT_REASONS, None) if reasons[reason]},
+        "gap": reasons[RESULT_GAP],
     }
 
 
@@ -127,4 +140,9 @@ def execute(args: argparse.Namespace) -> int:
     print("venue   " + "  ".join(f"{v}: {c}" for v, c in stats["venue"].items()))
     print("lossless " + "  ".join(f"{k}: {v}" for k, v in stats["lossless"].items()))
     print(f"with code: {stats['with_code']}/{n}   implemented: {stats['implemented']}/{n}")
+    results = stats["results"]
+    print(f"with a reported result: {results['with_result']}/{n}   without: "
+          + "  ".join(f"{k}: {v}" for k, v in results["without_result"].items()))
+    if results["gap"]:
+        print(f"gap: {results['gap']} records report a result the catalog has not recorded yet (no_result_reason: {RESULT_GAP})")
     return 0

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from specatlas.catalog.records import Problem, Record, display_path, normalize_title, read_record, safe_resolve
+from specatlas.catalog.schema import NO_RESULT_REASONS
 from specatlas.catalog.taxonomy import FACETS, Taxonomy, load_taxonomy
 from specatlas.paths import repo_root
 
@@ -23,6 +24,8 @@ NEAR_DUPLICATE_TITLE_SCORE = 95.0
 # (Plain joint-training also covers pre-training a new model with a multi-token objective, where the
 # trained model is the target; it is not in this set.)
 TARGET_MODIFYING_TAGS = {"alignment": ("target-fine-tuning",)}
+# Scope nodes of works that study methods rather than propose one: they need no speed result.
+NON_METHOD_SCOPES = ("survey", "analysis", "benchmark")
 _ARXIV_NEW_STYLE = re.compile(r"^(\d{2})(\d{2})\.\d{4,5}$")
 
 
@@ -135,12 +138,24 @@ def _cross_record_problems(records: list[Record], taxonomy: Taxonomy, today: dt.
         ):
             report(record, "lossless", "is true, but every verification tag is a relaxed (lossy) rule; set lossless: false or fix the tags")
         _check_lossless_variants(record, report)
+        _check_result_or_reason(record, report)
     for alias, owner in owners.items():
         if alias in by_id and owner != alias:
             report(by_id[owner], "aliases", f"'{alias}' is the id of another record; pick a different alias")
     _check_near_duplicates(records, report)
     _check_lineage(records, by_id, report)
     return problems
+
+
+def _check_result_or_reason(record: Record, report) -> None:
+    """A method record carries its headline result, or says in no_result_reason why it has none."""
+    paper = record.paper
+    tags = paper.taxonomy
+    method = (tags.drafting or tags.verification) and not set(tags.scope) & set(NON_METHOD_SCOPES)
+    if method and not paper.reported_results and not paper.no_result_reason:
+        where = ("reported_results",) if record.line_of("reported_results") != record.line_of() else ("taxonomy",)
+        report(record, "reported_results", "is empty for a method record (drafting/verification tags); copy the paper's "
+               "headline result, or set no_result_reason to one of " + " | ".join(NO_RESULT_REASONS) + " saying why", *where)
 
 
 def _check_lossless_variants(record: Record, report) -> None:
