@@ -167,6 +167,13 @@ METHODS: dict[str, MethodSpec] = {
                    paper_settings="exit after layer 2 (of Vicuna-7B's 32; here of 30), at most 6 draft tokens, stop "
                                   "drafting below top-1 confidence 0.6 (its README's command)",
                    paper_draft=(6, 6), paper_draft_exact=False),
+        MethodSpec("an2025pard", "PARD: parallel draft model adaptation", ("pard",),
+                   ("independent-fine-tuned", "multi-token-prediction"), ("greedy-verification",), True,
+                   f"{_M}.heads:pard", trained_head="pard",
+                   paper_settings="K = 8 tokens drafted by one drafter forward over 7 mask tokens, trained with COD "
+                                  "retention 0.7 a mask depth, floor 0.2 (its code's training config, para_num 8); "
+                                  "the drafter adapted here is the distilled 2-layer drafter",
+                   paper_draft=(8, 8)),
         MethodSpec("ankner2024hydra", "Hydra: sequentially dependent draft heads", ("hydra",),
                    ("extra-heads", "token-tree"), ("token-tree-verification",), True, f"{_M}.heads:hydra",
                    trained_head="hydra",

@@ -117,7 +117,7 @@ def execute(args: argparse.Namespace) -> int:
     args.tokens = args.tokens or train_data.training_tokens(data)
     if len(trainers) > 1:  # one pass of the target caches every layer the families read (each would run its own)
         shards, _ = train_data.load(data, loaded.tokenizer, args.tokens)
-        layers = tuple({layer for trainer in trainers.values() for layer in trainer.layers(loaded.model)})
+        layers = tuple({layer for trainer in trainers.values() for layer in trainer.layers(loaded.model) or ()})
         for shard in tqdm(shards, desc="target states", unit="shard"):  # one at a time: only the cache keeps them
             training.features(loaded, [shard], layers, training.features_folder(loaded.name))
     for name, trainer in trainers.items():

@@ -244,14 +244,18 @@ class ModelDrafter(Drafter):
         if self.cached:
             kv.forward(self.model, self.cache, self.cached, last_only=True)
 
-    def propose(self, context, depth, sampling, rng):
-        # The cache holds the last context plus its draft: keep it up to the first token that differs
-        # (compared from the start: PEARL's context ends with drafts that may since have been rejected).
+    def uncached(self, context: list[int]) -> list[int]:
+        """The tokens of `context` the cache lacks (at least the last), the cache cut back to the rest.
+        The cache holds the last context plus its draft: it is kept up to the first token that
+        differs (compared from the start: PEARL's context ends with drafts since rejected)."""
         shared = min(len(self.cached), len(context) - 1)
         common = next((i for i in range(shared) if self.cached[i] != context[i]), shared)
         kv.truncate(self.cache, common)
-        logits = kv.forward(self.model, self.cache, context[common:], last_only=True).logits
         self.cached = list(context)
+        return context[common:]
+
+    def propose(self, context, depth, sampling, rng):
+        logits = kv.forward(self.model, self.cache, self.uncached(context), last_only=True).logits
 
         branches = None if self.tree is None else Counter(path[:-1] for path in self.tree)
 

@@ -144,7 +144,8 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
     # Training
 
     def layers(self, model) -> tuple[int, ...]:
-        """Indices into the target's `hidden_states` the head reads (N: the final normed state)."""
+        """Indices into the target's `hidden_states` the head reads (N: the final normed state); None
+        for a target-independent drafter, which reads no target state, not even its greedy tokens."""
         return (model.config.num_hidden_layers,)
 
     def epoch(self, features, train_ids: list[int]) -> tuple[int, int, str]:

@@ -72,7 +72,9 @@ class DistillFamily(Family):
     title, paper, aliases = "DistillSpec", "zhou2024distillspec", ("distillspec",)
 
     def detect(self, weights, config):
-        if "draft_vocab" in weights and any(".mlp." in key for key in weights):
+        # Our layout, which PARD's shares but for its mask: the config names the family that wrote it.
+        if "draft_vocab" in weights and any(".mlp." in key for key in weights) \
+                and config.get("specatlas_family", self.name) == self.name:
             return "distillspec", weights
         return None
 

@@ -67,7 +67,7 @@ def features_folder(model_name: str) -> Path:
 
 
 @torch.no_grad()  # not inference_mode: these tensors are training inputs
-def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], folder: Path, progress=None,
+def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...] | None, folder: Path, progress=None,
              batch_tokens: int = 4096) -> Features:
     """The target's states at `layers` and greedy tokens for the conversations of `shards`
     ((content hash, [answers.Conversation]) pairs, prompts filled in), computed by one forward
@@ -79,8 +79,10 @@ def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], fo
     Each conversation's last answer token is dropped: no position after it is trained on."""
     from safetensors.torch import save
 
+    folder.mkdir(parents=True, exist_ok=True)  # the training checkpoints' folder too
+    if layers is None:
+        return _data_only(shards)
     model, layers = loaded.model, tuple(sorted(set(layers)))
-    folder.mkdir(parents=True, exist_ok=True)
     out = Features([], [], {layer: [] for layer in layers}, [])
     bar = progress(total=len(shards), desc="target states", unit="shard") if progress else None
     for key, conversations in shards:
@@ -111,6 +113,20 @@ def features(loaded, shards: list[tuple[str, list]], layers: tuple[int, ...], fo
             bar.update(1)
     if bar:
         bar.close()
+    return out
+
+
+def _data_only(shards: list[tuple[str, list]]) -> Features:
+    """`features` of a family that reads no target state (`Family.layers` None: PARD's drafter is
+    target-independent): no forward. Its `greedy` is each position's next token in the data, which
+    on the answers is the target's greedy choice: the data is the target's greedy answers."""
+    out = Features([], [], {}, [])
+    for _, conversations in shards:
+        for c in conversations:
+            text = torch.tensor(c.prompt + c.answer)
+            out.tokens.append(text[:-1])
+            out.prompt_lengths.append(len(c.prompt))
+            out.greedy.append(text[1:])
     return out
 
 

@@ -37,6 +37,7 @@ from specatlas.impls.families.eagle3 import Eagle3Drafter
 from specatlas.impls.families.fr_spec import FR_SPEC_FRACTION
 from specatlas.impls.families.hydra import HYDRA_TREE, HydraDrafter
 from specatlas.impls.families.medusa import MEDUSA_TREE, MedusaDrafter
+from specatlas.impls.families.pard import PARD_BLOCK, PARD_MAX_BLOCK, ParallelDrafter
 from specatlas.impls.families.pass_tokens import PassDrafter
 from specatlas.impls.families.redrafter import BEAM_LENGTH, BEAM_WIDTH, ReDrafterDrafter
 from specatlas.impls.families.specdecpp import PredictedRejection
@@ -176,6 +177,18 @@ def pass_tokens(target, draft_model=None, policy=DraftLengthPolicy.paper(), draf
     # Each draft node brings a look-ahead row with it: a depth-d step verifies d drafts and d look-ahead rows.
     return SpeculativeDecoder(target, drafter, forward=partial(kv.forward, embed=tokens.embed(embeddings)),
                               draft_length=policy.controller(target, len(tokens), lambda d: 2 * d, len(tokens)))
+
+
+def pard(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
+    """An et al. 2025 (PARD): the adapted drafter drafts a block of K tokens in one forward over
+    K - 1 mask tokens; exact match verifies it when greedy, speculative sampling when sampling."""
+    checkpoint = load_head(target, "pard", drafter_checkpoint)
+    head = checkpoint.head
+    drafter = ParallelDrafter(head.drafter(target), head.mask_id(target), head.embed(target),
+                              label=f"PARD drafter ({head.describe()}; {checkpoint.describe()})")
+    return SpeculativeDecoder(target, drafter,
+                              draft_length=policy.controller(target, PARD_BLOCK, max_depth=PARD_MAX_BLOCK,
+                                                             source="PARD's trained block"))
 
 
 # SpecDec++'s released sampling example (specdec_pp/sample.py): stop threshold h = 0.7, candidate

@@ -413,11 +413,23 @@ def distilled_decoder(model):
     return SpeculativeDecoder(model, ModelDrafter(student.drafter(model)), draft_length=FixedLength(2))
 
 
+def parallel_decoder(model):
+    from specatlas.impls.families.pard import ParallelDraft, ParallelDrafter
+
+    torch.manual_seed(0)
+    student = perturbed(ParallelDraft(model, 1, 2).to(model.dtype), 7)
+    student.draft_vocab.copy_(torch.tensor([2, 0]))  # token 1 is never drafted
+    drafter = ParallelDrafter(student.drafter(model), student.mask_id(model), student.embed(model))
+    return SpeculativeDecoder(model, drafter, draft_length=FixedLength(2))
+
+
 @pytest.mark.parametrize("sampling", SAMPLINGS[:3], ids=lambda s: f"T{s.temperature}-p{s.top_p}")
-@pytest.mark.parametrize("build", [kangaroo_decoder, distilled_decoder], ids=["kangaroo", "distilled-restricted-head"])
+@pytest.mark.parametrize("build", [kangaroo_decoder, distilled_decoder, parallel_decoder],
+                         ids=["kangaroo", "distilled-restricted-head", "pard-block"])
 def test_self_drafters_sample_the_targets_distribution(small_llama, build, sampling):
     """Kangaroo's drafts (shallow layers + adapter, confidence exit, verification resumed from the
-    exit layer) and a distilled drafter whose head covers only part of the vocabulary."""
+    exit layer), a distilled drafter whose head covers only part of the vocabulary, and PARD's block
+    (every draft of a step from one forward over mask tokens, each with its own q)."""
     length = 3
     got = enumerate_outputs(lambda rng: tuple(build(small_llama).generate(PROMPT, length, sampling, rng).tokens))
     want = sequence_distribution(FullPrefix(small_llama), PROMPT, length, sampling)

@@ -25,6 +25,7 @@ from specatlas.impls.families.fr_spec import FR_SPEC_FRACTION
 from specatlas.impls.families.hydra import HydraHeads
 from specatlas.impls.families.kangaroo import KangarooAdapter
 from specatlas.impls.families.medusa import MedusaHeads
+from specatlas.impls.families.pard import ParallelDraft
 from specatlas.impls.families.pass_tokens import LookAheadTokens
 from specatlas.impls.families.specdecpp import AcceptanceHead
 from specatlas.impls.families.blocks import LayerConfig
@@ -59,7 +60,8 @@ class TinyWorld:
         self.target.config._name_or_path = NAME
         self.draft_model = tiny_llama(seed=12, layers=1, vocab=VOCAB)
         self.heads = {family: self._write_head(family, seed) for seed, family in enumerate(
-            ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter"], start=20)}
+            ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter", "pard"],
+            start=20)}
         self._write_frequent_tokens()
         self.datastore = folder / "datastore.npz"
         Datastore.from_documents([self.greedy([3, 5, 7], 48), self.greedy([9, 2], 48)], separator=0,
@@ -92,6 +94,7 @@ class TinyWorld:
                 "eagle3": lambda: self._eagle3(layer),
                 "kangaroo": lambda: KangarooAdapter(layer, draft_vocab_size=VOCAB // 2),
                 "distillspec": lambda: DraftLayers(target, 2, VOCAB // 2),
+                "pard": lambda: ParallelDraft(target, 2, VOCAB // 2),
                 "pass": lambda: LookAheadTokens(config.hidden_size, 6),
                 "specdecpp": lambda: AcceptanceHead(self.draft_model.config.hidden_size),
                 "redrafter": lambda: FAMILIES["redrafter"].head(config.hidden_size, VOCAB, torch.arange(0, VOCAB, 2))}[family]()
