@@ -190,10 +190,12 @@ class ParallelFamily(Family):
         for c in conversations:
             tokens, greedy, first = features.tokens[c], features.greedy[c], features.prompt_lengths[c] - 1
             rows = rows_for(tokens, block_rows(len(tokens), self.block, first_base=first))
-            top = drafter.lm_head(block_states(drafter, embed, rows, student.mask_id(target))).argmax(-1)
+            states = block_states(drafter, embed, rows, student.mask_id(target))
             base = rows.positions - rows.depth
+            drafting = base >= first  # rows of a block drafted in the answer
+            top = student.draft_vocab[F.linear(states[drafting], drafter.lm_head.weight).argmax(-1)]
             hits = torch.zeros(len(tokens), self.block, dtype=torch.bool)
-            hits[base, rows.depth] = top == greedy[rows.positions]
+            hits[base[drafting], rows.depth[drafting]] = top == greedy[rows.positions[drafting]]
             complete = torch.arange(len(tokens)) + self.block <= len(tokens)
             runs = hits[first:][complete[first:]].int().cumprod(1).sum(1)
             accepted += runs.tolist()
