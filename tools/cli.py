@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "site": ("specatlas.site.build", "build (or serve) the website from the catalog"),
     "bib": ("specatlas.bib", "write the catalog as BibTeX (papers.bib)"),
     "stats": ("specatlas.catalog.stats", "coverage of the catalog: counts per node, year, venue"),
+    "recall": ("specatlas.catalog.recall", "the catalog's recall per quarter, by capture-recapture of two blind sweeps"),
     "audit": ("specatlas.catalog.audit", "draw records for a blind audit, reproducibly (--seed N --count 30)"),
     "list-coverage": ("specatlas.catalog.paperlist", "check that every row of a public paper list (--list PATH) has a record or a reasoned exclusion"),
     "bench": ("specatlas.bench.run", "measure methods against the baseline; results go to results/"),

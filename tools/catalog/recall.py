@@ -1,0 +1,193 @@
+"""`specatlas recall`: how complete the catalog is, measured by capture-recapture, per quarter.
+
+Two sweeps of the literature list the papers they found (`tools/catalog/recall/sweep-*.yaml`:
+arXiv id or title, posted month, the public page each was seen on). They are independent by
+construction: different strategies and sources, each run blind to the other's finds and to the
+catalog until both were done. Per posted quarter:
+
+- the field's size N, from the two sweeps' overlap (Chapman's form of the Lincoln-Petersen
+  estimator, which stays finite for small overlaps), with Chao's log-normal 95% interval;
+- the catalog's recall: the share of the papers the sweeps found (either one) that have a record,
+  with a Wilson 95% interval. The sweeps are samples of the field drawn without looking at the
+  catalog, so that share estimates the chance that a paper of the quarter is catalogued;
+- beside it, the catalog's records of the quarter over N.
+
+A paper matches a record by arXiv id, else by normalized title (`records.normalize_title`).
+Both estimates assume every paper is as findable as every other; papers that neither sweep's
+strategies reach are missed by both, so the estimate is an upper bound on recall when the
+catalog and the sweeps favour the same well-known papers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from specatlas.catalog.records import normalize_title, read_catalog
+from specatlas.catalog.stats import posted_month
+from specatlas.catalog.yamlio import YamlProblem, load_yaml, one_line
+
+SWEEPS = Path(__file__).resolve().parent / "recall"
+MAX_SWEEP_BYTES = 4 * 1024 * 1024
+Z95 = 1.959964
+_MONTH = re.compile(r"^(20\d\d)-(0[1-9]|1[0-2])$")
+_ARXIV = re.compile(r"^\d{4}\.\d{4,5}$")
+
+
+class SweepError(ValueError):
+    """A sweep file that cannot be used: one line naming the file, the entry and the field."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    ended: str
+    period: tuple[str, str]
+    papers: dict[str, str]  # match key (arXiv id, else "title:" + normalized title) -> posted month
+
+
+def read_sweep(path: Path) -> Sweep:
+    """One sweep file, checked: a one-line `SweepError` for anything malformed."""
+    try:
+        if path.stat().st_size > MAX_SWEEP_BYTES:
+            raise SweepError(f"{path}: larger than {MAX_SWEEP_BYTES:,} bytes")
+        data = load_yaml(path.read_text(encoding="utf-8")).data
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SweepError(f"{path}: cannot be read ({one_line(str(exc))})") from None
+    except YamlProblem as exc:
+        raise SweepError(f"{path}:{exc.line}: {exc.field}: {exc.message}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("papers"), list):
+        raise SweepError(f"{path}: papers: a list of the papers the sweep found is required")
+    for field in ("sweep", "ended"):
+        if not isinstance(data.get(field), (str, date)):
+            raise SweepError(f"{path}: {field}: required")
+    period = data.get("period") or {}
+    if not isinstance(period, dict) or not all(_MONTH.match(str(period.get(k, ""))) for k in ("from", "to")):
+        raise SweepError(f"{path}: period: needs from and to as YYYY-MM")
+    papers: dict[str, str] = {}
+    for index, entry in enumerate(data["papers"]):
+        key, month = _entry(path, index, entry)
+        papers.setdefault(key, month)
+    return Sweep(str(data["sweep"]), str(data["ended"]), (str(period["from"]), str(period["to"])), papers)
+
+
+def _entry(path: Path, index: int, entry) -> tuple[str, str]:
+    where = f"{path}: papers[{index}]"
+    if not isinstance(entry, dict):
+        raise SweepError(f"{where}: an entry is a mapping with arxiv, title, posted and source")
+    arxiv, title, posted = entry.get("arxiv"), entry.get("title"), str(entry.get("posted", ""))
+    if arxiv is not None and not (isinstance(arxiv, str) and _ARXIV.match(arxiv)):
+        raise SweepError(f"{where}.arxiv: {one_line(repr(arxiv))[:40]} is not a new-style arXiv id")
+    if not isinstance(title, str) or not title.strip():
+        raise SweepError(f"{where}.title: required")
+    if not _MONTH.match(posted):
+        raise SweepError(f"{where}.posted: {one_line(posted)[:20]!r} is not YYYY-MM")
+    if not str(entry.get("source", "")).startswith(("https://", "http://")):
+        raise SweepError(f"{where}.source: the public address the paper was seen on")
+    if arxiv and f"20{arxiv[:2]}-{arxiv[2:4]}" != posted:
+        raise SweepError(f"{where}.posted: {posted} is not the month of arXiv id {arxiv}")
+    return (arxiv or f"title:{normalize_title(title)}"), posted
+
+
+def quarter(month: str) -> str:
+    year, number = month.split("-")
+    return f"{year}Q{(int(number) - 1) // 3 + 1}"
+
+
+def chapman(n1: int, n2: int, m: int) -> tuple[float, float, float]:
+    """N from two captures of n1 and n2 with m in both: Chapman's estimate and Chao's log-normal
+    95% interval (never below the r = n1 + n2 - m papers actually seen)."""
+    seen = n1 + n2 - m
+    estimate = (n1 + 1) * (n2 + 1) / (m + 1) - 1
+    variance = (n1 + 1) * (n2 + 1) * (n1 - m) * (n2 - m) / ((m + 1) ** 2 * (m + 2))
+    unseen = estimate - seen
+    if unseen <= 0 or variance <= 0:
+        return estimate, float(seen), max(float(seen), estimate)
+    spread = math.exp(Z95 * math.sqrt(math.log(1 + variance / unseen**2)))
+    return estimate, seen + unseen / spread, seen + unseen * spread
+
+
+def wilson(hits: int, total: int) -> tuple[float, float, float]:
+    """A proportion and its Wilson 95% interval."""
+    if total == 0:
+        return math.nan, 0.0, 1.0
+    p = hits / total
+    centre = (p + Z95**2 / (2 * total)) / (1 + Z95**2 / total)
+    half = Z95 * math.sqrt(p * (1 - p) / total + Z95**2 / (4 * total**2)) / (1 + Z95**2 / total)
+    return p, max(0.0, centre - half), min(1.0, centre + half)
+
+
+def estimate(papers_dir: Path, sweeps: list[Sweep]) -> dict:
+    """Per quarter of the sweeps' common period: both sweeps' counts, their overlap, N with its
+    interval, the catalog's share of the papers found and its interval, the catalog's records."""
+    if len(sweeps) != 2:
+        raise SweepError(f"capture-recapture needs exactly two sweeps, {len(sweeps)} given")
+    a, b = sweeps
+    start, end = max(a.period[0], b.period[0]), min(a.period[1], b.period[1])
+    catalog = read_catalog(papers_dir)
+    catalogued = set(catalog.arxiv_ids) | {f"title:{t}" for t in catalog.titles}
+    records = Counter(quarter(m) for m in _record_months(papers_dir) if start <= m <= end)
+    rows = {}
+    for q in sorted({quarter(m) for s in sweeps for m in s.papers.values() if start <= m <= end}):
+        in_a = {k for k, m in a.papers.items() if quarter(m) == q}
+        in_b = {k for k, m in b.papers.items() if quarter(m) == q}
+        found = in_a | in_b
+        size = chapman(len(in_a), len(in_b), len(in_a & in_b))
+        share = wilson(len(found & catalogued), len(found))
+        rows[q] = {"sweep_a": len(in_a), "sweep_b": len(in_b), "both": len(in_a & in_b), "found": len(found),
+                   "catalogued": len(found & catalogued), "field_size": [round(x, 1) for x in size],
+                   "recall": [round(x, 3) for x in share], "records": records.get(q, 0),
+                   "records_over_field_size": round(records.get(q, 0) / size[0], 3) if size[0] > 0 else None,
+                   "missing": sorted(found - catalogued)}
+    return {"sweeps": {s.name: {"ended": s.ended, "papers": len(s.papers)} for s in sweeps},
+            "period": [start, end], "quarters": rows}
+
+
+def _record_months(papers_dir: Path) -> list[str]:
+    from specatlas.catalog.validate import validate
+
+    _, records, _ = validate(root=papers_dir.parent)
+    return [month for record in records if record.paper for month in [posted_month(record.paper)] if month]
+
+
+def read_sweeps(folder: Path) -> list[Sweep]:
+    return [read_sweep(path) for path in sorted(folder.glob("sweep-*.yaml"))]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sweeps", type=Path, default=SWEEPS, help="folder of the two sweep-*.yaml files")
+    parser.add_argument("--papers", type=Path, default=Path("papers"), help="the catalog's records")
+    parser.add_argument("--json", action="store_true", help="the whole estimate, missing papers included")
+
+
+def execute(args: argparse.Namespace) -> int:
+    from specatlas.cli import CommandError
+
+    if not args.papers.is_dir():
+        raise CommandError(f"no records folder at {args.papers}")
+    try:
+        result = estimate(args.papers, read_sweeps(args.sweeps))
+    except SweepError as exc:
+        raise CommandError(str(exc), status=1) from None
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        print()
+        return 0
+    sweeps = [f"{name} ({about['papers']} papers, ended {about['ended']})" for name, about in result["sweeps"].items()]
+    print(f"sweeps: {', '.join(sweeps)}")
+    print(f"{'quarter':8} {'A':>4} {'B':>4} {'both':>5} {'found':>6} {'N (95% CI)':>20} {'catalogued':>11} "
+          f"{'recall (95% CI)':>22} {'records/N':>10}")
+    for q, row in result["quarters"].items():
+        n, low, high = row["field_size"]
+        r, r_low, r_high = row["recall"]
+        print(f"{q:8} {row['sweep_a']:>4} {row['sweep_b']:>4} {row['both']:>5} {row['found']:>6} "
+              f"{n:>7.0f} ({low:.0f}-{high:.0f}){'':>3} {row['catalogued']:>11} "
+              f"{r:>8.1%} ({r_low:.1%}-{r_high:.1%}) {row['records_over_field_size']:>10}")
+    return 0
