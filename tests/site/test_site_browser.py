@@ -205,7 +205,7 @@ def test_results_view_sorts_by_speedup(open_page, served):
     shot(page, "results")
     # model sizes in their natural order, not alphabetical
     sizes = page.locator("#sa-results-size option").evaluate_all("options => options.map(o => o.value)")[1:]
-    order = ["< 3B", "3–10B", "10–40B", "≥ 40B", "not stated"]
+    order = ["< 3B", "3–10B", "10–20B", "20–40B", "≥ 40B", "not stated"]
     assert sizes == sorted(sizes, key=order.index)
     assert page.errors == []
 

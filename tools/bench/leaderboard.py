@@ -47,7 +47,9 @@ from specatlas.impls.engine.draft_length import PAPER as PAPER_POLICY
 from specatlas.impls.engine.head_folders import shipped_in
 from specatlas.impls.registry import resolve
 from specatlas.paths import repo_root
-from specatlas.site.text import md, md_link
+from specatlas.site.catalog import public_url
+from specatlas.site.reported import source_text
+from specatlas.site.text import md, md_code, md_link
 
 PAGE_FILE = "LEADERBOARD.md"
 PAGE_START = "Measured by `specatlas bench`"  # how every page this module writes begins
@@ -522,7 +524,7 @@ def _group_markdown(table: Table, members: list[tuple[Run, str]], link: Linker, 
         out += ["", _engines_table(engines, categories)]
     if broken:
         out += ["", "**Failed (not ranked)**", "", "| Method | Policy | Why | Run |", "|---|---|---|---|"]
-        out += [f"| {_method_cell(e.method, link)} | {md(line.policy)} | {md(e.failure)} | {md(e.file)} |"
+        out += [f"| {_method_cell(e.method, link)} | {md(line.policy)} | {md_code(e.failure)} | {md(e.file)} |"
                 for line, e in broken]
     earlier = sorted((line for line in lines if line.left_out), key=lambda line: (line.method_id, line.policy))
     if earlier:
@@ -676,10 +678,10 @@ def _papers_table(method_ids: list[str], root: Path, link: Linker, papers: dict[
         paper = papers.get(paper_id)
         for r in paper.reported_results if paper else []:
             url = link(paper.id)
-            cells = [f"[{md(paper.id)}]({url})" if url else md(paper.id), r.metric, f"{r.value:g}", r.target_model,
-                     r.drafter or "–", r.hardware or "–", r.benchmark,
-                     "–" if r.temperature is None else f"{r.temperature:g}", r.source + (f" ({r.note})" if r.note else "")]
-            out.append("| " + " | ".join(c if i == 0 else md(c) for i, c in enumerate(cells)) + " |")
+            cells = [r.metric, f"{r.value:g}", r.target_model, r.drafter or "–", r.hardware or "–", r.benchmark,
+                     "–" if r.temperature is None else f"{r.temperature:g}"]
+            method = f"[{md(paper.id)}]({url})" if url else md(paper.id)
+            out.append(f"| {method} | " + " | ".join(map(md, cells)) + f" | {md_link(source_text(r), public_url(paper))} |")
     return "\n".join(out) if len(out) > 4 else "The measured methods' records report no numbers."
 
 

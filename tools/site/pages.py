@@ -24,7 +24,7 @@ from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
 from specatlas.site import choose, lineage, reported, timeline
-from specatlas.site.catalog import Catalog, chronological, posted, trainable_families
+from specatlas.site.catalog import Catalog, chronological, posted, public_url, trainable_families
 from specatlas.site.templating import render
 from specatlas.site.text import safe_url, tag_name
 
@@ -204,7 +204,7 @@ def _quick_links(paper: Paper) -> list[tuple[str, str]]:
 
 
 def _result_cells(paper: Paper) -> list[list[str]]:
-    """The paper's reported numbers as table cells (plain text)."""
+    """The paper's reported numbers as table cells (plain text), the last the source as (text, public URL)."""
     rows = []
     for r in paper.reported_results:
         setting = [r.hardware or "hardware not stated"]
@@ -213,7 +213,7 @@ def _result_cells(paper: Paper) -> list[list[str]]:
         if r.temperature is not None:
             setting.append(f"T={r.temperature:g}")
         rows.append([r.metric, f"{r.value:g}{METRIC_UNITS.get(r.metric, '')}", r.benchmark, r.target_model,
-                     r.drafter or "–", ", ".join(setting), r.source + reported.statistic_label(r) + (f" ({r.note})" if r.note else "")])
+                     r.drafter or "–", ", ".join(setting), (reported.source_text(r), public_url(paper))])
     return rows
 
 

@@ -35,6 +35,8 @@ def environment() -> Environment:
     env.filters.update(
         md=_final(text.md),  # inline Markdown that renders literally
         md_prose=_final(text.md_prose),  # the same, keeping *emphasis*
+        md_code=_final(text.md_code),  # the same, its `backticked` parts as code
+        code=_final(text.code_span),  # an inline code span
         html=_final(text.attr),  # an HTML element body or attribute value
         md_link=_final(text.md_link),  # label|md_link(url): a link, or the bare label for an unsafe URL
         code_fence=_final(text.code_fence),  # code|code_fence(lang)
