@@ -56,11 +56,11 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
         "leaderboard.md": leaderboard_page(catalog, loaded),
         "results.md": results_page(catalog, directory_urls),
         "choose.md": choose_page(catalog, loaded),
-        "run.md": run_page(catalog, repo_url),
+        "run.md": run_page(catalog, repo_url, site_url),
         "coverage.md": coverage_page(catalog, loaded),
         "training.md": training_page(catalog),
         "robots.txt": robots(site_url),
-        "contributing.md": contributing_page(catalog),
+        "contributing.md": contributing_page(catalog, repo_url, site_url),
         "papers.bib": bib.render(catalog.papers),
     }
     entries = bib_entries(pages["papers.bib"])
@@ -420,14 +420,15 @@ def robots(site_url: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_page(catalog: Catalog, repo_url: str | None = None) -> str:
+def run_page(catalog: Catalog, repo_url: str | None = None, site_url: str | None = None) -> str:
     """How to get the code and run a method: on the embedded model, on your own model and GPU,
     with published checkpoints, a head you train, and a benchmark run to contribute."""
     from specatlas.impls.registry import METHODS
 
     methods = [(spec, catalog.by_id.get(spec.id)) for spec in METHODS.values() if spec.has_paper]
     families = [(name, (paper_id, catalog.by_id.get(paper_id))) for name, paper_id in trainable_families()]
-    return _page("run.md.j2", repo_url=safe_url(repo_url) if repo_url else None, methods=methods, families=families,
+    return _page("run.md.j2", addresses=_addresses(repo_url, site_url), repo_url=safe_url(repo_url) if repo_url else None,
+                 methods=methods, families=families,
                  run_prompt=RUN_PROMPT, example="pld",
                  draft_example=next((s.aliases[0] for s in METHODS.values() if s.uses_draft_model and s.aliases), "sps"))
 
@@ -488,9 +489,18 @@ def coverage_page(catalog: Catalog, loaded=None) -> str:
                  measured=len(measured & set(catalog.by_id)), name=choose.method_name)
 
 
-def contributing_page(catalog: Catalog) -> str:
+def contributing_page(catalog: Catalog, repo_url: str | None = None, site_url: str | None = None) -> str:
+    """CONTRIBUTING.md as it is, then where to send a contribution (the configured addresses)."""
     source = catalog.root / "CONTRIBUTING.md"
-    return source.read_text(encoding="utf-8") if source.is_file() else _page("contributing.md.j2")
+    guide = source.read_text(encoding="utf-8").rstrip() if source.is_file() else _page("contributing.md.j2").rstrip()
+    where = _addresses(repo_url, site_url)
+    return guide + "\n" + (render("addresses.md.j2", addresses=where) if where else "")
+
+
+def _addresses(repo_url: str | None, site_url: str | None) -> dict[str, str]:
+    """The configured repository and site addresses (`specatlas.site.urls`), those that are safe to link."""
+    found = {"repository": safe_url(repo_url) if repo_url else None, "site": safe_url(site_url) if site_url else None}
+    return {name: url for name, url in found.items() if url}
 
 
 # Reported results compared -------------------------------------------------------------------
