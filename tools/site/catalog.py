@@ -32,6 +32,15 @@ class Catalog:
         return {p.id: p for p in self.papers}
 
     @cached_property
+    def runnable(self) -> list[tuple[str, Paper]]:
+        """(method id, its record) of every method `specatlas run` runs by id: the registry's, a
+        labelled variant (SAM-Decoding[EAGLE-2]) under its paper's record, then records naming an
+        implementation the registry lacks. The one count of runnable methods every page shows."""
+        out = [(spec.id, self.by_id[spec.record_id]) for spec in registry_methods() if spec.record_id in self.by_id]
+        ids = {method_id for method_id, _ in out}
+        return out + [(p.id, p) for p in self.papers if p.id in self.implemented and p.id not in ids]
+
+    @cached_property
     def built_upon_by(self) -> dict[str, list[str]]:
         children: dict[str, list[str]] = defaultdict(list)
         for paper in self.papers:
@@ -122,14 +131,20 @@ def public_url(paper: Paper) -> str | None:
     return safe_url(found) if found else None
 
 
-def implemented_ids() -> frozenset[str]:
-    """Paper ids the reference-implementation registry can run; empty when the registry is
-    missing or cannot be imported (e.g. without the engine extra)."""
+def registry_methods() -> list:
+    """The registry's methods that implement a paper (`MethodSpec`s, variants included); empty when
+    the registry cannot be imported."""
     try:
-        from specatlas.impls.registry import implemented_ids as registry_ids
+        from specatlas.impls.registry import METHODS
     except ImportError:
-        return frozenset()
-    return frozenset(registry_ids())
+        return []
+    return [spec for spec in METHODS.values() if spec.has_paper]
+
+
+def implemented_ids() -> frozenset[str]:
+    """Paper ids with a method the reference-implementation registry runs (a variant's under its
+    paper's); empty when the registry is missing or cannot be imported."""
+    return frozenset(spec.record_id for spec in registry_methods())
 
 
 def trainable_families() -> list[tuple[str, str]]:

@@ -55,7 +55,7 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
         "lineage.md": lineage_page(catalog, directory_urls),
         "leaderboard.md": leaderboard_page(catalog, loaded),
         "results.md": results_page(catalog, directory_urls),
-        "choose.md": choose_page(catalog, loaded),
+        "choose.md": choose_page(catalog, loaded, directory_urls),
         "run.md": run_page(catalog, repo_url, site_url),
         "coverage.md": coverage_page(catalog, loaded),
         "training.md": training_page(catalog),
@@ -124,7 +124,7 @@ def home(catalog: Catalog, loaded=None) -> str:
         "lossless": sum(p.lossless is True for p in papers),
         "lossy": sum(p.lossless is False for p in papers),
         "code": sum(bool(p.code) for p in papers),
-        "runnable": len(catalog.implemented),
+        "runnable": len(catalog.runnable),
         "venues": len({p.venue for p in papers}),
         "used_nodes": sum(1 for ids in catalog.node_papers.values() if ids),
         "nodes": len(catalog.taxonomy.all_nodes()),
@@ -132,7 +132,7 @@ def home(catalog: Catalog, loaded=None) -> str:
     return _page(
         "home.md.j2", glance=glance, years=Counter(posted(p)[0] for p in papers),
         families=[(node, len(catalog.node_papers.get(node.id, []))) for node in (drafting.children(None) if drafting else [])],
-        runnable=[catalog.by_id[i] for i in sorted(catalog.implemented)], run_prompt=RUN_PROMPT,
+        runnable=sorted(catalog.runnable), run_prompt=RUN_PROMPT,
         benchmarked=benchmarked, third_party=third_party, name=choose.method_name,
         unmeasured=sorted((catalog.by_id[i] for i in catalog.implemented - measured), key=lambda p: choose.method_name(p).lower()))
 
@@ -425,7 +425,7 @@ def run_page(catalog: Catalog, repo_url: str | None = None, site_url: str | None
     with published checkpoints, a head you train, and a benchmark run to contribute."""
     from specatlas.impls.registry import METHODS
 
-    methods = [(spec, catalog.by_id.get(spec.id)) for spec in METHODS.values() if spec.has_paper]
+    methods = [(METHODS.get(method_id), method_id, paper) for method_id, paper in catalog.runnable]
     families = [(name, (paper_id, catalog.by_id.get(paper_id))) for name, paper_id in trainable_families()]
     return _page("run.md.j2", addresses=_addresses(repo_url, site_url), repo_url=safe_url(repo_url) if repo_url else None,
                  methods=methods, families=families,
@@ -485,7 +485,7 @@ def coverage_page(catalog: Catalog, loaded=None) -> str:
 
         walk(None, 0)
         facets.append((facet, rows))
-    return _page("coverage.md.j2", facets=facets, implemented=len([s for s in METHODS.values() if s.has_paper]),
+    return _page("coverage.md.j2", facets=facets, implemented=len(catalog.runnable),
                  measured=len(measured & set(catalog.by_id)), name=choose.method_name)
 
 
@@ -551,7 +551,7 @@ NEEDS = (
 )
 
 
-def choose_page(catalog: Catalog, loaded=None) -> str:
+def choose_page(catalog: Catalog, loaded=None, directory_urls: bool = True) -> str:
     names = {n.id: n for n in catalog.taxonomy.all_nodes()}
     needs = []
     for title, meaning, nodes in NEEDS:
@@ -563,4 +563,11 @@ def choose_page(catalog: Catalog, loaded=None) -> str:
     return _page("choose.md.j2", settings=choose.settings(catalog, loaded, load_spec_bench(catalog.root)),
                  serving=serving, serving_total=serving_total, needs=needs, implemented=catalog.implemented,
                  engine_column=choose.has_engine_data(catalog), engines=choose.engines, needs_of=lambda p: choose.needs(catalog, p),
-                 num=_num, count=_counter(catalog), serving_node=names.get("serving-systems"))
+                 num=_num, count=_counter(catalog), serving_node=names.get("serving-systems"),
+                 page_href=lambda md_path: _page_href(md_path, directory_urls))
+
+
+def _page_href(md_path: str, directory_urls: bool) -> str:
+    """The URL of a top-level page (`results.md`) from another top-level page, as MkDocs writes it."""
+    stem = md_path.removesuffix(".md")
+    return f"../{stem}/" if directory_urls else f"{stem}.html"
