@@ -21,6 +21,7 @@ import pytest
 from sitecatalog import make_root
 from specatlas.paths import repo_root
 from specatlas.site.build import build
+from specatlas.site import pages
 from specatlas.site.catalog import load_catalog
 
 pytestmark = pytest.mark.browser
@@ -440,12 +441,13 @@ def test_reported_results_answer_the_fastest_on_spec_bench_for_a_7b_model(open_p
 def test_catalog_taxonomy_counts_follow_the_other_filters(open_page, served):
     base, catalog = served
     page = open_page()
-    page.goto(base + "catalog/?year=2024")
+    page.goto(base + "catalog/?year=2024")  # an address from before year ranges: from 2024 to 2024
     expected = sum(1 for p in catalog.papers if p.year == 2024 and NODE in catalog.expanded_tags(p))
     assert expected < len(catalog.node_papers[NODE])
     text = page.locator(f"#sa-filter-node option[value='{NODE}']").inner_text()
     assert text.endswith(f"({expected})"), text
-    page.select_option("#sa-filter-year", "")
+    page.select_option("#sa-filter-from", "")
+    page.select_option("#sa-filter-to", "")
     text = page.locator(f"#sa-filter-node option[value='{NODE}']").inner_text()
     assert text.endswith(f"({len(catalog.node_papers[NODE])})"), text
     assert page.errors == []
@@ -494,4 +496,32 @@ def test_search_ranks_the_taxonomy_node_first_for_its_phrase(open_page, served):
         pass
     assert f"taxonomy/{node.id}/" in (first.get_attribute("href") or ""), first.get_attribute("href")
     shot(page, "search-node-first")
+    assert page.errors == []
+
+
+def test_the_catalog_downloads_the_bibtex_of_the_filtered_rows(open_page, served, tmp_path):
+    """A node page opens the catalog filtered to it; a year range narrows it; "BibTeX of these N
+    papers" downloads exactly those rows' entries, each as `specatlas bib` writes it."""
+    from specatlas import bib
+
+    base, catalog = served
+    page = open_page()
+    page.goto(base + f"taxonomy/{NODE}/")
+    page.locator("a", has_text="Open these").click()
+    page.wait_for_url(f"**/catalog/?node={NODE}")
+    page.select_option("#sa-filter-from", "2024")
+    page.select_option("#sa-filter-to", "2025")
+    expected = sorted(p.id for p in catalog.papers if NODE in catalog.expanded_tags(p) and 2024 <= p.year <= 2025)
+    assert expected and "from=2024" in page.url and "to=2025" in page.url
+    button = page.locator("#sa-bibtex")
+    assert button.inner_text() == f"BibTeX of these {len(expected)} papers"
+    with page.expect_download() as download:
+        button.click()
+    path = tmp_path / download.value.suggested_filename
+    download.value.save_as(path)
+    text = path.read_text(encoding="utf-8")
+    entries = pages.bib_entries(bib.render(catalog.papers))
+    assert sorted(re.findall(r"^@\w+\{([^,]+),", text, re.MULTILINE)) == expected
+    assert all(entries[i] in text for i in expected) and path.suffix == ".bib"
+    shot(page, "catalog-bibtex")
     assert page.errors == []

@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import urlencode
 
 from markupsafe import Markup
 
@@ -47,9 +48,11 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
         if not _NODE_ID.fullmatch(node.id) or node.id == "index":
             raise ValueError(f"taxonomy node id {node.id!r} cannot name a page")
     loaded = measured_results(catalog)
+    whole_bib = bib.render(catalog.papers)
+    entries = bib_entries(whole_bib)
     pages = {
         "index.md": home(catalog, loaded),
-        "catalog.md": catalog_page(catalog, directory_urls),
+        "catalog.md": catalog_page(catalog, directory_urls, entries),
         "taxonomy/index.md": taxonomy_index(catalog),
         "timeline.md": timeline_page(catalog),
         "lineage.md": lineage_page(catalog, directory_urls),
@@ -61,9 +64,8 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
         "training.md": training_page(catalog),
         "robots.txt": robots(site_url),
         "contributing.md": contributing_page(catalog, repo_url, site_url),
-        "papers.bib": bib.render(catalog.papers),
+        "papers.bib": whole_bib,
     }
-    entries = bib_entries(pages["papers.bib"])
     measured = measured_by_method(loaded) if loaded else {}
     third_party = spec_bench_by_paper(catalog)
     for paper in catalog.papers:
@@ -71,7 +73,7 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
                                                     directory_urls, third_party.get(paper.id, []))
         pages[f"papers/{paper.id}.bib"] = entries[paper.id] + "\n"
     for node in catalog.taxonomy.all_nodes():
-        pages[f"taxonomy/{node.id}.md"] = node_page(catalog, node)
+        pages[f"taxonomy/{node.id}.md"] = node_page(catalog, node, directory_urls)
     for _, name in loaded[0] if loaded else []:  # the raw result files the leaderboard links to
         pages[f"{RAW_RESULTS}/{name}"] = (catalog.root / "results" / name).read_text(encoding="utf-8")
     return pages
@@ -224,9 +226,12 @@ def taxonomy_index(catalog: Catalog) -> str:
     return _page("taxonomy.md.j2", facets=facets, count=_counter(catalog))
 
 
-def node_page(catalog: Catalog, node: Node) -> str:
+def node_page(catalog: Catalog, node: Node, directory_urls: bool = True) -> str:
     facet = catalog.taxonomy.facets[node.facet]
+    # a raw link: MkDocs keeps a .md link's anchor but not the query the catalog's filters read
+    filtered = ("../../catalog/" if directory_urls else "../catalog.html") + "?" + urlencode({"node": node.id})
     return _page("node.md.j2", node=node, facet=facet, count=_counter(catalog), search_boost=NODE_SEARCH_BOOST,
+                 catalog_href=filtered,
                  ancestors=[facet.nodes[a] for a in reversed(facet.ancestors(node.id))], children=facet.children(node.id),
                  papers=_newest_first(catalog.by_id[i] for i in catalog.node_papers.get(node.id, [])))
 
@@ -238,7 +243,9 @@ def _counter(catalog: Catalog):
 
 # Catalog table -------------------------------------------------------------------------------
 
-def catalog_page(catalog: Catalog, directory_urls: bool) -> str:
+def catalog_page(catalog: Catalog, directory_urls: bool, entries: dict[str, str] | None = None) -> str:
+    """`entries`: each record's BibTeX as papers.bib has it (`bib_entries`), for the filtered download."""
+    entries = entries if entries is not None else bib_entries(bib.render(catalog.papers))
     href = "../papers/{}/" if directory_urls else "papers/{}.html"
     facets = []
     for facet_id in FACETS:
@@ -279,6 +286,7 @@ def catalog_page(catalog: Catalog, directory_urls: bool) -> str:
             "lossless": paper.lossless,
             "code": bool(paper.code),
             "implemented": paper.id in catalog.implemented,
+            "bibtex": entries[paper.id],
         })
     return _page("catalog.md.j2", data={"facets": facets, "papers": rows})
 
