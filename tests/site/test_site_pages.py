@@ -21,7 +21,7 @@ def test_one_page_per_paper_and_per_node(fixture_catalog, generated):
     expected = {f"papers/{p.id}.{ext}" for p in fixture_catalog.papers for ext in ("md", "bib")}
     expected |= {f"taxonomy/{n.id}.md" for n in fixture_catalog.taxonomy.all_nodes()}
     expected |= {"index.md", "catalog.md", "taxonomy/index.md", "timeline.md", "lineage.md",
-                 "leaderboard.md", "results.md", "choose.md", "run.md", "coverage.md", "training.md", "contributing.md", "papers.bib", "robots.txt"}
+                 "leaderboard.md", "results.md", "choose.md", "run.md", "coverage.md", "training.md", "resources.md", "contributing.md", "papers.bib", "robots.txt"}
     assert set(generated) == expected
 
 
@@ -329,3 +329,17 @@ def test_taxonomy_node_pages_are_boosted_in_search(generated):
     assert 'tags:\n  - "Extra decoding heads"' in front and "  - tags\n" in front
     assert f"search:\n  boost: {float(pages.NODE_SEARCH_BOOST)}\n" in front
     assert "search:" not in generated["papers/cai2024medusa.md"].split("---\n")[1]
+
+
+def test_learning_resources_link_public_addresses_from_the_catalog_and_the_paper_list():
+    from specatlas.paths import repo_root
+    from specatlas.site.catalog import load_catalog
+
+    catalog = load_catalog(repo_root())
+    page = pages.resources_page(catalog)
+    assert "(papers/xia2024unlocking.md) (2024-01, ACL\\-Findings): [public copy](https://arxiv.org/abs/2401.07851)" in page
+    assert "[https://docs\\.vllm\\.ai/en/latest/features/speculative\\_decoding/](https://docs.vllm.ai/en/latest/features/speculative_decoding/)" in page
+    assert "[blog](https://lmsys.org/blog/2023-11-21-lookahead-decoding/)" in page  # from the public paper list
+    assert "(https://github.com/hemingkx/SpeculativeDecodingPapers/blob/9e6b293/README.md) gives them (licence Apache\\-2\\.0)" in page
+    links = re.findall(r"\]\(([^)]+)\)", page)
+    assert links and all(link.startswith(("https://", "http://", "papers/", "results.md", "leaderboard.md")) for link in links)

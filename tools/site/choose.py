@@ -78,6 +78,13 @@ class Row:
     def paper(self) -> Paper | None:
         return self.papers[0] if self.papers else None
 
+    @property
+    def lossless_variants(self) -> list[str]:
+        """Where the method is not lossless as a whole, the variants its record says are."""
+        if self.lossless is not False or self.paper is None:
+            return []
+        return [v.variant for v in self.paper.lossless_variants if v.lossless]
+
 
 @dataclass
 class Source:

@@ -21,7 +21,7 @@ from markupsafe import Markup
 from specatlas import bib
 from specatlas.bench.leaderboard import load_all, measured_by_method, measured_rows, render_markdown
 from specatlas.bench.published import load_spec_bench
-from specatlas.catalog.schema import ID_PATTERN, Paper
+from specatlas.catalog.schema import ENGINE_NAMES, ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
 from specatlas.site import choose, lineage, reported, timeline
@@ -62,15 +62,17 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
         "run.md": run_page(catalog, repo_url, site_url),
         "coverage.md": coverage_page(catalog, loaded),
         "training.md": training_page(catalog),
+        "resources.md": resources_page(catalog),
         "robots.txt": robots(site_url),
         "contributing.md": contributing_page(catalog, repo_url, site_url),
         "papers.bib": whole_bib,
     }
     measured = measured_by_method(loaded) if loaded else {}
     third_party = spec_bench_by_paper(catalog)
+    trained = trained_here(catalog)
     for paper in catalog.papers:
         pages[f"papers/{paper.id}.md"] = paper_page(catalog, paper, entries[paper.id], measured.get(paper.id, []),
-                                                    directory_urls, third_party.get(paper.id, []))
+                                                    directory_urls, third_party.get(paper.id, []), trained, repo_url)
         pages[f"papers/{paper.id}.bib"] = entries[paper.id] + "\n"
     for node in catalog.taxonomy.all_nodes():
         pages[f"taxonomy/{node.id}.md"] = node_page(catalog, node, directory_urls)
@@ -152,9 +154,15 @@ def spec_bench_by_paper(catalog: Catalog) -> dict[str, list[reported.ResultRow]]
 
 
 def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | None = None,
-               directory_urls: bool = True, third_party: list | None = None) -> str:
+               directory_urls: bool = True, third_party: list | None = None, trained: dict | None = None,
+               repo_url: str | None = None) -> str:
     """`measured`: the method's rows in the leaderboard's tables (see `leaderboard.measured_by_method`);
-    `third_party`: Spec-Bench's published rows for it (`spec_bench_by_paper`)."""
+    `third_party`: Spec-Bench's published rows for it (`spec_bench_by_paper`); `trained`: `trained_here`."""
+    from specatlas.impls.registry import METHODS
+
+    specs = [METHODS[i] for i, record in catalog.runnable if record.id == paper.id and i in METHODS]
+    runs = [(spec, choose.own_model_command(spec, _example_model(spec))[0],
+             (trained or {}).get(spec.trained_head) if spec.trained_head else None) for spec in specs]
     neighbours = lineage.neighbourhood(catalog, paper)
     hood = lineage.neighbourhood_svg(catalog, paper, "../{}/" if directory_urls else "{}.html", neighbours)
     facets = []
@@ -172,7 +180,30 @@ def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | Non
         siblings=neighbours["siblings"],
         hood=Markup(hood) if hood else None,  # lineage.py escapes every text it draws
         results=_result_cells(paper), implemented=paper.id in catalog.implemented, run_prompt=RUN_PROMPT, bibtex=bibtex,
-        measured=measured or [], raw_results=RAW_RESULTS, third_party=third_party or [])
+        measured=measured or [], raw_results=RAW_RESULTS, third_party=third_party or [], runs=runs,
+        repo_url=safe_url(repo_url) if repo_url else None)
+
+
+def _example_model(spec) -> str | None:
+    """A target with a drafter published for the method (Spec-Bench's 7B, when there is one), else None."""
+    drafters = choose.published_drafters()["drafters"]
+    family = spec.trained_head or ("draft-model" if spec.uses_draft_model else None)
+    return next(iter(drafters.get(family, {})), None) if family else "lmsys/vicuna-7b-v1.3"
+
+
+def trained_here(catalog: Catalog) -> dict[str, dict[str, list[str]]]:
+    """head family -> {"heads": the shipped heads' folders under reference_impls/trained_heads/,
+    "curves": its acceptance-vs-data files under results/training/}: where a paper page points for
+    the head trained here."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for name, _ in trainable_families():
+        heads = sorted(p.parent.name for p in (catalog.root / "reference_impls" / "trained_heads").glob(f"*-{name}/training.json"))
+        out[name] = {"heads": heads, "curves": []}
+    for path in sorted((catalog.root / "results" / "training").glob("*-acceptance-vs-data.json")):
+        family = _json(path).get("family")
+        if family in out:
+            out[family]["curves"].append(path.name)
+    return out
 
 
 def _links(paper: Paper) -> list[tuple[str, str]]:
@@ -418,6 +449,34 @@ def _held_out_methods(path: Path) -> dict:
         raise RepositoryFileError(f"{path}: not a held-out acceptance file (`specatlas train-eval`): every method's "
                                   f"entry holds {', '.join(ENTRY_KEYS)}")
     return results["methods"]
+
+
+RESOURCES_FILE = Path(__file__).resolve().parent / "resources.yaml"
+
+
+def resources_page(catalog: Catalog) -> str:
+    """Where to learn the field: the catalog's surveys, tutorials and benchmarks, the serving engines'
+    documentation its records cite, and the blog posts and project pages of a public paper list
+    (resources.yaml, with its source and licence)."""
+    import yaml
+
+    try:
+        listed = yaml.safe_load(RESOURCES_FILE.read_text(encoding="utf-8"))
+        posts = [(str(p["title"]), str(p["posted"]), [(k, v) for k, v in p["links"].items() if safe_url(v)])
+                 for p in listed["posts"]]
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+        raise RepositoryFileError(f"{RESOURCES_FILE}: needs source, licence and posts of title, posted and links "
+                                  f"({type(exc).__name__}: {exc})") from None
+    node = lambda node_id: _newest_first(catalog.by_id[i] for i in catalog.node_papers.get(node_id, []))  # noqa: E731
+    engines: dict[str, dict[str, list[Paper]]] = {}
+    for paper in catalog.papers:
+        for support in paper.serving_engines:
+            engines.setdefault(ENGINE_NAMES[support.engine], {}).setdefault(str(support.source), []).append(paper)
+    surveys = node("survey")
+    return _page("resources.md.j2", surveys=surveys, benchmarks=node("benchmark"),
+                 writing=_newest_first(p for p in catalog.papers if p.kind != "paper" and p not in surveys), engines=sorted(engines.items()),
+                 posts=sorted(posts, key=lambda post: post[1], reverse=True), source=listed["source"],
+                 licence=listed["licence"], url=public_url, name=choose.method_name)
 
 
 def robots(site_url: str | None) -> str:

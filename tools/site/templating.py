@@ -15,7 +15,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from specatlas.site import text
+from specatlas.site import internal, text
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -44,6 +44,7 @@ def environment() -> Environment:
         tag_name=_final(text.tag_name),  # a node's name as a Material tag
         yaml_str=_final(text.yaml_str),  # a double-quoted YAML scalar (front matter)
     )
+    env.filters["public"] = lambda value: internal.public(value) or ""  # record text, "" where it cites working notes
     return env
 
 
