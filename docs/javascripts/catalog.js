@@ -211,7 +211,7 @@
         const active = button.dataset.key === sortKey;
         button.parentElement.setAttribute("aria-sort", active ? (descending ? "descending" : "ascending") : "none");
       }
-      count.textContent = "Showing " + shown.length + " of " + papers.length + " records.";
+      count.textContent = "Showing " + shown.length + " of " + papers.length + " records";
       download.textContent = "BibTeX of these " + shown.length + " papers";
       download.hidden = shown.length === 0;
       download.download = "specatlas-" + (window.location.search.slice(1).replace(/[^a-z0-9=&-]/gi, "").replace(/[=&]/g, "-") || "all") + ".bib";

@@ -363,7 +363,12 @@ def measured_results(catalog: Catalog):
 def leaderboard_page(catalog: Catalog, loaded=None) -> str:
     tables = None
     if loaded:
-        link = lambda method_id: f"papers/{method_id}.md" if method_id in catalog.by_id else None  # noqa: E731
+        from specatlas.impls.registry import METHODS
+
+        def link(method_id: str) -> str | None:  # a registry variant (hu2025sam-eagle2) links its paper's record
+            record = METHODS[method_id].record_id if method_id in METHODS else method_id
+            return f"papers/{record}.md" if record in catalog.by_id else None
+
         # Markdown that specatlas.bench.leaderboard escapes text by text, as results/LEADERBOARD.md
         tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded,
                                         raw=lambda name: f"{RAW_RESULTS}/{name}"))
