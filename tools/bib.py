@@ -188,20 +188,51 @@ def render(papers: list[Paper]) -> str:
     return bibtexparser.write_string(library, unparse_stack=stack)
 
 
+def select(papers: list[Paper], taxonomy, node: str | None = None, since: int | None = None,
+           until: int | None = None, lossless: bool | None = None) -> list[Paper]:
+    """The records the filters keep, as the site's catalog filters them: tagged with `node` or a node
+    below it, cited version's year in [since, until], losslessness as asked (None: any)."""
+    def tagged(paper: Paper) -> bool:
+        for facet in taxonomy.facets.values():
+            for tag in getattr(paper.taxonomy, facet.id, None) or []:
+                if tag == node or (tag in facet.nodes and node in facet.ancestors(tag)):
+                    return True
+        return False
+
+    return [p for p in papers if (node is None or tagged(p)) and (since is None or p.year >= since)
+            and (until is None or p.year <= until) and (lossless is None or p.lossless is lossless)]
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, default=Path("papers.bib"),
                         help="where to write the BibTeX file, new or an earlier output of this command "
                              "(default: papers.bib; '-' for stdout)")
+    parser.add_argument("--node", metavar="NODE", help="only papers tagged with this taxonomy node or a node below it "
+                                                       "(an id of taxonomy/*.yaml, e.g. extra-heads)")
+    parser.add_argument("--since", type=int, metavar="YEAR", help="only papers whose cited version is from YEAR or later")
+    parser.add_argument("--until", type=int, metavar="YEAR", help="only papers whose cited version is from YEAR or earlier")
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--lossless", dest="lossless", action="store_const", const=True,
+                      help="only methods whose output distribution is exactly the target's")
+    kind.add_argument("--lossy", dest="lossless", action="store_const", const=False,
+                      help="only methods that change the output distribution")
 
 
 def execute(args: argparse.Namespace) -> int:
-    problems, records, _ = validate()
+    problems, records, taxonomy = validate()
     if problems:
         for problem in problems:
             print(problem, file=sys.stderr)
         print("specatlas bib: fix the catalog first (specatlas validate)", file=sys.stderr)
         return 1
-    text = render([r.paper for r in records])
+    if args.node is not None and args.node not in {n.id for n in taxonomy.all_nodes()}:
+        print(f"specatlas bib: --node {args.node}: no such taxonomy node (the ids are in taxonomy/*.yaml)", file=sys.stderr)
+        return 1
+    papers = select([r.paper for r in records], taxonomy, args.node, args.since, args.until, args.lossless)
+    if not papers:
+        print("specatlas bib: no paper matches these filters; nothing written", file=sys.stderr)
+        return 1
+    text = render(papers)
     if str(args.output) == "-":
         sys.stdout.write(text)
         return 0
@@ -219,7 +250,7 @@ def execute(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"specatlas bib: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    print(f"wrote {len(records)} entries to {args.output}", file=sys.stderr)
+    print(f"wrote {len(papers)} entries to {args.output}", file=sys.stderr)
     return 0
 
 

@@ -2,7 +2,9 @@
 // catalog page (<script type="application/json" id="sa-catalog-data">). Every value is put into
 // the page with textContent or as a property, never as HTML. Filters and sort live in the
 // address's query (?node=extra-heads&sort=speedup&dir=desc): replaceState keeps it current, so a
-// view can be shared, and Back from a paper page returns to the same view.
+// view can be shared, and Back from a paper page returns to the same view. "BibTeX of these N
+// papers" downloads the shown rows' entries, each as `specatlas bib` writes it (embedded by the
+// site generator), in the table's order.
 (function () {
   "use strict";
 
@@ -20,7 +22,7 @@
   const DESCENDING_FIRST = new Set(["year", "speedup", "implemented"]);
   const LOSSLESS = { true: "yes", false: "no", null: "–" };
   // Query parameter -> element id; checkboxes are "1" when set.
-  const PARAMS = { node: "sa-filter-node", year: "sa-filter-year", venue: "sa-filter-venue",
+  const PARAMS = { node: "sa-filter-node", from: "sa-filter-from", to: "sa-filter-to", venue: "sa-filter-venue",
     lossless: "sa-filter-lossless", code: "sa-filter-code", run: "sa-filter-implemented", q: "sa-filter-text" };
 
   function el(tag, props, children) {
@@ -103,13 +105,22 @@
       el("label", { className: "sa-filter" }, ["Search ", el("input", { type: "search", id: "sa-filter-text",
         placeholder: "title, author or method name" })]),
       nodeSelect,
-      select("sa-filter-year", "Year", [["", "any"], ...years.map((y) => [String(y), String(y)])]),
+      select("sa-filter-from", "Year from", [["", "any"], ...years.map((y) => [String(y), String(y)])]),
+      select("sa-filter-to", "to", [["", "any"], ...years.map((y) => [String(y), String(y)])]),
       select("sa-filter-venue", "Venue", [["", "any"], ...venues.map((v) => [v, v])]),
       select("sa-filter-lossless", "Lossless", [["", "any"], ["true", "yes"], ["false", "no"], ["null", "not a method"]]),
       el("label", { className: "sa-filter" }, [el("input", { type: "checkbox", id: "sa-filter-code" }), " has code"]),
       el("label", { className: "sa-filter" }, [el("input", { type: "checkbox", id: "sa-filter-implemented" }), " runnable here"]),
     ];
-    const count = el("p", { id: "sa-count", className: "sa-count" });
+    const count = el("span", { id: "sa-count" });
+    const download = el("a", { id: "sa-bibtex", className: "md-button sa-bibtex", href: "#", download: "specatlas.bib" });
+    let shown = [];
+    download.addEventListener("click", () => {  // the file is made when asked for, from the rows shown
+      const text = shown.map((paper) => paper.bibtex).join("\n\n") + "\n";
+      if (download.href.startsWith("blob:")) URL.revokeObjectURL(download.href);
+      download.href = URL.createObjectURL(new Blob([text], { type: "application/x-bibtex" }));
+    });
+    const status = el("p", { className: "sa-count" }, [count, " ", download]);
     const tbody = el("tbody");
     const headRow = el("tr");
     const table = el("table", { id: "sa-table" }, [el("thead", {}, [headRow]), tbody]);
@@ -135,12 +146,12 @@
 
     function matches(paper, anyNode) {
       const node = anyNode ? "" : byId("sa-filter-node").value;
-      const year = byId("sa-filter-year").value;
+      const from = byId("sa-filter-from").value, to = byId("sa-filter-to").value;
       const venue = byId("sa-filter-venue").value;
       const lossless = byId("sa-filter-lossless").value;
       const words = byId("sa-filter-text").value.toLowerCase().split(/\s+/).filter(Boolean);
       return (!node || paper.nodes.includes(node))
-        && (!year || String(paper.year) === year)
+        && (!from || paper.year >= Number(from)) && (!to || paper.year <= Number(to))
         && (!venue || paper.venue === venue)
         && (!lossless || String(paper.lossless) === lossless)
         && (!byId("sa-filter-code").checked || paper.code)
@@ -150,6 +161,10 @@
 
     function readState() {
       const query = new URLSearchParams(window.location.search);
+      if (query.get("year") && !query.get("from") && !query.get("to")) {  // an address from before year ranges
+        query.set("from", query.get("year"));
+        query.set("to", query.get("year"));
+      }
       for (const [param, id] of Object.entries(PARAMS)) {
         const input = byId(id);
         const value = query.get(param) || "";
@@ -182,7 +197,7 @@
     }
 
     function render() {
-      const shown = papers.filter((paper) => matches(paper, false)).sort((a, b) => {
+      shown = papers.filter((paper) => matches(paper, false)).sort((a, b) => {
         const x = sortValue(a, sortKey), y = sortValue(b, sortKey);
         const order = x < y ? -1 : x > y ? 1 : a.id < b.id ? -1 : 1;
         return descending ? -order : order;
@@ -197,6 +212,9 @@
         button.parentElement.setAttribute("aria-sort", active ? (descending ? "descending" : "ascending") : "none");
       }
       count.textContent = "Showing " + shown.length + " of " + papers.length + " records";
+      download.textContent = "BibTeX of these " + shown.length + " papers";
+      download.hidden = shown.length === 0;
+      download.download = "specatlas-" + (window.location.search.slice(1).replace(/[^a-z0-9=&-]/gi, "").replace(/[=&]/g, "-") || "all") + ".bib";
       const perNode = new Map();
       for (const paper of papers) {
         if (!matches(paper, true)) continue;
@@ -213,7 +231,7 @@
       render();
     }
 
-    root.replaceChildren(el("div", { className: "sa-filters" }, controls), count,
+    root.replaceChildren(el("div", { className: "sa-filters" }, controls), status,
       el("div", { className: "sa-table-wrap" }, [table]));
     for (const input of root.querySelectorAll("select, input")) {
       input.addEventListener(input.type === "search" ? "input" : "change", update);

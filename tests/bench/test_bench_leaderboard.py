@@ -75,12 +75,13 @@ def test_runs_of_a_table_aggregate_into_one_row_per_method_and_policy(write_run)
     rows = table_rows(page, "## Test CPU")
     methods = [(r.split("|")[2].strip(), r.split("|")[3].strip().replace("\\", "")) for r in rows]
     # the baseline drafts nothing, so it has no policy and one row over all three runs
-    assert methods == [("fast (fast)", "cost-aware"), ("fast (fast)", "paper"), ("baseline (baseline)", "–")]
+    # rows are named by the method's name (its paper's id in the link's title)
+    assert methods == [("fast", "cost-aware"), ("fast", "paper"), ("baseline", "–")]
     assert rows[2].rstrip().endswith("| 3 |")
     # cost-aware "fast": 2x and 4x -> mean 3.00x, sample standard deviation 1.41
     assert "| **3.00×\u00a0±1.41** |" in rows[0] and rows[0].rstrip().endswith("| 2 |")
     assert "| **2.50×** |" in rows[1] and rows[1].rstrip().endswith("| 1 |")
-    runs = page[page.index("<details"):page.index("</details>")]
+    runs = page[page.index("<summary>Runs"):]
     assert "a\\.json" in runs and "| fast | cost\\-aware | 2.00× | 4.00× | – |" in runs
     assert "| fast | paper | – | – | 2.50× |" in runs
 
@@ -93,11 +94,11 @@ def test_method_names_link_to_their_papers_and_drafter_and_kind_are_explained(wr
     run.methods[1].setup = "shallow slice of the target (first 6 layers; its head); cost-aware draft length (0..8)"
     folder = write_run(run, folder=root / "results").parent
     page = measured_markdown(folder)
-    assert "[fast (fast)](../papers/fast.yaml)" in page and "[baseline" not in page
+    assert '[fast](../papers/fast.yaml "fast")' in page and "[baseline" not in page
     assert "| shallow slice of the target \\(first 6 layers; its head\\) |" in page
     assert "**Kind**" in page and "**Drafter**" in page and "**Policy**" in page
     site = measured_markdown(folder, link=lambda i: f"papers/{i}.md")
-    assert "[fast (fast)](papers/fast.md)" in site and "[baseline (baseline)](papers/baseline.md)" in site
+    assert '[fast](papers/fast.md "fast")' in site and '[baseline](papers/baseline.md "baseline")' in site
 
 
 def test_a_method_that_drafted_nothing_is_explained(write_run):
@@ -204,10 +205,11 @@ def test_site_page_embeds_the_leaderboard_and_markdown_keeps_tables_and_charts(t
     catalog = Catalog(folder.parent, [], None)
     page = leaderboard_page(catalog, measured_results(catalog))
     assert render_markdown(folder, link=lambda _: None, papers={}, raw=lambda name: f"runs/{name}") in page
-    assert "Raw results: [run\\.json](runs/run.json)." in page
+    assert "1 run (result files: [run\\.json](runs/run.json))" in page
     html = markdown.markdown(measured_markdown(folder), extensions=["tables", "md_in_html"])
-    # ranked, by subtask, time, and each run's numbers (in the details block)
-    assert html.count("<table>") == 4 and html.count("<svg") == 2 and "<p><figure" not in html
+    # ranked (the top rows, then every row folded), by subtask, time, and each run's numbers (folded);
+    # the top rows' chart, accepted vs speedup
+    assert html.count("<table>") == 5 and html.count("<svg") == 2 and "<p><figure" not in html
     assert "<details>" in html and "<summary>" in html
 
 
@@ -233,12 +235,12 @@ def test_headings_state_sample_size_prompt_set_hardware_model_and_kernels(write_
     headings = [line for line in page.splitlines() if line.startswith("## Test CPU")]
     # the largest run (3 questions × 8 tokens) heads the hardware, though its file sorts last
     assert headings == [
-        "## Test CPU \\(2 cores, 2 torch threads\\) · tiny float32, 5 linears packed for oneDNN · test\\-set, 3 questions × 8 tokens × 1 run",
-        "## Test CPU \\(2 cores, 2 torch threads\\) · tiny float32, default kernels · test\\-set, 1 question × 4 tokens × 1 run"]
+        "## Test CPU \\(2 cores, 2 torch threads\\) · tiny float32, 5 linears packed for oneDNN · test\\-set, 3 questions × 8 tokens × 1 repeat",
+        "## Test CPU \\(2 cores, 2 torch threads\\) · tiny float32, default kernels · test\\-set, 1 question × 4 tokens × 1 repeat"]
     large, small = page.split(headings[1])
-    assert "The largest run on this hardware: its headline table. Raw results: [z\\-large\\.json](z-large.json)." in large
+    assert "The largest run on this hardware: its headline table. 1 run (result files: [z\\-large\\.json](z-large.json))" in large
     assert "Another table on this hardware" in small and "[a\\-small\\.json](a-small.json)" in small
-    assert "- Test CPU \\(2 cores, 2 torch threads\\): test\\-set, 3 questions × 8 tokens × 1 run" in page
+    assert "- Test CPU \\(2 cores, 2 torch threads\\): **fast**, 2.00× (cost\\-aware) (test\\-set, 3 questions × 8 tokens × 1 repeat" in page
 
 
 def test_spec_bench_is_named_by_its_digest_not_its_file_name():
@@ -246,7 +248,7 @@ def test_spec_bench_is_named_by_its_digest_not_its_file_name():
     headings = [line for line in page.splitlines() if line.startswith("## ") and "Spec" in line]
     assert headings and all(" · Spec\\-Bench, " in h and "· question" not in h for h in headings)
     assert ("## AMD EPYC \\(2 cores, 2 torch threads\\) · smollm2\\-135m\\-instruct float32, 211 linears packed for oneDNN"
-            " · Spec\\-Bench, 6 questions × 64 tokens × 1 run") in headings
+            " · Spec\\-Bench, 6 questions × 64 tokens × 1 repeat") in headings
     assert "(2026-12-03-smollm2-135m-instruct-cpu-9abfbd69.json)" in page
 
 
@@ -256,7 +258,7 @@ def test_paper_settings_and_cost_aware_rows_side_by_side(write_run):
     run.methods[1].policy, run.methods[2].policy = "paper", "cost-aware"
     page = measured_markdown(write_run(run).parent)
     rows = table_rows(page, "**Paper settings beside cost-aware (tuned)**")
-    assert rows == ["| fast (fast) | 2.00× | 1.00 | 4.00× | 1.00 |"]
+    assert rows == ['| [fast](../papers/fast.yaml "fast") | 2.00× | 1.00 | 4.00× | 1.00 |'] or rows == ["| fast | 2.00× | 1.00 | 4.00× | 1.00 |"]
     assert "baseline" not in page[page.index("**Paper settings beside"):page.index("**Speedup by subtask")]
 
 
@@ -316,3 +318,25 @@ def test_recorded_arguments_name_files_outside_the_repository_by_name_only():
     args = argparse.Namespace(questions=Path("/elsewhere/data/spec_bench/question.jsonl"), out=Path("/elsewhere/out"),
                               seed=0, _private=1)
     assert _arguments(args) == {"out": "out", "questions": "question.jsonl", "seed": 0}
+
+
+def test_a_failure_a_later_run_superseded_is_dropped_and_each_table_opens_with_its_answer(write_run):
+    """A method that could not run (its head not shipped yet) and ran in a later run is ranked, not
+    listed as failed; a later failure stays. The section opens with what is fastest and why, rows
+    and charts named by method, the top rows shown and every row folded."""
+    fast = [sample("baseline", "1", "qa", turn([1, 2], 1.0)), sample("fast", "1", "qa", turn([1, 2], 0.5))]
+    stale = build_run(fast, errors={"fast": "HeadNotShipped: train one with `specatlas train x`"}, names={"fast": "Fast: a method"})
+    later = build_run(fast, names={"fast": "Fast: a method"})
+    later.sessions[-1].started = "2026-02-01T00:00:00+00:00"
+    write_run(stale, "a.json")
+    folder = write_run(later, "b.json").parent
+    page = measured_markdown(folder)
+    assert "HeadNotShipped" not in page and "**Failed (not ranked)**" not in page
+    section = page[page.index("## Test CPU"):]
+    assert section.index("**In short:** the fastest here is **Fast**") < section.index("<figure") < section.index("| # |")
+    assert "Fast: a method" not in page and "2 runs (result files:" in page
+    assert '<summary>All 2 ranked rows, with tokens/s' in page
+    newer_failure = build_run(fast, errors={"fast": "ValueError: refused"})
+    newer_failure.sessions[-1].started = "2026-03-01T00:00:00+00:00"
+    page = measured_markdown(write_run(newer_failure, "c.json").parent)
+    assert "| could not run: ValueError: refused | c\\.json |" in page and "HeadNotShipped" not in page

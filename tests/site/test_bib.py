@@ -126,3 +126,25 @@ def test_characters_whose_macro_reads_back_otherwise_stay_utf8():
     library = bibtexparser.parse_string("@article{k, title = {" + rendered + "}}",
                                         append_middleware=[LatexDecodingMiddleware()])
     assert library.entries[0]["title"] == title
+
+
+def test_cli_writes_a_filtered_set_as_the_catalog_filters_it(tmp_path, capsys):
+    """--node (with the nodes below it), --since/--until (the cited version's year) and --lossless
+    keep the records the site's catalog filters keep; each entry is the one `specatlas bib` writes."""
+    from specatlas.cli import main
+
+    problems, records, taxonomy = validate()
+    papers = [r.paper for r in records]
+    expected = sorted(p.id for p in papers if p.year >= 2024 and p.lossless is True
+                      and any(t == "extra-heads" or "extra-heads" in taxonomy.facets["drafting"].ancestors(t)
+                              for t in p.taxonomy.drafting or [] if t in taxonomy.facets["drafting"].nodes))
+    assert expected and sorted(p.id for p in bib.select(papers, taxonomy, "extra-heads", 2024, None, True)) == expected
+    out = tmp_path / "heads.bib"
+    assert main(["bib", "--node", "extra-heads", "--since", "2024", "--lossless", "-o", str(out)]) == 0
+    library = bibtexparser.parse_string(out.read_text(encoding="utf-8"))
+    assert sorted(e.key for e in library.entries) == expected
+    whole = bib.render(papers)
+    assert all(bib.render([p]).strip() in whole for p in papers if p.id in expected[:3])
+    assert main(["bib", "--node", "no-such-node", "-o", "-"]) == 1
+    assert main(["bib", "--since", "2999", "-o", str(tmp_path / "none.bib")]) == 1 and not (tmp_path / "none.bib").exists()
+    assert "no paper matches" in capsys.readouterr().err

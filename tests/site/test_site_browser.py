@@ -21,6 +21,7 @@ import pytest
 from sitecatalog import make_root
 from specatlas.paths import repo_root
 from specatlas.site.build import build
+from specatlas.site import pages
 from specatlas.site.catalog import load_catalog
 
 pytestmark = pytest.mark.browser
@@ -205,7 +206,7 @@ def test_results_view_sorts_by_speedup(open_page, served):
     shot(page, "results")
     # model sizes in their natural order, not alphabetical
     sizes = page.locator("#sa-results-size option").evaluate_all("options => options.map(o => o.value)")[1:]
-    order = ["< 3B", "3–10B", "10–40B", "≥ 40B", "not stated"]
+    order = ["< 3B", "3–10B", "10–20B", "20–40B", "≥ 40B", "not stated"]
     assert sizes == sorted(sizes, key=order.index)
     assert page.errors == []
 
@@ -214,7 +215,7 @@ def test_leaderboard_overall_column_fits_at_1280_px_and_has_one_row_per_method(o
     base, _ = served
     page = open_page()
     page.goto(base + "leaderboard/")
-    ranked = page.locator("table:has(th:text-is('Overall speedup'))")
+    ranked = page.locator("table:has(th:text-is('Overall speedup')):visible")  # the top rows; every row is folded
     assert ranked.count() >= 1
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
     for k in range(ranked.count()):
@@ -226,6 +227,10 @@ def test_leaderboard_overall_column_fits_at_1280_px_and_has_one_row_per_method(o
                               "e => e.scrollWidth <= e.clientWidth + 1)")
         keys = table.locator("tbody tr").evaluate_all(
             "rows => rows.map(r => r.cells[1].innerText + ' | ' + r.cells[2].innerText)")
+        assert len(keys) == len(set(keys)), keys
+    for table in page.locator("details table:has(th:text-is('Overall speedup'))").all():  # every row, folded
+        keys = table.locator("tbody tr").evaluate_all(
+            "rows => rows.map(r => r.cells[1].textContent + ' | ' + r.cells[2].textContent)")
         assert len(keys) == len(set(keys)), keys
     shot(page, "leaderboard")
     # on a phone the policy sits beside the method, visible before any sideways scroll
@@ -250,7 +255,7 @@ def test_leaderboard_headings_state_the_sample_and_link_the_raw_files(open_page,
     headings = page.locator("article h2").evaluate_all("hs => hs.map(h => h.textContent.replace('¶', '').trim())")
     # one heading per table, in the page's order, each stating what its numbers depend on
     assert headings[:len(grouped)] == [table.title for table in grouped]
-    size = re.compile(r"\d+ questions? × \d+ tokens? × \d+ runs?$")
+    size = re.compile(r"\d+ questions? × \d+ tokens? × \d+ repeats?$")
     for table, heading in zip(grouped, headings):
         assert size.search(heading) and table.hardware in heading and table.model in heading and table.kernels in heading
         assert table.prompt_set in heading and table.prompt_set != table.prompt_id  # Spec-Bench by name, not "question"
@@ -259,7 +264,10 @@ def test_leaderboard_headings_state_the_sample_and_link_the_raw_files(open_page,
     for table in grouped:
         first.setdefault(table.hardware, table)
     assert all(first[t.hardware].size >= t.size for t in grouped)
-    headline = page.locator("article h2").first.locator("xpath=following-sibling::p[1]")
+    # it opens with its answer, then says it is the headline table
+    assert page.locator("article h2").first.locator("xpath=following-sibling::p[1]").inner_text().startswith(
+        "In short: the fastest here is")
+    headline = page.locator("article h2").first.locator("xpath=following-sibling::p[starts-with(., 'The largest run')][1]")
     assert headline.inner_text().startswith("The largest run on this hardware: its headline table.")
     raw = headline.locator("a[href*='runs/']").first
     response = page.request.get(raw.evaluate("a => a.href"))
@@ -272,8 +280,9 @@ def test_leaderboard_headings_state_the_sample_and_link_the_raw_files(open_page,
     both = sorted(method for method, found in policies.items() if {"paper", "cost-aware"} <= found)
     assert both, policies  # the committed headline table measured methods under both policies
     pairs = page.locator("article h2").first.locator(
-        "xpath=following-sibling::*[.//th[normalize-space()='Paper: speedup']][1]//tbody/tr")
-    side_by_side = pairs.evaluate_all("rows => rows.map(r => r.cells[0].innerText.match(/\\((\\S+)\\)$/)[1])")
+        "xpath=following-sibling::*[.//th[normalize-space()='Paper: speedup']][1]"
+        "//table[.//th[normalize-space()='Paper: speedup']]/tbody/tr")
+    side_by_side = pairs.evaluate_all("rows => rows.map(r => r.cells[0].querySelector('a').title)")  # the method's id
     assert set(both) <= set(side_by_side), (both, side_by_side)
     assert page.errors == []
 
@@ -336,6 +345,7 @@ def test_charts_are_readable_in_dark_mode(open_page, served):
     # every label (the scatter's point names, the bars' method names) drawn whole inside its chart
     clipped = page.locator("figure.specatlas-chart svg").evaluate_all("""svgs => svgs.flatMap(svg => {
         const box = svg.getBoundingClientRect();
+        if (!box.width) return [];  // folded away (every row's chart, under the top rows)
         return [...svg.querySelectorAll("text")].filter(t => { const r = t.getBoundingClientRect();
           return r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5;
         }).map(t => t.textContent); })""")
@@ -440,12 +450,13 @@ def test_reported_results_answer_the_fastest_on_spec_bench_for_a_7b_model(open_p
 def test_catalog_taxonomy_counts_follow_the_other_filters(open_page, served):
     base, catalog = served
     page = open_page()
-    page.goto(base + "catalog/?year=2024")
+    page.goto(base + "catalog/?year=2024")  # an address from before year ranges: from 2024 to 2024
     expected = sum(1 for p in catalog.papers if p.year == 2024 and NODE in catalog.expanded_tags(p))
     assert expected < len(catalog.node_papers[NODE])
     text = page.locator(f"#sa-filter-node option[value='{NODE}']").inner_text()
     assert text.endswith(f"({expected})"), text
-    page.select_option("#sa-filter-year", "")
+    page.select_option("#sa-filter-from", "")
+    page.select_option("#sa-filter-to", "")
     text = page.locator(f"#sa-filter-node option[value='{NODE}']").inner_text()
     assert text.endswith(f"({len(catalog.node_papers[NODE])})"), text
     assert page.errors == []
@@ -494,4 +505,32 @@ def test_search_ranks_the_taxonomy_node_first_for_its_phrase(open_page, served):
         pass
     assert f"taxonomy/{node.id}/" in (first.get_attribute("href") or ""), first.get_attribute("href")
     shot(page, "search-node-first")
+    assert page.errors == []
+
+
+def test_the_catalog_downloads_the_bibtex_of_the_filtered_rows(open_page, served, tmp_path):
+    """A node page opens the catalog filtered to it; a year range narrows it; "BibTeX of these N
+    papers" downloads exactly those rows' entries, each as `specatlas bib` writes it."""
+    from specatlas import bib
+
+    base, catalog = served
+    page = open_page()
+    page.goto(base + f"taxonomy/{NODE}/")
+    page.locator("a", has_text="Open these").click()
+    page.wait_for_url(f"**/catalog/?node={NODE}")
+    page.select_option("#sa-filter-from", "2024")
+    page.select_option("#sa-filter-to", "2025")
+    expected = sorted(p.id for p in catalog.papers if NODE in catalog.expanded_tags(p) and 2024 <= p.year <= 2025)
+    assert expected and "from=2024" in page.url and "to=2025" in page.url
+    button = page.locator("#sa-bibtex")
+    assert button.inner_text() == f"BibTeX of these {len(expected)} papers"
+    with page.expect_download() as download:
+        button.click()
+    path = tmp_path / download.value.suggested_filename
+    download.value.save_as(path)
+    text = path.read_text(encoding="utf-8")
+    entries = pages.bib_entries(bib.render(catalog.papers))
+    assert sorted(re.findall(r"^@\w+\{([^,]+),", text, re.MULTILINE)) == expected
+    assert all(entries[i] in text for i in expected) and path.suffix == ".bib"
+    shot(page, "catalog-bibtex")
     assert page.errors == []

@@ -40,40 +40,83 @@ def settings(catalog):
 
 
 def test_the_cpu_setting_is_ranked_by_a_table_measured_on_cpu_here(catalog, settings):
-    cpu = settings[choose.CPU]
-    assert cpu.source.measured_here and cpu.source.device == "cpu"
+    [cpu] = settings[choose.CPU].rankings  # one model size measured on CPU: the embedded 135M model
+    assert cpu.size == "under 1B" and cpu.source.measured_here and cpu.source.device == "cpu"
     rows = [m for m in measured_rows(catalog.root / "results") if m.table.title in cpu.source.title
             and m.method_id in catalog.by_id]
     assert rows and cpu.top.paper.id == rows[0].method_id and cpu.top.speedup == rows[0].speedup
     assert cpu.top.command.startswith(f"specatlas run {cpu.top.paper.id}")
 
 
-def test_every_setting_ranks_by_one_table_only(catalog, settings):
+def test_every_model_size_ranks_by_its_own_table_only(catalog, settings):
     spec_bench = load_spec_bench(catalog.root)
-    datacenter = settings[choose.DATACENTER].source
-    assert not datacenter.measured_here and "A100" in datacenter.title
-    target = datacenter.title.split(": ")[1].split(" on ")[0]
-    published = {r["method"]: r["Overall"] for r in spec_bench.rows if r["device"] == "A100" and r["target_model"] == target}
-    assert {row.method: row.speedup for row in datacenter.rows} == published  # exactly that table's rows
-    assert [row.speedup for row in datacenter.rows] == sorted(published.values(), reverse=True)
-    # Medusa's 9.5x claim from its own abstract is not in the ranking, only among the claims
-    assert 9.5 not in [row.speedup for row in datacenter.rows]
+    rankings = settings[choose.DATACENTER].rankings
+    assert [r.size for r in rankings] == ["7B", "13B", "33B+"]  # Spec-Bench's A100 tables, one per size
+    for ranking, target in zip(rankings, ("Vicuna-7B-v1.3", "Vicuna-13B-v1.3", "Vicuna-33B-v1.3")):
+        table = ranking.source
+        assert not table.measured_here and "A100" in table.title and table.target == target and not ranking.others
+        published = [r["Overall"] for r in spec_bench.rows if r["device"] == "A100" and r["target_model"] == target]
+        assert [row.speedup for row in table.rows] == sorted(published, reverse=True)  # exactly that table's rows
+        # the link opens Reported results filtered to that table
+        assert table.link == "results.md" and table.query.startswith("?hardware=A100&size=")
+    assert [r.size for r in settings[choose.CONSUMER].rankings] == ["7B"]  # the RTX 3090 table
+    # Medusa's 9.5x claim from its own abstract is not in a ranking, only among the claims
+    assert all(9.5 not in [row.speedup for row in r.source.rows] for r in rankings)
     assert any(paper.id == "cai2024medusa" and row.speedup == 9.5 for paper, row in settings[choose.DATACENTER].claims)
-    assert all(o.title != datacenter.title for o in settings[choose.DATACENTER].others)
 
 
 def test_verdicts_follow_the_constraints(settings):
-    verdicts = dict(settings[choose.DATACENTER].verdicts)
+    seven = settings[choose.DATACENTER].rankings[0]
+    verdicts = dict(seven.verdicts)
     # the fixture catalog's methods all train a head, and Medusa (typical acceptance) is lossy
     assert verdicts["Lossless, nothing to train"] is None and verdicts["Lossy allowed, nothing to train"] is None
     assert verdicts["Lossless, can train a head"].paper.id == "li2024eagle"
-    assert verdicts["Lossy allowed, can train a head"] is settings[choose.DATACENTER].top
+    assert verdicts["Lossy allowed, can train a head"] is seven.top
     assert all(row.speedup > 1 for row in verdicts.values() if row)
+
+
+def test_a_7b_model_on_an_a100_gets_sam_eagle2_with_its_own_model_command():
+    """On the real catalog: SAMD[EAGLE2] runs here by its registry id (a variant of SAM-Decoding's
+    record), and Try it runs it on the table's model with the drafter its authors publish."""
+    real = load_catalog(repo_root())
+    found = {s.key: s for s in choose.settings(real, pages.measured_results(real), load_spec_bench(real.root))}
+    seven, thirteen = found[choose.DATACENTER].rankings[:2]
+    assert (seven.top.method, seven.top.speedup) == ("SAM-Decoding[EAGLE-2]", 2.73)
+    assert seven.top.command == ("specatlas run hu2025sam-eagle2 --model lmsys/vicuna-7b-v1.3 --device cuda "
+                                 "--drafter-checkpoint yuhuili/EAGLE-Vicuna-7B-v1.3")
+    assert (thirteen.top.method, thirteen.top.speedup) == ("EAGLE-3", 3.02)
+    engines = dict((name, how) for name, how, _ in thirteen.top.engine_runs)
+    assert engines["SGLang"] == ("python -m sglang.launch_server --model-path lmsys/vicuna-13b-v1.3 --speculative-algorithm "
+                                 "EAGLE3 --speculative-draft-model-path yuhuili/EAGLE3-Vicuna1.3-13B")
+    assert all(row.command for r in found[choose.DATACENTER].rankings for row in r.source.rows)  # every row runs here
+    page = pages.choose_page(real, pages.measured_results(real))
+    gpus = page[page.index("{ #datacenter-gpu }"):page.index("{ #cpu }")]
+    assert "not built here" not in gpus and "`specatlas run hu2025sam-eagle2 --model lmsys/vicuna-7b-v1.3" in gpus
+
+
+def test_a_combination_runs_as_the_registry_variant_that_names_it():
+    real = load_catalog(repo_root())
+    sam, eagle2, eagle = (real.by_id[i] for i in ("hu2025sam", "li2024eagle2", "li2024eagle"))
+    assert choose.registry_spec((sam, eagle2)).id == "hu2025sam-eagle2"
+    assert choose.registry_spec((sam,)).id == "hu2025sam"
+    assert choose.registry_spec((sam, eagle)) is None  # no SAM-Decoding[EAGLE] variant is built
+
+
+def test_every_page_counts_runnable_methods_alike():
+    from specatlas.impls.registry import METHODS
+
+    real = load_catalog(repo_root())
+    count = len(real.runnable)
+    assert count == len([s for s in METHODS.values() if s.has_paper and s.record_id in real.by_id])
+    assert ("hu2025sam-eagle2", real.by_id["hu2025sam"]) in real.runnable
+    home, coverage, run = pages.home(real), pages.coverage_page(real), pages.run_page(real)
+    assert f"{count} methods run here from their paper id" in home and f"| Runnable here (reference implementations) | {count} |" in home
+    assert f"the {count} methods that run here" in coverage and f"The {count} methods that run here:" in run
 
 
 def test_the_page_shows_verdicts_commands_and_serving_apart(catalog):
     page = pages.choose_page(catalog, load_all(catalog.root / "results"))
-    assert 'data-setting="cpu" data-measured-here="yes" data-device="cpu"' in page
+    assert 'data-setting="cpu" data-size="under 1B" data-measured-here="yes" data-device="cpu"' in page
     assert "## CPU / on\\-device, batch 1 { #cpu }" in page and "**Verdict:**" in page
     cpu = page[page.index("{ #cpu }"):page.index("{ #serving }")]
     assert "Ranked by: **Measured here:" in cpu and "`specatlas run " in cpu
@@ -122,7 +165,7 @@ def test_a_table_where_nothing_beats_plain_decoding_has_no_pick():
     row = choose.Row("slow", (), 0.9, None, True, choose.NOTHING, None, ())
     source = choose.Source(choose.CPU, True, "t", "d", "cpu", "leaderboard.md", [row])
     assert source.best(False, True) is None
-    assert choose.Setting(choose.CPU, "CPU", "", source, [], [], 0).top is None
+    assert choose.Ranking("under 1B", "cpu-under1b", source, []).top is None
 
 
 def test_on_device_work_is_not_listed_as_serving(monkeypatch):

@@ -49,7 +49,7 @@ def test_runnable_methods_show_the_numbers_measured_here(site, paper_id):
     assert [line.policy for line in table.lines] == ["paper", "cost-aware"]
     row = re.search(r"<td>Overall</td>((?:\s*<td[^>]*>[^<]*</td>){4})", measured)
     assert row and re.findall(r">([^<]*)</td>", row.group(1)) == overall
-    assert "Mathematical Reasoning" in measured and "Spec-Bench, 6 questions × 64 tokens × 1 run" in html.unescape(measured)
+    assert "Mathematical Reasoning" in measured and "Spec-Bench, 6 questions × 64 tokens × 1 repeat" in html.unescape(measured)
     assert f'href="../../runs/{RUN}"' in measured
     assert "Reported results" in page  # the paper's own numbers stay beside them, in their own section
 

@@ -21,7 +21,7 @@ def test_one_page_per_paper_and_per_node(fixture_catalog, generated):
     expected = {f"papers/{p.id}.{ext}" for p in fixture_catalog.papers for ext in ("md", "bib")}
     expected |= {f"taxonomy/{n.id}.md" for n in fixture_catalog.taxonomy.all_nodes()}
     expected |= {"index.md", "catalog.md", "taxonomy/index.md", "timeline.md", "lineage.md",
-                 "leaderboard.md", "results.md", "choose.md", "run.md", "coverage.md", "training.md", "contributing.md", "papers.bib", "robots.txt"}
+                 "leaderboard.md", "results.md", "choose.md", "run.md", "coverage.md", "training.md", "resources.md", "contributing.md", "papers.bib", "robots.txt"}
     assert set(generated) == expected
 
 
@@ -175,7 +175,7 @@ def test_results_page_groups_by_benchmark_and_merges_a_settings_metrics(fixture_
     # sorted by speedup: EAGLE's 3.0x (with its mean accepted tokens, one row) above Medusa's 2.18x
     assert len(rows) == 2 and ">EAGLE</a>" in rows[0] and "cai2024medusa" in rows[1]
     assert '<td data-sort="3">3×</td><td data-sort="3.9">3.9</td>' in rows[0]
-    assert 'data-family="Vicuna" data-size="10–40B" data-hardware="A100" data-by="paper&#x27;s own"' in rows[0]
+    assert 'data-family="Vicuna" data-size="10–20B" data-hardware="A100" data-by="paper&#x27;s own"' in rows[0]
     assert 'data-size="3–10B" data-hardware="not stated"' in rows[1]
     mixed = page[page.index("## Several"):]
     assert "MT-bench, HumanEval, GSM8K" in mixed and 'data-family="Llama" data-size="≥ 40B"' in mixed
@@ -198,7 +198,7 @@ def test_results_page_shows_third_party_measurements_apart(tmp_path):
     rows = re.findall(r"<tr data-family.*?</tr>", spec)
     assert len(rows) == 2 and 'data-by="third party"' in rows[0]
     assert 'href="../papers/li2024eagle/" title="EAGLE: Speculative' in rows[0] and "3.58" in rows[0] and "1x A100 80GB" in rows[0]
-    assert ">Spec-Bench leaderboard: Spec-Bench Leaderboard.md<" in rows[0]
+    assert '>Spec-Bench leaderboard: <a href="https://example.org/Leaderboard.md">Spec-Bench Leaderboard.md</a><' in rows[0]
     assert "Unknown&lt;b&gt;" in rows[1] and "<b>" not in spec
 
 
@@ -261,7 +261,7 @@ def test_home_lists_the_methods_benchmarked_here():
 
 
 def test_timeline_without_a_sweep_record_says_so(generated):
-    assert "No sweep record" in generated["timeline.md"]
+    assert "No record says how completely each period was searched" in generated["timeline.md"]
 
 
 def _sweep_root(tmp_path, coverage: str):
@@ -284,9 +284,10 @@ def test_timeline_says_how_complete_each_period_is(tmp_path):
                        "  - {from: 2024-01, to: 2024-02, status: thin, how: 'few <b>pages</b>'}\n")
     page = pages.timeline_page(load_catalog(root))
     assert "the last on 2024\\-03\\-05" in page
-    assert "| 2018-01 to 2023-12 | 1 | complete | every list row |  |" in page
-    assert "| 2024-01 to 2024-02 | 3 | thin | few &lt;b&gt;pages&lt;/b&gt; | 1 |" in page  # escaped
-    assert "| 2024-03 onward | 0 | not swept yet | after the last sweep |  |" in page
+    assert "| 2018-01 to 2023-12 | 1 | complete |  |" in page
+    assert "| 2024-01 to 2024-02 | 3 | thin | 1 |" in page
+    assert "| 2024-03 onward | 0 | not swept yet |  |" in page
+    assert "every list row" not in page and "pages" not in page  # how a period was swept: the sweep's own notes
     assert "| 2024 Q1 | 0 | 2 | 0 | 0 | 1 | 3 | not swept yet |" in page  # its March is after the sweep
     assert "| 2018 Q4 | 0 | 1 | 0 | 0 | 0 | 1 | complete |" in page
     assert page.count('class="sa-thin"') == 1  # the thin quarter is marked in the figure
@@ -328,3 +329,17 @@ def test_taxonomy_node_pages_are_boosted_in_search(generated):
     assert 'tags:\n  - "Extra decoding heads"' in front and "  - tags\n" in front
     assert f"search:\n  boost: {float(pages.NODE_SEARCH_BOOST)}\n" in front
     assert "search:" not in generated["papers/cai2024medusa.md"].split("---\n")[1]
+
+
+def test_learning_resources_link_public_addresses_from_the_catalog_and_the_paper_list():
+    from specatlas.paths import repo_root
+    from specatlas.site.catalog import load_catalog
+
+    catalog = load_catalog(repo_root())
+    page = pages.resources_page(catalog)
+    assert "(papers/xia2024unlocking.md) (2024-01, ACL\\-Findings): [public copy](https://arxiv.org/abs/2401.07851)" in page
+    assert "[https://docs\\.vllm\\.ai/en/latest/features/speculative\\_decoding/](https://docs.vllm.ai/en/latest/features/speculative_decoding/)" in page
+    assert "[blog](https://lmsys.org/blog/2023-11-21-lookahead-decoding/)" in page  # from the public paper list
+    assert "(https://github.com/hemingkx/SpeculativeDecodingPapers/blob/9e6b293/README.md) gives them (licence Apache\\-2\\.0)" in page
+    links = re.findall(r"\]\(([^)]+)\)", page)
+    assert links and all(link.startswith(("https://", "http://", "papers/", "results.md", "leaderboard.md")) for link in links)

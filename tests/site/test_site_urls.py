@@ -2,6 +2,7 @@
 environment variables), pyproject.toml's [project.urls], the git remote `origin`; with none of
 them, no canonical URL, no source link, no edit link and no placeholder address."""
 
+import re
 import subprocess
 
 import pytest
@@ -84,3 +85,34 @@ def test_a_site_takes_its_addresses_from_the_project(tmp_path, unconfigured):
     assert '<link rel="canonical" href="https://docs.example.org/atlas/papers/cai2024medusa/">' in medusa
     assert 'href="https://github.com/someone/fork/edit/trunk/papers/cai2024medusa.yaml"' in medusa
     assert '<a href="https://github.com/someone/fork" title=' in medusa
+
+
+def test_the_repository_names_its_own_addresses_and_a_fork_overrides_them(tmp_path, monkeypatch, unconfigured):
+    """pyproject.toml [project.urls] is the one configured place; SPECATLAS_* variables override it."""
+    from specatlas.paths import repo_root
+    from specatlas.site import pages
+
+    found = resolve(repo_root(), Addresses())
+    assert (found.site_url, found.repo_url) == ("https://specatlas.github.io/specatlas/", "https://github.com/specatlas/specatlas")
+    assert resolve(repo_root(), Addresses("https://fork.example.org/", "https://github.com/someone/fork")).repo_url == \
+        "https://github.com/someone/fork"
+    catalog = load_catalog(make_root(tmp_path / "root"))
+    run = pages.run_page(catalog, found.repo_url, found.site_url)
+    assert "git clone https://github.com/specatlas/specatlas specatlas" in run
+    assert "- This site: [https://specatlas\\.github\\.io/specatlas/](https://specatlas.github.io/specatlas/)" in run
+    contributing = pages.contributing_page(catalog, found.repo_url, found.site_url)
+    assert "(https://github.com/specatlas/specatlas/pulls)" in contributing
+    assert "Where the project lives" not in pages.contributing_page(catalog)  # nothing configured: no address
+
+
+def test_a_configured_site_gets_a_sitemap_and_the_header_links_the_repository(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECATLAS_SITE_URL", "https://fork.example.org/atlas/")
+    monkeypatch.setenv("SPECATLAS_REPO_URL", "https://github.com/someone/fork")
+    out = tmp_path / "site"
+    build(out, load_catalog(make_root(tmp_path / "root")))
+    assert "<loc>https://fork.example.org/atlas/catalog/</loc>" in (out / "sitemap.xml").read_text(encoding="utf-8")
+    home = (out / "index.html").read_text(encoding="utf-8")
+    assert 'href="https://github.com/someone/fork"' in home and 'class="md-source"' in home
+    run = re.sub(r"<[^>]+>", "", (out / "run" / "index.html").read_text(encoding="utf-8"))  # code is highlighted
+    assert "git clone https://github.com/someone/fork specatlas" in run
+    assert "https://github.com/someone/fork/pulls" in (out / "contributing" / "index.html").read_text(encoding="utf-8")

@@ -48,7 +48,9 @@ from specatlas.impls.engine.draft_length import PAPER as PAPER_POLICY
 from specatlas.impls.engine.head_folders import shipped_in
 from specatlas.impls.registry import resolve
 from specatlas.paths import repo_root
-from specatlas.site.text import md, md_link
+from specatlas.site.catalog import public_url
+from specatlas.site.reported import source_text
+from specatlas.site.text import md, md_code, md_link
 
 PAGE_FILE = "LEADERBOARD.md"
 PAGE_START = "Measured by `specatlas bench`"  # how every page this module writes begins
@@ -313,7 +315,7 @@ class Table:
         def count(n: int, noun: str) -> str:
             return f"{n} {noun}{'s' if n != 1 else ''}"
 
-        return f"{count(len(self.questions), 'question')} × {count(self.max_new_tokens, 'token')} × {count(self.repeats, 'run')}"
+        return f"{count(len(self.questions), 'question')} × {count(self.max_new_tokens, 'token')} × {count(self.repeats, 'repeat')}"
 
     @property
     def title(self) -> str:
@@ -356,9 +358,10 @@ def _measured(runs: list[tuple[Run, str]], failed: list[tuple[str, str]], link: 
     for table, _ in grouped:
         headlines.setdefault(table.hardware, table)
     if grouped:
-        out += ["", "Hardware measured, with its headline table:", ""]
-        out += [f"- {md(t.hardware)}: {md(t.prompt_set)}, {md(t.sample_size)}, {md(t.model)} {md(t.dtype)}"
-                for t in headlines.values()]
+        members_of = {table: members for table, members in grouped}
+        out += ["", "Hardware measured, with the fastest method of its headline table:", ""]
+        out += [f"- {md(t.hardware)}: {_fastest(members_of[t])} ({md(t.prompt_set)}, {md(t.sample_size)}, "
+                f"{md(t.model)} {md(t.dtype)})" for t in headlines.values()]
     for table, members in grouped:
         out += ["", _group_markdown(table, members, link, raw, headlines[table.hardware] is table)]
     if not grouped:
@@ -445,35 +448,105 @@ def _breakable(cell: str) -> str:
     return cell.replace("/", "/<wbr>")
 
 
+TOP_ROWS = 10  # rows shown above the fold of each table; the rest open on a click
+
+
 def _group_markdown(table: Table, members: list[tuple[Run, str]], link: Linker, raw: FileLinker, headline: bool) -> str:
-    out = [f"## {md(table.title)}", ""]
+    """A table's section: a paragraph answering what is fastest here and why, a chart and the top rows,
+    then everything else folded (every row, policies side by side, subtasks, time, engines, failures, runs)."""
     lines = _lines(members)
     ranked = sorted((line for line in lines if line.ranked and not line.own_engine), key=lambda line: -line.mean("overall", "speedup"))
     engines = [line for line in lines if line.ranked and line.own_engine]
-    broken = [(line, e) for line in lines for e in line.entries if e.failure is not None]
+    broken = [(line, e) for line in lines for e in current_failures(line)]
     categories = [c for c in SUBTASKS if any(c in e.summary for line in ranked + engines for e in line.ok)]
     categories += sorted({c for line in ranked + engines for e in line.ok for c in e.summary} - {*SUBTASKS, "overall", "lossless"})
     policies = len({line.policy for line in lines} - {NO_POLICY}) > 1
+    names = _display_names(lines)
 
     def name(line: Line) -> str:
-        return line.method_id + (f" ({line.policy})" if policies and line.policy != NO_POLICY else "")
+        return names[line.method_id] + (f" ({line.policy})" if policies and line.policy != NO_POLICY else "")
 
     files = ", ".join(f"[{md(name)}]({raw(quote(name))})" for _, name in members)
+    out = [f"## {md(table.title)}", "", in_short(members, ranked, names), ""]
+    if ranked:
+        out += [_speedup_chart(ranked[:TOP_ROWS], name, table, f"the {min(TOP_ROWS, len(ranked))} fastest rows"), ""]
     out += [("The largest run on this hardware: its headline table. " if headline else
              "Another table on this hardware; its headline table, the largest run, is above. ")
-            + f"Raw results: {files}. Weights sha256 {md(table.model_digest)}…, prompt set {md(table.prompt_id)} "
-            f"sha256 {md(table.prompt_digest)}…; {len(ranked)} ranked rows"
-            + (f", and {len(engines)} of other engines against their own greedy decoding (below)." if engines else "."), "",
-            "| # | Method | Policy | Overall speedup | Tokens/s ratio | Accepted (tokens/forward) | Predicted speedup "
-            "| Drafter | Kind | Lossless (identical/compared) | Runs |",
-            "|---:|---|---|---:|---:|---:|---:|---|---|---|---:|"]
-    for rank, line in enumerate(ranked, 1):  # the policy beside the method: on a phone both show before scrolling
-        cells = [str(rank), _method_cell(line.method, link), md(line.policy), f"**{line.cell('overall', 'speedup')}**",
-                 line.cell("overall", "speedup_total"), line.cell("overall", "mean_accepted", ""),
-                 line.cell("overall", "predicted"), _breakable(md(line.drafters)),
-                 KINDS.get(line.method.kind, md(line.method.kind)), _lossless_cell(line), str(len(line.ok))]
+            + f"{_count(len(members), 'run')} (result files: {files}), averaged per row; weights sha256 {md(table.model_digest)}…, "
+            f"prompt set {md(table.prompt_id)} sha256 {md(table.prompt_digest)}…; {len(ranked)} ranked rows"
+            + (f", and {len(engines)} of other engines against their own greedy decoding (below)." if engines else ".")]
+    out += ["", _ranking(ranked[:TOP_ROWS], 1, link, names)]
+    if ranked:
+        chart = "\n\n" + _speedup_chart(ranked, name, table, "every ranked row") if len(ranked) > TOP_ROWS else ""
+        out += ["", _folded(f"All {len(ranked)} ranked rows, with tokens/s, predicted speedup, drafter and kind",
+                            _ranking(ranked, 1, link, names, wide=True) + chart)]
+    more = _more(ranked, engines, broken, lines, categories, link, name, names)
+    if more:
+        out += ["", _folded("Policies side by side, speedup by subtask, where the time goes"
+                            + (", other engines" if engines else "") + (", failed runs" if broken else ""), more)]
+    out += ["", _runs_block(members, lines, names)]
+    return "\n".join(out)
+
+
+def _fastest(members: list[tuple[Run, str]]) -> str:
+    lines = [line for line in _lines(members) if line.ranked and not line.own_engine]
+    if not lines:
+        return "no method measured"
+    top = max(lines, key=lambda line: line.mean("overall", "speedup"))
+    return f"**{md(_display_names(lines)[top.method_id])}**, {_fmt(top.mean('overall', 'speedup'))} ({md(top.policy)})"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def _folded(summary: str, body: str) -> str:
+    return "\n".join(['<details markdown="1">', f"<summary>{md(summary)}</summary>", "", body, "", "</details>"])
+
+
+def _display_names(lines: list[Line]) -> dict[str, str]:
+    """method id -> the name rows and charts show: the method's own name (its head before a colon);
+    the id added where two methods would read alike."""
+    heads = {line.method_id: method_paper_id(line.method.name.partition(":")[0].strip()) or line.method_id for line in lines}
+    repeated = {head for head in heads.values() if list(heads.values()).count(head) > 1}
+    return {i: f"{head} ({i})" if head in repeated else head for i, head in heads.items()}
+
+
+def _ranking(ranked: list[Line], first: int, link: Linker, names: dict[str, str], wide: bool = False) -> str:
+    """The ranked rows: the few columns a reader needs, or (`wide`) every column."""
+    head = "| # | Method | Policy | Overall speedup | Accepted (tokens/forward) | Lossless (identical/compared) | Runs |"
+    rule = "|---:|---|---|---:|---:|---|---:|"
+    if wide:
+        head = ("| # | Method | Policy | Overall speedup | Tokens/s ratio | Accepted (tokens/forward) | Predicted speedup "
+                "| Drafter | Kind | Lossless (identical/compared) | Runs |")
+        rule = "|---:|---|---|---:|---:|---:|---:|---|---|---|---:|"
+    out = [head, rule]
+    for rank, line in enumerate(ranked, first):  # the policy beside the method: on a phone both show before scrolling
+        cells = [str(rank), _method_cell(line.method, link, names), md(line.policy), f"**{line.cell('overall', 'speedup')}**"]
+        if wide:
+            cells += [line.cell("overall", "speedup_total"), line.cell("overall", "mean_accepted", ""),
+                      line.cell("overall", "predicted"), _breakable(md(line.drafters)),
+                      KINDS.get(line.method.kind, md(line.method.kind))]
+        else:
+            cells.append(line.cell("overall", "mean_accepted", ""))
+        cells += [_lossless_cell(line), str(len(line.ok))]
         out.append("| " + " | ".join(cells) + " |")
-    side_by_side = _policies_side_by_side(lines, link)
+    return "\n".join(out)
+
+
+def _speedup_chart(ranked: list[Line], name: Callable[[Line], str], table: Table, which: str) -> str:
+    return charts.speedup_bars(
+        [(name(line), line.mean("overall", "speedup"), min(line.values("overall", "speedup")),
+          max(line.values("overall", "speedup"))) for line in ranked],
+        f"Overall speedup over the baseline, {which} (mean over runs; whiskers: lowest to highest run): "
+        f"{table.hardware}, {table.model}")
+
+
+def _more(ranked: list[Line], engines: list[Line], broken: list[tuple[Line, Entry]], lines: list[Line],
+          categories: list[str], link: Linker, name: Callable[[Line], str], names: dict[str, str]) -> str:
+    """What the folded part of a table holds, below its ranking."""
+    out = []
+    side_by_side = _policies_side_by_side(lines, link, names)
     if side_by_side:
         out += ["", side_by_side]
     idle = [line for line in ranked if line.policy != NO_POLICY
@@ -489,24 +562,20 @@ def _group_markdown(table: Table, members: list[tuple[Run, str]], link: Linker, 
                 "| Method | Policy | " + " | ".join(md(SUBTASKS.get(c, c)) for c in categories) + " | Overall |",
                 "|---|---|" + "---:|" * (len(categories) + 1)]
         for line in ranked:
-            out.append(f"| {_method_cell(line.method, link)} | {md(line.policy)} | "
+            out.append(f"| {_method_cell(line.method, link, names)} | {md(line.policy)} | "
                        + " | ".join(_fmt(line.mean(c, "speedup")) for c in categories)
                        + f" | {_fmt(line.mean('overall', 'speedup'))} |")
-        out += ["", charts.speedup_bars(
-                    [(name(line), line.mean("overall", "speedup"), min(line.values("overall", "speedup")),
-                      max(line.values("overall", "speedup"))) for line in ranked],
-                    f"Overall speedup over the baseline (mean over runs; whiskers: lowest to highest run): {table.hardware}, {table.model}"),
-                "", charts.accepted_vs_speedup(
+        out += ["", charts.accepted_vs_speedup(
                     [(name(line), line.mean("overall", "mean_accepted"), line.mean("overall", "speedup"))
                      for line in ranked if line.mean("overall", "mean_accepted")],
                     "Mean accepted tokens against measured speedup: a point far right but low "
                     "loses its accepted tokens to drafting and verification cost")]
-        out += ["", _time_table(ranked)]
+        out += ["", _time_table(ranked, names)]
     if engines:
-        out += ["", _engines_table(engines, categories)]
+        out += ["", _engines_table(engines, categories, names)]
     if broken:
         out += ["", "**Failed (not ranked)**", "", "| Method | Policy | Why | Run |", "|---|---|---|---|"]
-        out += [f"| {_method_cell(e.method, link)} | {md(line.policy)} | {md(e.failure)} | {md(e.file)} |"
+        out += [f"| {_method_cell(e.method, link, names)} | {md(line.policy)} | {md_code(e.failure)} | {md(e.file)} |"
                 for line, e in broken]
     earlier = sorted((line for line in lines if line.left_out), key=lambda line: (line.method_id, line.policy))
     if earlier:
@@ -514,11 +583,62 @@ def _group_markdown(table: Table, members: list[tuple[Run, str]], link: Linker, 
                 "adapter, distilled drafter) its newest run used; these rows' earlier runs used other weights:", ""]
         out += [f"- {md(name(line))}: {len(line.left_out)} earlier run{'s' if len(line.left_out) > 1 else ''} with "
                 f"other weights left out ({', '.join(md(e.file) for e in line.left_out)})" for line in earlier]
-    out += ["", _runs_block(members, lines)]
-    return "\n".join(out)
+    return "\n".join(out).strip()
 
 
-def _runs_block(members: list[tuple[Run, str]], lines: list[Line]) -> str:
+def current_failures(line: Line) -> list[Entry]:
+    """A row's failed runs that still stand: a run that could not run (a head not shipped yet) is
+    superseded by a later run of the same method and policy that measured it; a failed lossless
+    check never is."""
+    latest = max((e.measured_at for e in line.ok), default=None)
+    return [e for e in line.entries if e.failure is not None
+            and (latest is None or e.failure.startswith("lossless") or e.measured_at > latest)]
+
+
+def in_short(members: list[tuple[Run, str]], ranked: list[Line], names: dict[str, str]) -> str:
+    """The table's answer in one paragraph, from its numbers: the fastest row, then why, from what
+    verifying and drafting cost on this machine (the cost curve, the rows' drafting time)."""
+    if not ranked:
+        return "**In short:** no method measured a speedup in this table."
+    top = ranked[0]
+    out = (f"**In short:** the fastest here is **{md(names[top.method_id])}** ({md(top.policy)} policy) at "
+           f"{_fmt(top.mean('overall', 'speedup'))} plain decoding, "
+           f"{_fmt(top.mean('overall', 'mean_accepted'), '')} tokens accepted per target forward.")
+    curves = [run.cost_curve for run, _ in members if run.cost_curve]
+    wide = fmean(forward_cost(c, WIDE_ROWS) / forward_cost(c, 1) for c in curves) if curves else None
+    if wide is not None:
+        out += (f" Verifying is {'nearly free' if wide <= WIDE_RATIO else 'not free'} on this hardware: a forward over "
+                f"{WIDE_ROWS} tokens costs {wide:.2f}× a one-token forward.")
+    shares = {True: [], False: []}  # drafts with a model or head -> each row's share of its time spent drafting
+    for line in ranked:
+        seconds, drafting = line.mean("overall", "seconds"), line.mean("overall", "draft_seconds")
+        if seconds and drafting is not None and line.policy != NO_POLICY:
+            shares[_drafts_with_a_model(line.method_id)].append(drafting / seconds)
+    if shares[True] and shares[False] and max(map(fmean, shares.values())) > 0.005:  # older files timed no drafting
+        costly, cheap = fmean(shares[True]), fmean(shares[False])
+        out += (f" Drafting {'is not' if costly > 2 * cheap else 'is cheap for every drafter'}: methods that draft with a "
+                f"trained head or a draft model spend {costly:.0%} of their time drafting, those that copy from the prompt "
+                f"or a datastore {cheap:.0%}")
+        if costly > 2 * cheap and not _drafts_with_a_model(top.method_id):
+            out += ", so drafters that copy from the context win"
+        elif _drafts_with_a_model(top.method_id):
+            out += ", and a trained drafter's longer accepted drafts pay for its drafting"
+    rival = next((line for line in ranked if _drafts_with_a_model(line.method_id) != _drafts_with_a_model(top.method_id)), None)
+    if rival:
+        kind = "drafter that is a model or head" if _drafts_with_a_model(rival.method_id) else "method that needs no drafter"
+        out += (f"{' The' if out.endswith('.') else '; the'} fastest {kind}, {md(names[rival.method_id])}, "
+                f"reaches {_fmt(rival.mean('overall', 'speedup'))}.")
+    elif not out.endswith("."):
+        out += "."
+    return out
+
+
+def _drafts_with_a_model(method_id: str) -> bool:
+    spec = resolve(method_id)
+    return bool(spec and (spec.trained_head or spec.uses_draft_model))
+
+
+def _runs_block(members: list[tuple[Run, str]], lines: list[Line], labels: dict[str, str]) -> str:
     """Each run's settings and its own overall speedups, folded away under the table."""
     out = ['<details markdown="1">', f"<summary>Runs ({len(members)}): settings and each run's overall speedup</summary>", ""]
     for run, name in members:
@@ -543,7 +663,7 @@ def _runs_block(members: list[tuple[Run, str]], lines: list[Line]) -> str:
                 cells.append("failed")
             else:
                 cells.append(_fmt(entry.summary["overall"]["speedup"]) + (" (other weights)" if n in left_out else ""))
-        shown = line.method_id + (f" (over {references(line.method)[0]})" if line.own_engine else "")
+        shown = labels[line.method_id] + (f" (over {references(line.method)[0]})" if line.own_engine else "")
         out.append(f"| {md(shown)} | {md(line.policy)} | " + " | ".join(cells) + " |")
     out += ["", "</details>"]
     return "\n".join(out)
@@ -555,14 +675,15 @@ def method_paper_id(row_id: str) -> str:
     return row_id.partition("@")[0]
 
 
-def _method_cell(method, link: Linker) -> str:
+def _method_cell(method, link: Linker, names: dict[str, str]) -> str:
+    """The method's name, linked to its paper, its id in the link's title."""
     paper_id = method_paper_id(method.id)
     url = link(paper_id)
-    label = f"{md(method.name)} ({md(paper_id)})"
-    return f"[{label}]({url})" if url else label
+    label = md(names.get(paper_id, method.name))
+    return f'[{label}]({url} "{paper_id}")' if url else label
 
 
-def _policies_side_by_side(lines: list[Line], link: Linker) -> str | None:
+def _policies_side_by_side(lines: list[Line], link: Linker, names: dict[str, str]) -> str | None:
     """Each method measured under both its paper's settings and the cost-aware (tuned) policy, the
     two rows side by side: what the method gives as published, and tuned to this hardware."""
     by_method: dict[str, dict[str, Line]] = {}
@@ -580,7 +701,7 @@ def _policies_side_by_side(lines: list[Line], link: Linker) -> str | None:
            "| Method | Paper: speedup | Paper: accepted | Cost-aware: speedup | Cost-aware: accepted |",
            "|---|---:|---:|---:|---:|"]
     for paper, tuned in sorted(pairs, key=lambda pair: (-best(pair), pair[0].method_id)):
-        cells = [_method_cell(paper.method, link), *paper.speedup_and_accepted("overall"), *tuned.speedup_and_accepted("overall")]
+        cells = [_method_cell(paper.method, link, names), *paper.speedup_and_accepted("overall"), *tuned.speedup_and_accepted("overall")]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -596,7 +717,7 @@ def _lossless_cell(line: Line) -> str:
     return md("n/a (" + "; ".join(dict.fromkeys(c["reason"] for c in checks if "reason" in c)) + ")")
 
 
-def _engines_table(lines: list[Line], categories: list[str]) -> str:
+def _engines_table(lines: list[Line], categories: list[str], names: dict[str, str]) -> str:
     """Another engine's rows, each against that engine's own greedy decoding in the same run: its
     kernels and weights file are not ours, so only its own plain decoding is a fair yardstick."""
     out = ["**Other engines, each against its own greedy decoding** (same machine, model, prompts and threads; "
@@ -609,14 +730,14 @@ def _engines_table(lines: list[Line], categories: list[str]) -> str:
         checks = [e.summary["lossless"] for e in line.ok]
         identical, compared = sum(c.get("identical", 0) for c in checks), sum(c.get("compared", 0) for c in checks)
         same = f"{md(row_name(same_as))}: {identical}/{compared}" if compared else "n/a (sampled)"
-        cells = [f"{md(line.method.name)} ({md(line.method_id)})", f"**{line.cell('overall', 'speedup')}** over {md(faster_than)}",
+        cells = [md(names[line.method_id]), f"**{line.cell('overall', 'speedup')}** over {md(faster_than)}",
                  _fmt(line.tokens_per_second, ""), *(_fmt(line.mean(c, "speedup")) for c in categories),
                  line.cell("overall", "mean_accepted", ""), same, str(len(line.ok))]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
-def _time_table(lines: list[Line]) -> str:
+def _time_table(lines: list[Line], names: dict[str, str]) -> str:
     out = ["Where the time goes (all questions, mean over runs) and how often each draft position was accepted:", "",
            "| Method | Policy | Drafted (tokens/step) | Drafting (s) | Verification (s) | Wall (s) | Target forward (ms/step) "
            "| Overhead (ms/step) | Overhead (% of a one-token forward) | Acceptance by draft position |",
@@ -626,7 +747,7 @@ def _time_table(lines: list[Line]) -> str:
         # per position, the mean over the runs that drafted there (None: a position none drafted at)
         by_position = [[r[k] for r in runs if len(r) > k and r[k] is not None] for k in range(max(map(len, runs), default=0))]
         positions = " · ".join(_fmt(fmean(values) if values else None, "") for values in by_position) or "–"
-        out.append(f"| {md(line.method_id)} | {md(line.policy)} | {_fmt(line.drafted_per_step, '')} | "
+        out.append(f"| {md(names[line.method_id])} | {md(line.policy)} | {_fmt(line.drafted_per_step, '')} | "
                    f"{_fmt(line.mean('overall', 'draft_seconds'), '')} | {_fmt(line.mean('overall', 'verify_seconds'), '')} | "
                    f"{line.mean('overall', 'seconds'):.1f} | {_milliseconds(line.per_step('forward'))} | "
                    f"{_milliseconds(line.per_step('overhead'))} | {_percent(line.per_step('overhead_share'))} | {positions} |")
@@ -653,18 +774,19 @@ def _papers_table(method_ids: list[str], root: Path, link: Linker, papers: dict[
             return "No catalog beside the results: paper-reported numbers are not shown."
         _, records, _ = validate(root=root)
         papers = {r.paper.id: r.paper for r in records if r.paper}
-    out = ["### Reported by the papers of the measured methods", "",
-           "| Method | Metric | Value | Target | Drafter | Hardware | Benchmark | Temp. | Source |",
+    out = ["| Method | Metric | Value | Target | Drafter | Hardware | Benchmark | Temp. | Source |",
            "|---|---|---|---|---|---|---|---|---|"]
     for paper_id in method_ids:
         paper = papers.get(paper_id)
         for r in paper.reported_results if paper else []:
             url = link(paper.id)
-            cells = [f"[{md(paper.id)}]({url})" if url else md(paper.id), r.metric, f"{r.value:g}", r.target_model,
-                     r.drafter or "–", r.hardware or "–", r.benchmark,
-                     "–" if r.temperature is None else f"{r.temperature:g}", r.source + (f" ({r.note})" if r.note else "")]
-            out.append("| " + " | ".join(c if i == 0 else md(c) for i, c in enumerate(cells)) + " |")
-    return "\n".join(out) if len(out) > 4 else "The measured methods' records report no numbers."
+            cells = [r.metric, f"{r.value:g}", r.target_model, r.drafter or "–", r.hardware or "–", r.benchmark,
+                     "–" if r.temperature is None else f"{r.temperature:g}"]
+            method = f"[{md(paper.id)}]({url})" if url else md(paper.id)
+            out.append(f"| {method} | " + " | ".join(map(md, cells)) + f" | {md_link(source_text(r), public_url(paper))} |")
+    if len(out) == 2:
+        return "The measured methods' records report no numbers."
+    return "### Reported by the papers of the measured methods\n\n" + _folded(f"{len(out) - 2} numbers the papers report", "\n".join(out))
 
 
 def _spec_bench_tables(data: SpecBenchLeaderboard) -> str:
@@ -970,7 +1092,7 @@ class MethodMeasurement:
 
     @property
     def failures(self) -> list[str]:
-        return [f"{line.policy}: {e.failure} ({e.file})" for line in self.lines for e in line.entries if e.failure]
+        return [f"{line.policy}: {e.failure} ({e.file})" for line in self.lines for e in current_failures(line)]
 
 
 def measured_by_method(loaded: Loaded) -> dict[str, list[MethodMeasurement]]:

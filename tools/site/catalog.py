@@ -13,6 +13,7 @@ from pathlib import Path
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.taxonomy import FACETS, Taxonomy
 from specatlas.catalog.validate import validate
+from specatlas.site.text import safe_url
 
 log = logging.getLogger("mkdocs.plugins.specatlas")
 
@@ -29,6 +30,15 @@ class Catalog:
     @cached_property
     def by_id(self) -> dict[str, Paper]:
         return {p.id: p for p in self.papers}
+
+    @cached_property
+    def runnable(self) -> list[tuple[str, Paper]]:
+        """(method id, its record) of every method `specatlas run` runs by id: the registry's, a
+        labelled variant (SAM-Decoding[EAGLE-2]) under its paper's record, then records naming an
+        implementation the registry lacks. The one count of runnable methods every page shows."""
+        out = [(spec.id, self.by_id[spec.record_id]) for spec in registry_methods() if spec.record_id in self.by_id]
+        ids = {method_id for method_id, _ in out}
+        return out + [(p.id, p) for p in self.papers if p.id in self.implemented and p.id not in ids]
 
     @cached_property
     def built_upon_by(self) -> dict[str, list[str]]:
@@ -112,14 +122,29 @@ def short_name(paper: Paper) -> str:
     return paper.aliases[0] if paper.aliases else paper.id
 
 
-def implemented_ids() -> frozenset[str]:
-    """Paper ids the reference-implementation registry can run; empty when the registry is
-    missing or cannot be imported (e.g. without the engine extra)."""
+def public_url(paper: Paper) -> str | None:
+    """The paper's public address (a safe http(s) URL): its arXiv abstract, else its page, DOI or PDF;
+    None when it has none."""
+    if paper.arxiv:
+        return safe_url(f"https://arxiv.org/abs/{paper.arxiv}")
+    found = paper.url or (f"https://doi.org/{paper.doi}" if paper.doi else paper.pdf)
+    return safe_url(found) if found else None
+
+
+def registry_methods() -> list:
+    """The registry's methods that implement a paper (`MethodSpec`s, variants included); empty when
+    the registry cannot be imported."""
     try:
-        from specatlas.impls.registry import implemented_ids as registry_ids
+        from specatlas.impls.registry import METHODS
     except ImportError:
-        return frozenset()
-    return frozenset(registry_ids())
+        return []
+    return [spec for spec in METHODS.values() if spec.has_paper]
+
+
+def implemented_ids() -> frozenset[str]:
+    """Paper ids with a method the reference-implementation registry runs (a variant's under its
+    paper's); empty when the registry is missing or cannot be imported."""
+    return frozenset(spec.record_id for spec in registry_methods())
 
 
 def trainable_families() -> list[tuple[str, str]]:

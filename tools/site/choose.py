@@ -1,12 +1,13 @@
-""""Which method should I use?": per hardware setting, a ranking read from ONE benchmark table
-(measured here by `specatlas bench`, or a third party's published table such as Spec-Bench's),
-never mixing tables; verdicts for the constraints a reader has (lossless required or not, a head
+""""Which method should I use?": per hardware setting and model size (7B, 13B, 33B+...), a ranking
+read from ONE benchmark table (measured here by `specatlas bench`, or a third party's published
+table such as Spec-Bench's), never mixing tables; verdicts for the constraints a reader has (lossless required or not, a head
 can be trained or not) picked from that same table; the papers' own claims on that hardware shown
 apart, unranked; serving at batch > 1, which no table here measures, listed without a ranking.
 
 A table's rows are methods, each with what it needs (a trained head, a draft model, nothing), its
 losslessness (from its record or the registry), the serving engines that implement it (when the
-records say so) and the command that runs it here.
+records say so) and the command that runs it: on the table's own target model and a GPU, with the
+drafter its authors publish (published_drafters.yaml), for a published table; as measured, for ours.
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import urlencode
+
+import yaml
 
 from specatlas.bench.leaderboard import NO_POLICY, Measured, measured_rows
 from specatlas.bench.published import SpecBenchLeaderboard
@@ -46,6 +52,10 @@ CONSTRAINTS = ((True, False, "Lossless, nothing to train"), (True, True, "Lossle
                (False, False, "Lossy allowed, nothing to train"), (False, True, "Lossy allowed, can train a head"))
 CLAIMS_SHOWN = 15
 SERVING_SHOWN = 15
+# Model sizes, each ranked by its own table: (upper bound in billions of parameters, label).
+SIZES = ((1, "under 1B"), (10, "7B"), (20, "13B"), (float("inf"), "33B+"))
+NO_SIZE = "size not stated"
+DRAFTERS_FILE = Path(__file__).resolve().parent / "published_drafters.yaml"
 
 
 @dataclass(frozen=True)
@@ -61,11 +71,19 @@ class Row:
     command: str | None  # how to run it here, when it runs here
     engines: tuple[str, ...]
     policy: str | None = None  # measured here: the draft-length policy of the row
-    command_note: str = ""  # when the command runs only part of what the table measured
+    command_note: str = ""  # what the command still needs (a head to train)
+    engine_runs: tuple[tuple[str, str, str], ...] = ()  # (engine, how it is switched on or its command, source)
 
     @property
     def paper(self) -> Paper | None:
         return self.papers[0] if self.papers else None
+
+    @property
+    def lossless_variants(self) -> list[str]:
+        """Where the method is not lossless as a whole, the variants its record says are."""
+        if self.lossless is not False or self.paper is None:
+            return []
+        return [v.variant for v in self.paper.lossless_variants if v.lossless]
 
 
 @dataclass
@@ -77,13 +95,19 @@ class Source:
     title: str
     detail: str  # sample size, settings, source
     device: str  # measured here: the torch device; published: ""
-    link: str  # the page holding the whole table
+    link: str  # the page holding the whole table (a .md path)
     rows: list[Row] = field(default_factory=list)
     size: int = 0  # measured here: questions × tokens × runs of one run (Table.size); published: 0
+    target: str = ""  # the target model every row ran
+    query: str = ""  # the page's filters that show this table alone (results.js reads them from the query)
 
     @property
     def methods(self) -> int:
         return len(self.rows)
+
+    @property
+    def model_size(self) -> str:
+        return model_size(self.target)
 
     def best(self, lossless: bool, may_train: bool) -> Row | None:
         """The fastest row that fits the constraints and beats plain decoding, or None."""
@@ -92,23 +116,38 @@ class Source:
 
 
 @dataclass
-class Setting:
-    key: str
-    title: str
-    meaning: str
-    source: Source | None  # the table it is ranked by
-    others: list[Source]  # other tables on this hardware, not mixed in
-    claims: list[tuple[Paper, reported.ResultRow]]  # the papers' own numbers here, unranked
-    claims_total: int
+class Ranking:
+    """One model size on one hardware setting, ranked by one table (the others on it listed apart)."""
+
+    size: str  # a SIZES label
+    key: str  # its anchor on the page
+    source: Source
+    others: list[Source]
 
     @property
     def verdicts(self) -> list[tuple[str, Row | None]]:
-        return [(label, self.source.best(lossless, train)) for lossless, train, label in CONSTRAINTS] if self.source else []
+        return [(label, self.source.best(lossless, train)) for lossless, train, label in CONSTRAINTS]
 
     @property
     def top(self) -> Row | None:
         """The headline pick: the fastest row that beats plain decoding, whatever it needs."""
-        return self.source.best(False, True) if self.source else None
+        return self.source.best(False, True)
+
+
+@dataclass
+class Setting:
+    key: str
+    title: str
+    meaning: str
+    rankings: list[Ranking]  # smallest model first; empty when no table covers the hardware
+    claims: list[tuple[Paper, reported.ResultRow]]  # the papers' own numbers here, unranked
+    claims_total: int
+
+
+def model_size(target: str) -> str:
+    """The SIZES label of a target model's text ("Vicuna-13B-v1.3" -> "13B")."""
+    size = reported.billions(target)
+    return NO_SIZE if size == float("inf") else next(label for limit, label in SIZES if size < limit)
 
 
 def engines(paper: Paper | None) -> tuple[str, ...]:
@@ -142,6 +181,30 @@ def method_name(paper: Paper) -> str:
     """The method's name as the registry gives it (its head before a colon), else the record's short name."""
     spec = _spec(paper.id)
     return spec.name.partition(":")[0] if spec is not None else short_name(paper)
+
+
+def registry_spec(papers: tuple[Paper, ...]):
+    """The registry method that runs a table's row, or None: a record's own method; for a
+    combination (Spec-Bench's SAMD[EAGLE2]: SAM-Decoding falling back to EAGLE-2), the labelled
+    variant of the first record whose name brackets the second (SAM-Decoding[EAGLE-2])."""
+    from specatlas.impls.registry import METHODS
+
+    if not papers:
+        return None
+    if len(papers) == 1:
+        return METHODS.get(papers[0].id)
+    inner = {_plain(name) for paper in papers[1:] for name in (*paper.aliases, short_name(paper))}
+    return next((spec for spec in METHODS.values() if spec.variant_of == papers[0].id
+                 and _plain(_bracketed(spec.name.partition(":")[0])) in inner), None)
+
+
+def _bracketed(name: str) -> str:
+    found = re.search(r"\[(.*?)\]", name)
+    return found.group(1) if found else ""
+
+
+def _plain(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
 def _lossless(papers: Iterable[Paper]) -> bool | None:
@@ -189,42 +252,94 @@ def measured_sources(catalog: Catalog, loaded) -> list[Source]:
         setting = CPU if device in ("cpu", "mps") else hardware_setting(table.hardware) or DATACENTER
         source = Source(setting, True, f"Measured here: {table.title}",
                         f"device {device}; every output checked token by token against plain decoding",
-                        re.sub(r"[^a-z0-9:, ]", "", device), "leaderboard.md", size=table.size)
+                        re.sub(r"[^a-z0-9:, ]", "", device), "leaderboard.md", size=table.size, target=table.model)
         seen = set()
         for m in rows:  # fastest first: each method's best policy
-            paper = catalog.by_id.get(m.method_id)
+            spec = _spec(m.method_id)
+            paper = catalog.by_id.get(spec.record_id if spec else m.method_id)
             if paper is None or m.kind != "specatlas" or m.method_id in seen:
                 continue
             seen.add(m.method_id)
-            source.rows.append(Row(method_name(paper), (paper,), m.speedup, m.accepted, _lossless([paper]),
-                                   needs(catalog, paper), run_command(paper.id, m.policy)
-                                   if paper.id in catalog.implemented else None, engines(paper), m.policy))
+            name = spec.name.partition(":")[0] if spec else method_name(paper)
+            source.rows.append(Row(name, (paper,), m.speedup, m.accepted, spec.lossless if spec else _lossless([paper]),
+                                   needs(catalog, paper), run_command(m.method_id, m.policy) if spec else None,
+                                   engines(paper), m.policy))
         out.append(source)
     return out
 
 
 def published_sources(catalog: Catalog, data: SpecBenchLeaderboard) -> list[Source]:
-    """Spec-Bench's published leaderboard: one table per device and target model."""
-    by_alias = reported.aliases(catalog)
+    """Spec-Bench's published leaderboard: one table per device and target model, each row with the
+    command that runs it on that target on a GPU."""
+    by_alias, hub = reported.aliases(catalog), published_drafters()["targets"]
     out: dict[tuple[str, str], Source] = {}
     for r in reported.spec_bench_rows(catalog, data):
         if r.speedup is None:
             continue
         key = (r.hardware, r.target)
         if key not in out:
+            query = urlencode({"hardware": r.hardware_class, "size": r.size, "by": r.measured_by})
             out[key] = Source(hardware_setting(r.hardware) or DATACENTER, False,
                               f"Spec-Bench's published leaderboard: {r.target} on {r.hardware}",
-                              f"{data.settings}; {data.source}", "", "results.md")
+                              f"{data.settings}; {data.source}", "", "results.md", target=r.target,
+                              query=f"?{query}#results-spec-bench")
         papers = tuple(catalog.by_id[i] for i in reported.components(r.method, by_alias))
-        main = papers[0] if papers else None
-        runs = main is not None and main.id in catalog.implemented
+        spec = registry_spec(papers)
+        command, note = own_model_command(spec, hub.get(r.target)) if spec else (None, "")
+        main = catalog.by_id.get(spec.record_id) if spec else papers[0] if papers else None
         out[key].rows.append(Row(
-            r.method, papers, r.speedup, r.accepted, _lossless(papers), _most(needs(catalog, p) for p in papers),
-            run_command(main.id) if runs else None, engines(main),
-            command_note=f"{method_name(main)} alone: this combination is not built here" if runs and len(papers) > 1 else ""))
+            spec.name.partition(":")[0] if spec else r.method, papers, r.speedup, r.accepted,
+            spec.lossless if spec else _lossless(papers), _most(needs(catalog, p) for p in papers), command,
+            engines(main), command_note=note, engine_runs=engine_runs(main, hub.get(r.target), spec)))
     for source in out.values():
         source.rows.sort(key=lambda row: -row.speedup)
     return list(out.values())
+
+
+@lru_cache(maxsize=None)
+def published_drafters() -> dict:
+    """published_drafters.yaml: Spec-Bench's targets by hub id, the drafters published for them."""
+    data = yaml.safe_load(DRAFTERS_FILE.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not isinstance(data.get("targets"), dict) or not isinstance(data.get("drafters"), dict):
+        raise ValueError(f"{DRAFTERS_FILE}: needs a targets and a drafters mapping")
+    return data
+
+
+def own_model_command(spec, model: str | None) -> tuple[str, str]:
+    """(command, what it still needs) that runs a registry method on `model` (a hub id) on a GPU,
+    with the drafter published for that model when one is known."""
+    drafters = published_drafters()["drafters"]
+    parts = [f"specatlas run {spec.id}", f"--model {model or '<your model>'}", "--device cuda"]
+    note = ""
+    if spec.trained_head:
+        checkpoint = drafters.get(spec.trained_head, {}).get(model)
+        parts.append(f"--drafter-checkpoint {checkpoint or '<your head>'}")
+        if not checkpoint:
+            note = f"no published {spec.trained_head} head for this model: `specatlas train {spec.trained_head} --model {model or '<your model>'}` trains one"
+    elif spec.uses_draft_model and drafters.get("draft-model", {}).get(model):
+        parts.append(f"--draft-model {drafters['draft-model'][model]}")
+    return " ".join(parts), note
+
+
+def engine_runs(paper: Paper | None, model: str | None, spec=None) -> tuple[tuple[str, str, str], ...]:
+    """(engine, how to run the method in it, the page that says so) for each serving engine the
+    record names: a launch command where the record gives the engine's own switch (SGLang's
+    --speculative-algorithm, vLLM's speculative_config method), else the feature as the engine names it."""
+    if paper is None:
+        return ()
+    drafter = published_drafters()["drafters"].get(spec.trained_head, {}).get(model) if spec and spec.trained_head else None
+    out = []
+    for support in paper.serving_engines:
+        how = support.feature
+        sglang = re.match(r"--speculative-algorithm ([A-Z0-9_]+)", support.feature)
+        vllm = re.search(r'speculative_config method "([a-z0-9_]+)"', support.feature)
+        if support.engine == "sglang" and sglang and model:
+            how = (f"python -m sglang.launch_server --model-path {model} --speculative-algorithm {sglang.group(1)}"
+                   + (f" --speculative-draft-model-path {drafter}" if drafter else ""))
+        elif support.engine == "vllm" and vllm and model and drafter:
+            how = f'vllm serve {model} --speculative-config \'{{"method": "{vllm.group(1)}", "model": "{drafter}"}}\''
+        out.append((ENGINE_NAMES[support.engine], how, support.source))
+    return tuple(out)
 
 
 def _order(source: Source) -> tuple:
@@ -238,9 +353,15 @@ def settings(catalog: Catalog, loaded, spec_bench: SpecBenchLeaderboard) -> list
     claims = _claims(catalog)
     out = []
     for key, title, meaning, _ in HARDWARE_SETTINGS:
-        mine = sorted((s for s in sources if s.setting == key and s.rows), key=_order)
+        mine = [s for s in sources if s.setting == key and s.rows]
+        sizes = sorted({s.model_size for s in mine}, key=lambda size: [label for _, label in SIZES].index(size)
+                       if size != NO_SIZE else len(SIZES))
+        rankings = []
+        for size in sizes:
+            tables = sorted((s for s in mine if s.model_size == size), key=_order)
+            rankings.append(Ranking(size, f"{key}-{_plain(size)}", tables[0], tables[1:]))
         here = claims.get(key, [])
-        out.append(Setting(key, title, meaning, mine[0] if mine else None, mine[1:], here[:CLAIMS_SHOWN], len(here)))
+        out.append(Setting(key, title, meaning, rankings, here[:CLAIMS_SHOWN], len(here)))
     return out
 
 

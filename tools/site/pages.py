@@ -14,17 +14,18 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import urlencode
 
 from markupsafe import Markup
 
 from specatlas import bib
 from specatlas.bench.leaderboard import load_all, measured_by_method, measured_rows, render_markdown
 from specatlas.bench.published import load_spec_bench
-from specatlas.catalog.schema import ID_PATTERN, Paper
+from specatlas.catalog.schema import ENGINE_NAMES, ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
 from specatlas.site import choose, lineage, reported, timeline
-from specatlas.site.catalog import Catalog, chronological, posted, trainable_families
+from specatlas.site.catalog import Catalog, chronological, posted, public_url, trainable_families
 from specatlas.site.templating import render
 from specatlas.site.text import safe_url, tag_name
 
@@ -47,31 +48,34 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
         if not _NODE_ID.fullmatch(node.id) or node.id == "index":
             raise ValueError(f"taxonomy node id {node.id!r} cannot name a page")
     loaded = measured_results(catalog)
+    whole_bib = bib.render(catalog.papers)
+    entries = bib_entries(whole_bib)
     pages = {
         "index.md": home(catalog, loaded),
-        "catalog.md": catalog_page(catalog, directory_urls),
+        "catalog.md": catalog_page(catalog, directory_urls, entries),
         "taxonomy/index.md": taxonomy_index(catalog),
         "timeline.md": timeline_page(catalog),
         "lineage.md": lineage_page(catalog, directory_urls),
         "leaderboard.md": leaderboard_page(catalog, loaded),
         "results.md": results_page(catalog, directory_urls),
-        "choose.md": choose_page(catalog, loaded),
-        "run.md": run_page(catalog, repo_url),
+        "choose.md": choose_page(catalog, loaded, directory_urls),
+        "run.md": run_page(catalog, repo_url, site_url),
         "coverage.md": coverage_page(catalog, loaded),
         "training.md": training_page(catalog),
+        "resources.md": resources_page(catalog),
         "robots.txt": robots(site_url),
-        "contributing.md": contributing_page(catalog),
-        "papers.bib": bib.render(catalog.papers),
+        "contributing.md": contributing_page(catalog, repo_url, site_url),
+        "papers.bib": whole_bib,
     }
-    entries = bib_entries(pages["papers.bib"])
     measured = measured_by_method(loaded) if loaded else {}
     third_party = spec_bench_by_paper(catalog)
+    trained = trained_here(catalog)
     for paper in catalog.papers:
         pages[f"papers/{paper.id}.md"] = paper_page(catalog, paper, entries[paper.id], measured.get(paper.id, []),
-                                                    directory_urls, third_party.get(paper.id, []))
+                                                    directory_urls, third_party.get(paper.id, []), trained, repo_url)
         pages[f"papers/{paper.id}.bib"] = entries[paper.id] + "\n"
     for node in catalog.taxonomy.all_nodes():
-        pages[f"taxonomy/{node.id}.md"] = node_page(catalog, node)
+        pages[f"taxonomy/{node.id}.md"] = node_page(catalog, node, directory_urls)
     for _, name in loaded[0] if loaded else []:  # the raw result files the leaderboard links to
         pages[f"{RAW_RESULTS}/{name}"] = (catalog.root / "results" / name).read_text(encoding="utf-8")
     return pages
@@ -124,7 +128,7 @@ def home(catalog: Catalog, loaded=None) -> str:
         "lossless": sum(p.lossless is True for p in papers),
         "lossy": sum(p.lossless is False for p in papers),
         "code": sum(bool(p.code) for p in papers),
-        "runnable": len(catalog.implemented),
+        "runnable": len(catalog.runnable),
         "venues": len({p.venue for p in papers}),
         "used_nodes": sum(1 for ids in catalog.node_papers.values() if ids),
         "nodes": len(catalog.taxonomy.all_nodes()),
@@ -132,7 +136,7 @@ def home(catalog: Catalog, loaded=None) -> str:
     return _page(
         "home.md.j2", glance=glance, years=Counter(posted(p)[0] for p in papers),
         families=[(node, len(catalog.node_papers.get(node.id, []))) for node in (drafting.children(None) if drafting else [])],
-        runnable=[catalog.by_id[i] for i in sorted(catalog.implemented)], run_prompt=RUN_PROMPT,
+        runnable=sorted(catalog.runnable), run_prompt=RUN_PROMPT,
         benchmarked=benchmarked, third_party=third_party, name=choose.method_name,
         unmeasured=sorted((catalog.by_id[i] for i in catalog.implemented - measured), key=lambda p: choose.method_name(p).lower()))
 
@@ -150,9 +154,15 @@ def spec_bench_by_paper(catalog: Catalog) -> dict[str, list[reported.ResultRow]]
 
 
 def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | None = None,
-               directory_urls: bool = True, third_party: list | None = None) -> str:
+               directory_urls: bool = True, third_party: list | None = None, trained: dict | None = None,
+               repo_url: str | None = None) -> str:
     """`measured`: the method's rows in the leaderboard's tables (see `leaderboard.measured_by_method`);
-    `third_party`: Spec-Bench's published rows for it (`spec_bench_by_paper`)."""
+    `third_party`: Spec-Bench's published rows for it (`spec_bench_by_paper`); `trained`: `trained_here`."""
+    from specatlas.impls.registry import METHODS
+
+    specs = [METHODS[i] for i, record in catalog.runnable if record.id == paper.id and i in METHODS]
+    runs = [(spec, choose.own_model_command(spec, _example_model(spec))[0],
+             (trained or {}).get(spec.trained_head) if spec.trained_head else None) for spec in specs]
     neighbours = lineage.neighbourhood(catalog, paper)
     hood = lineage.neighbourhood_svg(catalog, paper, "../{}/" if directory_urls else "{}.html", neighbours)
     facets = []
@@ -170,7 +180,30 @@ def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | Non
         siblings=neighbours["siblings"],
         hood=Markup(hood) if hood else None,  # lineage.py escapes every text it draws
         results=_result_cells(paper), implemented=paper.id in catalog.implemented, run_prompt=RUN_PROMPT, bibtex=bibtex,
-        measured=measured or [], raw_results=RAW_RESULTS, third_party=third_party or [])
+        measured=measured or [], raw_results=RAW_RESULTS, third_party=third_party or [], runs=runs,
+        repo_url=safe_url(repo_url) if repo_url else None)
+
+
+def _example_model(spec) -> str | None:
+    """A target with a drafter published for the method (Spec-Bench's 7B, when there is one), else None."""
+    drafters = choose.published_drafters()["drafters"]
+    family = spec.trained_head or ("draft-model" if spec.uses_draft_model else None)
+    return next(iter(drafters.get(family, {})), None) if family else "lmsys/vicuna-7b-v1.3"
+
+
+def trained_here(catalog: Catalog) -> dict[str, dict[str, list[str]]]:
+    """head family -> {"heads": the shipped heads' folders under reference_impls/trained_heads/,
+    "curves": its acceptance-vs-data files under results/training/}: where a paper page points for
+    the head trained here."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for name, _ in trainable_families():
+        heads = sorted(p.parent.name for p in (catalog.root / "reference_impls" / "trained_heads").glob(f"*-{name}/training.json"))
+        out[name] = {"heads": heads, "curves": []}
+    for path in sorted((catalog.root / "results" / "training").glob("*-acceptance-vs-data.json")):
+        family = _json(path).get("family")
+        if family in out:
+            out[family]["curves"].append(path.name)
+    return out
 
 
 def _links(paper: Paper) -> list[tuple[str, str]]:
@@ -204,7 +237,7 @@ def _quick_links(paper: Paper) -> list[tuple[str, str]]:
 
 
 def _result_cells(paper: Paper) -> list[list[str]]:
-    """The paper's reported numbers as table cells (plain text)."""
+    """The paper's reported numbers as table cells (plain text), the last the source as (text, public URL)."""
     rows = []
     for r in paper.reported_results:
         setting = [r.hardware or "hardware not stated"]
@@ -213,7 +246,7 @@ def _result_cells(paper: Paper) -> list[list[str]]:
         if r.temperature is not None:
             setting.append(f"T={r.temperature:g}")
         rows.append([r.metric, f"{r.value:g}{METRIC_UNITS.get(r.metric, '')}", r.benchmark, r.target_model,
-                     r.drafter or "–", ", ".join(setting), r.source + reported.statistic_label(r) + (f" ({r.note})" if r.note else "")])
+                     r.drafter or "–", ", ".join(setting), (reported.source_text(r), public_url(paper))])
     return rows
 
 
@@ -224,9 +257,12 @@ def taxonomy_index(catalog: Catalog) -> str:
     return _page("taxonomy.md.j2", facets=facets, count=_counter(catalog))
 
 
-def node_page(catalog: Catalog, node: Node) -> str:
+def node_page(catalog: Catalog, node: Node, directory_urls: bool = True) -> str:
     facet = catalog.taxonomy.facets[node.facet]
+    # a raw link: MkDocs keeps a .md link's anchor but not the query the catalog's filters read
+    filtered = ("../../catalog/" if directory_urls else "../catalog.html") + "?" + urlencode({"node": node.id})
     return _page("node.md.j2", node=node, facet=facet, count=_counter(catalog), search_boost=NODE_SEARCH_BOOST,
+                 catalog_href=filtered,
                  ancestors=[facet.nodes[a] for a in reversed(facet.ancestors(node.id))], children=facet.children(node.id),
                  papers=_newest_first(catalog.by_id[i] for i in catalog.node_papers.get(node.id, [])))
 
@@ -238,7 +274,9 @@ def _counter(catalog: Catalog):
 
 # Catalog table -------------------------------------------------------------------------------
 
-def catalog_page(catalog: Catalog, directory_urls: bool) -> str:
+def catalog_page(catalog: Catalog, directory_urls: bool, entries: dict[str, str] | None = None) -> str:
+    """`entries`: each record's BibTeX as papers.bib has it (`bib_entries`), for the filtered download."""
+    entries = entries if entries is not None else bib_entries(bib.render(catalog.papers))
     href = "../papers/{}/" if directory_urls else "papers/{}.html"
     facets = []
     for facet_id in FACETS:
@@ -279,6 +317,7 @@ def catalog_page(catalog: Catalog, directory_urls: bool) -> str:
             "lossless": paper.lossless,
             "code": bool(paper.code),
             "implemented": paper.id in catalog.implemented,
+            "bibtex": entries[paper.id],
         })
     return _page("catalog.md.j2", data={"facets": facets, "papers": rows})
 
@@ -324,7 +363,12 @@ def measured_results(catalog: Catalog):
 def leaderboard_page(catalog: Catalog, loaded=None) -> str:
     tables = None
     if loaded:
-        link = lambda method_id: f"papers/{method_id}.md" if method_id in catalog.by_id else None  # noqa: E731
+        from specatlas.impls.registry import METHODS
+
+        def link(method_id: str) -> str | None:  # a registry variant (hu2025sam-eagle2) links its paper's record
+            record = METHODS[method_id].record_id if method_id in METHODS else method_id
+            return f"papers/{record}.md" if record in catalog.by_id else None
+
         # Markdown that specatlas.bench.leaderboard escapes text by text, as results/LEADERBOARD.md
         tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded,
                                         raw=lambda name: f"{RAW_RESULTS}/{name}"))
@@ -412,6 +456,34 @@ def _held_out_methods(path: Path) -> dict:
     return results["methods"]
 
 
+RESOURCES_FILE = Path(__file__).resolve().parent / "resources.yaml"
+
+
+def resources_page(catalog: Catalog) -> str:
+    """Where to learn the field: the catalog's surveys, tutorials and benchmarks, the serving engines'
+    documentation its records cite, and the blog posts and project pages of a public paper list
+    (resources.yaml, with its source and licence)."""
+    import yaml
+
+    try:
+        listed = yaml.safe_load(RESOURCES_FILE.read_text(encoding="utf-8"))
+        posts = [(str(p["title"]), str(p["posted"]), [(k, v) for k, v in p["links"].items() if safe_url(v)])
+                 for p in listed["posts"]]
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+        raise RepositoryFileError(f"{RESOURCES_FILE}: needs source, licence and posts of title, posted and links "
+                                  f"({type(exc).__name__}: {exc})") from None
+    node = lambda node_id: _newest_first(catalog.by_id[i] for i in catalog.node_papers.get(node_id, []))  # noqa: E731
+    engines: dict[str, dict[str, list[Paper]]] = {}
+    for paper in catalog.papers:
+        for support in paper.serving_engines:
+            engines.setdefault(ENGINE_NAMES[support.engine], {}).setdefault(str(support.source), []).append(paper)
+    surveys = node("survey")
+    return _page("resources.md.j2", surveys=surveys, benchmarks=node("benchmark"),
+                 writing=_newest_first(p for p in catalog.papers if p.kind != "paper" and p not in surveys), engines=sorted(engines.items()),
+                 posts=sorted(posts, key=lambda post: post[1], reverse=True), source=listed["source"],
+                 licence=listed["licence"], url=public_url, name=choose.method_name)
+
+
 def robots(site_url: str | None) -> str:
     """Every page may be crawled; the sitemap is named only where the site's address is configured."""
     lines = ["User-agent: *", "Allow: /"]
@@ -420,14 +492,15 @@ def robots(site_url: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_page(catalog: Catalog, repo_url: str | None = None) -> str:
+def run_page(catalog: Catalog, repo_url: str | None = None, site_url: str | None = None) -> str:
     """How to get the code and run a method: on the embedded model, on your own model and GPU,
     with published checkpoints, a head you train, and a benchmark run to contribute."""
     from specatlas.impls.registry import METHODS
 
-    methods = [(spec, catalog.by_id.get(spec.id)) for spec in METHODS.values() if spec.has_paper]
+    methods = [(METHODS.get(method_id), method_id, paper) for method_id, paper in catalog.runnable]
     families = [(name, (paper_id, catalog.by_id.get(paper_id))) for name, paper_id in trainable_families()]
-    return _page("run.md.j2", repo_url=safe_url(repo_url) if repo_url else None, methods=methods, families=families,
+    return _page("run.md.j2", addresses=_addresses(repo_url, site_url), repo_url=safe_url(repo_url) if repo_url else None,
+                 methods=methods, families=families,
                  run_prompt=RUN_PROMPT, example="pld",
                  draft_example=next((s.aliases[0] for s in METHODS.values() if s.uses_draft_model and s.aliases), "sps"))
 
@@ -484,13 +557,22 @@ def coverage_page(catalog: Catalog, loaded=None) -> str:
 
         walk(None, 0)
         facets.append((facet, rows))
-    return _page("coverage.md.j2", facets=facets, implemented=len([s for s in METHODS.values() if s.has_paper]),
+    return _page("coverage.md.j2", facets=facets, implemented=len(catalog.runnable),
                  measured=len(measured & set(catalog.by_id)), name=choose.method_name)
 
 
-def contributing_page(catalog: Catalog) -> str:
+def contributing_page(catalog: Catalog, repo_url: str | None = None, site_url: str | None = None) -> str:
+    """CONTRIBUTING.md as it is, then where to send a contribution (the configured addresses)."""
     source = catalog.root / "CONTRIBUTING.md"
-    return source.read_text(encoding="utf-8") if source.is_file() else _page("contributing.md.j2")
+    guide = source.read_text(encoding="utf-8").rstrip() if source.is_file() else _page("contributing.md.j2").rstrip()
+    where = _addresses(repo_url, site_url)
+    return guide + "\n" + (render("addresses.md.j2", addresses=where) if where else "")
+
+
+def _addresses(repo_url: str | None, site_url: str | None) -> dict[str, str]:
+    """The configured repository and site addresses (`specatlas.site.urls`), those that are safe to link."""
+    found = {"repository": safe_url(repo_url) if repo_url else None, "site": safe_url(site_url) if site_url else None}
+    return {name: url for name, url in found.items() if url}
 
 
 # Reported results compared -------------------------------------------------------------------
@@ -541,7 +623,7 @@ NEEDS = (
 )
 
 
-def choose_page(catalog: Catalog, loaded=None) -> str:
+def choose_page(catalog: Catalog, loaded=None, directory_urls: bool = True) -> str:
     names = {n.id: n for n in catalog.taxonomy.all_nodes()}
     needs = []
     for title, meaning, nodes in NEEDS:
@@ -553,4 +635,11 @@ def choose_page(catalog: Catalog, loaded=None) -> str:
     return _page("choose.md.j2", settings=choose.settings(catalog, loaded, load_spec_bench(catalog.root)),
                  serving=serving, serving_total=serving_total, needs=needs, implemented=catalog.implemented,
                  engine_column=choose.has_engine_data(catalog), engines=choose.engines, needs_of=lambda p: choose.needs(catalog, p),
-                 num=_num, count=_counter(catalog), serving_node=names.get("serving-systems"))
+                 num=_num, count=_counter(catalog), serving_node=names.get("serving-systems"),
+                 page_href=lambda md_path: _page_href(md_path, directory_urls))
+
+
+def _page_href(md_path: str, directory_urls: bool) -> str:
+    """The URL of a top-level page (`results.md`) from another top-level page, as MkDocs writes it."""
+    stem = md_path.removesuffix(".md")
+    return f"../{stem}/" if directory_urls else f"{stem}.html"

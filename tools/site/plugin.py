@@ -11,8 +11,8 @@ from mkdocs.structure.files import File, Files
 
 from specatlas.bench.published import PublishedDataError
 from specatlas.paths import repo_root
-from specatlas.site import urls
-from specatlas.site.catalog import Catalog, load_catalog
+from specatlas.site import internal, urls
+from specatlas.site.catalog import Catalog, load_catalog, log
 from specatlas.site.pages import RepositoryFileError, allowed_tags, generate
 
 
@@ -55,6 +55,23 @@ class SpecAtlasPlugin(BasePlugin):
         if page.file.generated_by is not None or source is not None:
             page.edit_url = f"{repo.rstrip('/')}/{edit_uri.strip('/')}/{source}" if source and repo and edit_uri else None
         return markdown
+
+    def on_pre_build(self, config: MkDocsConfig) -> None:
+        self.leaks: list[str] = []
+
+    def on_post_page(self, output: str, page, config: MkDocsConfig) -> str:
+        """A page that shows how the catalog was compiled, or Markdown that did not render, is
+        named here and stops the build once every page is checked (the list: internal_words.yaml)."""
+        problem = internal.check_page(output)
+        if problem:
+            self.leaks.append(f"{page.file.src_uri} {problem}")
+            log.error("specatlas: %s %s", page.file.src_uri, problem)
+        return output
+
+    def on_post_build(self, config: MkDocsConfig) -> None:
+        if self.leaks:
+            raise PluginError(f"specatlas: {len(self.leaks)} page(s) show what no reader should see, first: "
+                              f"{self.leaks[0]} (tools/site/internal_words.yaml)")
 
     def edit_source(self, src_uri: str) -> str | None:
         """The repository path a generated page is edited through, or None."""

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from specatlas.bench.published import SpecBenchLeaderboard
 from specatlas.catalog.schema import STATISTIC_LABELS, Paper, ReportedResult
-from specatlas.site.catalog import Catalog, short_name
+from specatlas.site.catalog import Catalog, public_url, short_name
+from specatlas.site.internal import public
 
 # (shown name, pattern over the record's benchmark text), in display order.
 BENCHMARKS = (
@@ -45,7 +46,8 @@ HARDWARE = (
     ("FPGA", r"fpga"), ("CPU", r"\bcpu|intel core|xeon"),
 )
 NOT_STATED = "not stated"
-SIZE_BUCKETS = ((3, "< 3B"), (10, "3–10B"), (40, "10–40B"), (float("inf"), "≥ 40B"))
+# 7B, 13B and 33B targets (Spec-Bench's three tables) each in a bucket of their own
+SIZE_BUCKETS = ((3, "< 3B"), (10, "3–10B"), (20, "10–20B"), (40, "20–40B"), (float("inf"), "≥ 40B"))
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([bm])\b", re.IGNORECASE)
 OWN, THIRD_PARTY = "paper's own", "third party"
 
@@ -72,6 +74,7 @@ class ResultRow:
     source_name: str  # the reporting paper's title, or the third party's name
     source_id: str | None  # the reporting record's id, when it is one
     paper_title: str | None = None  # the method's paper, when known
+    source_url: str | None = None  # the public address the number is read from
 
     @property
     def family(self) -> str:
@@ -130,21 +133,20 @@ def paper_rows(paper: Paper) -> list[ResultRow]:
     for r in paper.reported_results:
         key = (r.benchmark, r.target_model, r.drafter, r.hardware, r.batch_size, r.temperature)
         row = merged.setdefault(key, {"speedup": None, "accepted": None, "other": [], "sources": []})
-        note = f" ({r.note})" if r.note else ""
         if r.metric == "speedup" and row["speedup"] is None:
             row["speedup"] = r.value
         elif r.metric == "mean-accepted-tokens" and row["accepted"] is None:
             row["accepted"] = r.value
         else:
             row["other"].append(f"{r.metric} {r.value:g}{'×' if r.metric in ('speedup', 'throughput-gain') else ''}")
-        row["sources"].append(r.source + statistic_label(r) + note)
+        row["sources"].append(source_text(r))
     name = short_name(paper)
     return [ResultRow(
         benchmark=benchmark(key[0]), benchmark_text=key[0], method=name, paper_id=paper.id,
         speedup=row["speedup"], accepted=row["accepted"], other="; ".join(row["other"]) or None,
         target=key[1], drafter=key[2] or "–", hardware=key[3] or "–", batch=key[4], temperature=key[5],
         source="; ".join(dict.fromkeys(row["sources"])), measured_by=OWN, source_name=paper.title, source_id=paper.id,
-        paper_title=paper.title,
+        paper_title=paper.title, source_url=public_url(paper),
     ) for key, row in merged.items()]
 
 
@@ -164,7 +166,7 @@ def spec_bench_rows(catalog: Catalog, data: SpecBenchLeaderboard) -> list[Result
             hardware=data.hardware.get(r["device"], r["device"]), batch=batch,
             temperature=0.0 if "greedy" in data.settings else None, source=data.source,
             measured_by=THIRD_PARTY, source_name="Spec-Bench leaderboard", source_id=reporter,
-            paper_title=catalog.by_id[paper_id].title if paper_id else None))
+            paper_title=catalog.by_id[paper_id].title if paper_id else None, source_url=data.url))
     return out
 
 
@@ -185,6 +187,14 @@ def _paper_for(method: str, by_alias: dict[str, str]) -> str | None:
         if candidate in by_alias:
             return by_alias[candidate]
     return None
+
+
+def source_text(result: ReportedResult) -> str:
+    """Where in the paper a number is, how it aggregates and the record's note, as a page shows them:
+    wording about how the record was compiled (`internal.public`) is left out, so the source shown
+    is the paper's public address (`ResultRow.source_url`) with what the record says of it."""
+    note = public(result.note)
+    return (public(result.source) or "the paper") + statistic_label(result) + (f" ({note})" if note else "")
 
 
 def statistic_label(result: ReportedResult) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from specatlas.site import text
+from specatlas.site import internal, text
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -35,6 +35,8 @@ def environment() -> Environment:
     env.filters.update(
         md=_final(text.md),  # inline Markdown that renders literally
         md_prose=_final(text.md_prose),  # the same, keeping *emphasis*
+        md_code=_final(text.md_code),  # the same, its `backticked` parts as code
+        code=_final(text.code_span),  # an inline code span
         html=_final(text.attr),  # an HTML element body or attribute value
         md_link=_final(text.md_link),  # label|md_link(url): a link, or the bare label for an unsafe URL
         code_fence=_final(text.code_fence),  # code|code_fence(lang)
@@ -42,6 +44,7 @@ def environment() -> Environment:
         tag_name=_final(text.tag_name),  # a node's name as a Material tag
         yaml_str=_final(text.yaml_str),  # a double-quoted YAML scalar (front matter)
     )
+    env.filters["public"] = lambda value: internal.public(value) or ""  # record text, "" where it cites working notes
     return env
 
 

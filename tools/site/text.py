@@ -40,6 +40,29 @@ def _inert_start(markdown: str) -> str:
     return "&#63;" + markdown[1:] if markdown.startswith("?") else markdown
 
 
+def code_span(text: object) -> str:
+    """Text as one inline code span, shown as typed (Markdown escapes a code span's HTML itself)."""
+    flat = " ".join(str(text).split())
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def md_code(text: str) -> str:
+    """Like `md`, but the `backticked` parts of the text (commands, paths) become code spans; with
+    an unpaired backtick, all of it is literal."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:
+        return md(text)
+    return "".join(code_span(part) if i % 2 else _spaced(part) for i, part in enumerate(parts))
+
+
+def _spaced(text: str) -> str:
+    """`md` keeping one space at either end, where the text meets a code span."""
+    inner = md(text)
+    return (" " if text[:1].isspace() else "") + inner + (" " if text[-1:].isspace() and inner else "")
+
+
 def attr(text: object) -> str:
     """Text for an HTML attribute value or element body."""
     return html.escape(str(text), quote=True)

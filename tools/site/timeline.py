@@ -30,8 +30,7 @@ class Period:
 
     first: tuple[int, int]
     last: tuple[int, int]
-    status: str | None  # a key of STATUSES; None: after the last swept period
-    how: str
+    status: str | None  # a key of STATUSES; None: after the last swept period (how: the sweep's own notes, not shown)
     papers: int = 0  # records posted in the period
     candidates: int = 0  # papers seen in it but not yet records (candidates.yaml)
 
@@ -90,11 +89,11 @@ def coverage(catalog: Catalog) -> Coverage | None:
         first, last = _month(item.get("from"), f"period {i + 1}"), _month(item.get("to"), f"period {i + 1}")
         if last < first or (periods and first <= periods[-1].last):
             raise ValueError(f"{COVERAGE_FILE}: period {i + 1}: periods must run forward without overlap")
-        periods.append(Period(first, last, item["status"], str(item.get("how") or "")))
+        periods.append(Period(first, last, item["status"]))
     result = Coverage(str(swept) if isinstance(swept, (str, date)) else None, periods)
     if periods:  # the months after the last period, to the newest posted record or candidate
         after = (periods[-1].last[0] + (periods[-1].last[1] == 12), periods[-1].last[1] % 12 + 1)
-        result.periods.append(Period(after, after, None, "after the last sweep"))
+        result.periods.append(Period(after, after, None))
     seen = [posted(p) for p in catalog.papers] + [(y, m) for y, m in _candidate_months(catalog)]
     for year, month in seen:
         for period in result.periods:
