@@ -23,7 +23,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 REPO = Path(__file__).resolve().parent.parent.parent
 BASE = REPO / "tests" / "fixtures" / "base"
@@ -1038,20 +1038,27 @@ def _ro_page(folder: Path) -> None:
     (folder / "LEADERBOARD.md").mkdir()
 
 
+def run_all(chosen) -> Iterator[tuple[Case, Outcome, float, Path]]:
+    """Each case of `chosen` run in a scratch folder of its own: (case, outcome, seconds, the folder),
+    the folder removed once the caller has read the outcome."""
+    with tempfile.TemporaryDirectory() as scratch:
+        for i, case in enumerate(chosen):
+            tmp = Path(scratch) / f"{i:03d}"
+            tmp.mkdir()
+            start = time.monotonic()
+            outcome = run_case(case, tmp)
+            yield case, outcome, time.monotonic() - start, tmp
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def tally() -> int:
     import collections
 
     counts = collections.Counter()
     rows = []
-    with tempfile.TemporaryDirectory() as scratch:
-        for i, case in enumerate(cases()):
-            tmp = Path(scratch) / f"{i:03d}"
-            tmp.mkdir()
-            start = time.monotonic()
-            outcome = run_case(case, tmp)
-            counts[outcome.status] += 1
-            rows.append((case.name, outcome.status, time.monotonic() - start, outcome.detail))
-            shutil.rmtree(tmp, ignore_errors=True)
+    for case, outcome, seconds, _ in run_all(cases()):
+        counts[outcome.status] += 1
+        rows.append((case.name, outcome.status, seconds, outcome.detail))
     for name, status, seconds, detail in rows:
         print(f"{status:9} {seconds:5.1f}s {name:38} {detail[:150]}")
     total = sum(counts.values())

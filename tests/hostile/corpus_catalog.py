@@ -301,22 +301,13 @@ def catalog_cases() -> list[Case]:
 
 if __name__ == "__main__":
     import collections
-    import shutil
-    import tempfile
-    import time
 
-    from corpus import run_case
+    from corpus import run_all
 
     counts = collections.Counter()
-    with tempfile.TemporaryDirectory() as scratch:
-        for i, case in enumerate(catalog_cases()):
-            tmp = Path(scratch) / f"{i:03d}"
-            tmp.mkdir()
-            start = time.monotonic()
-            outcome = run_case(case, tmp)
-            counts[outcome.status] += 1
-            last = " | ".join(line for line in outcome.output.strip().splitlines()[-2:])
-            print(f"{outcome.status:9} {time.monotonic() - start:5.1f}s {case.name:38} {outcome.detail[:120]}"
-                  + (f"\n{'':16}{last[:200]!r}" if os.environ.get("SHOW_OUTPUT") else ""))
-            shutil.rmtree(tmp, ignore_errors=True)
+    for case, outcome, seconds, _ in run_all(catalog_cases()):
+        counts[outcome.status] += 1
+        last = " | ".join(line for line in outcome.output.strip().splitlines()[-2:])
+        print(f"{outcome.status:9} {seconds:5.1f}s {case.name:38} {outcome.detail[:120]}"
+              + (f"\n{'':16}{last[:200]!r}" if os.environ.get("SHOW_OUTPUT") else ""))
     print(f"\n{sum(counts.values())} inputs: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))

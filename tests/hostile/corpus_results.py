@@ -13,11 +13,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import tempfile
-import time
 from pathlib import Path
 
-from corpus import HOSTILE, Case, _curve, _result_with, _resummarized, _set, _sparse, _turns, run_case
+from corpus import HOSTILE, Case, _curve, _result_with, _resummarized, _set, _sparse, _turns, run_all
 
 LB = ["leaderboard"]
 CHECK = ["results", "check", "{root}/results/" + HOSTILE]
@@ -259,20 +257,12 @@ def cases() -> list[Case]:
 
 def tally() -> int:
     """Each case's outcome and the first line of output naming the hostile file (or the last line)."""
-    import shutil
-
-    with tempfile.TemporaryDirectory() as scratch:
-        for i, case in enumerate(cases()):
-            tmp = Path(scratch) / f"{i:03d}"
-            tmp.mkdir()
-            start = time.monotonic()
-            outcome = run_case(case, tmp)
-            lines = [line for line in outcome.output.splitlines() if line.strip()]
-            said = next((line for line in lines if "2026-01-02" in line), lines[-1] if lines else "")
-            said = said.replace(str(tmp), "{tmp}")
-            print(f"{outcome.status:9} {time.monotonic() - start:5.1f}s {case.name:46} rc={outcome.returncode} "
-                  f"{outcome.detail[:80]} | {said[:220]}")
-            shutil.rmtree(tmp, ignore_errors=True)
+    for case, outcome, seconds, tmp in run_all(cases()):
+        lines = [line for line in outcome.output.splitlines() if line.strip()]
+        said = next((line for line in lines if "2026-01-02" in line), lines[-1] if lines else "")
+        said = said.replace(str(tmp), "{tmp}")
+        print(f"{outcome.status:9} {seconds:5.1f}s {case.name:46} rc={outcome.returncode} "
+              f"{outcome.detail[:80]} | {said[:220]}")
     return 0
 
 

@@ -338,8 +338,24 @@ def test_learning_resources_link_public_addresses_from_the_catalog_and_the_paper
     catalog = load_catalog(repo_root())
     page = pages.resources_page(catalog)
     assert "(papers/xia2024unlocking.md) (2024-01, ACL\\-Findings): [public copy](https://arxiv.org/abs/2401.07851)" in page
-    assert "[https://docs\\.vllm\\.ai/en/latest/features/speculative\\_decoding/](https://docs.vllm.ai/en/latest/features/speculative_decoding/)" in page
+    # an engine's documentation, as a record's serving_engines cites it (pinned to the version read)
+    assert "(https://github.com/vllm-project/vllm/blob/002e77c1f0ef9b19cff8b9e21cfbd6feb3d6b443/vllm/config/speculative.py)" in page
     assert "[blog](https://lmsys.org/blog/2023-11-21-lookahead-decoding/)" in page  # from the public paper list
     assert "(https://github.com/hemingkx/SpeculativeDecodingPapers/blob/9e6b293/README.md) gives them (licence Apache\\-2\\.0)" in page
     links = re.findall(r"\]\(([^)]+)\)", page)
     assert links and all(link.startswith(("https://", "http://", "papers/", "results.md", "leaderboard.md")) for link in links)
+
+
+def test_the_timeline_shows_the_measured_recall_of_every_quarter_the_sweeps_cover():
+    from specatlas.catalog import recall
+    from specatlas.paths import repo_root
+    from specatlas.site.catalog import load_catalog
+
+    catalog = load_catalog(repo_root())
+    page = pages.timeline_page(catalog)
+    result = recall.estimate(catalog.papers, recall.read_sweeps(recall.SWEEPS))
+    assert f"posted {result['period'][0]} to {result['period'][1]}" in page
+    for quarter, row in result["quarters"].items():
+        r, low, high = (round(100 * x) for x in row["recall"])
+        assert f"| {quarter} | {row['sweep_a']} | {row['sweep_b']} | {row['both']} | {row['found']} |" in page
+        assert f"| {row['catalogued']} | {r}% ({low}–{high}%) |" in page

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from specatlas.catalog.records import normalize_title, read_catalog
+from specatlas.catalog.records import normalize_title
 from specatlas.catalog.stats import posted_month
 from specatlas.catalog.yamlio import YamlProblem, load_yaml, one_line
 
@@ -124,16 +124,17 @@ def wilson(hits: int, total: int) -> tuple[float, float, float]:
     return p, max(0.0, centre - half), min(1.0, centre + half)
 
 
-def estimate(papers_dir: Path, sweeps: list[Sweep]) -> dict:
+def estimate(papers, sweeps: list[Sweep]) -> dict:
     """Per quarter of the sweeps' common period: both sweeps' counts, their overlap, N with its
-    interval, the catalog's share of the papers found and its interval, the catalog's records."""
+    interval, the catalog's share of the papers found and its interval, the catalog's records
+    (`papers`: the records' `Paper`s)."""
     if len(sweeps) != 2:
         raise SweepError(f"capture-recapture needs exactly two sweeps, {len(sweeps)} given")
     a, b = sweeps
     start, end = max(a.period[0], b.period[0]), min(a.period[1], b.period[1])
-    catalog = read_catalog(papers_dir)
-    catalogued = set(catalog.arxiv_ids) | {f"title:{t}" for t in catalog.titles}
-    records = Counter(quarter(m) for m in _record_months(papers_dir) if start <= m <= end)
+    catalogued = {p.arxiv for p in papers if p.arxiv} | {
+        f"title:{normalize_title(title)}" for p in papers for title in (p.title, *p.previous_titles)}
+    records = Counter(quarter(m) for p in papers for m in [posted_month(p)] if m and start <= m <= end)
     rows = {}
     for q in sorted({quarter(m) for s in sweeps for m in s.papers.values() if start <= m <= end}):
         in_a = {k for k, m in a.papers.items() if quarter(m) == q}
@@ -150,30 +151,23 @@ def estimate(papers_dir: Path, sweeps: list[Sweep]) -> dict:
             "period": [start, end], "quarters": rows}
 
 
-def _record_months(papers_dir: Path) -> list[str]:
-    from specatlas.catalog.validate import validate
-
-    _, records, _ = validate(root=papers_dir.parent)
-    return [month for record in records if record.paper for month in [posted_month(record.paper)] if month]
-
-
 def read_sweeps(folder: Path) -> list[Sweep]:
     return [read_sweep(path) for path in sorted(folder.glob("sweep-*.yaml"))]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweeps", type=Path, default=SWEEPS, help="folder of the two sweep-*.yaml files")
-    parser.add_argument("--papers", type=Path, default=Path("papers"), help="the catalog's records")
     parser.add_argument("--json", action="store_true", help="the whole estimate, missing papers included")
 
 
 def execute(args: argparse.Namespace) -> int:
     from specatlas.cli import CommandError
 
-    if not args.papers.is_dir():
-        raise CommandError(f"no records folder at {args.papers}")
+    from specatlas.catalog.validate import validate
+
+    _, records, _ = validate()
     try:
-        result = estimate(args.papers, read_sweeps(args.sweeps))
+        result = estimate([r.paper for r in records if r.paper], read_sweeps(args.sweeps))
     except SweepError as exc:
         raise CommandError(str(exc), status=1) from None
     if args.json:

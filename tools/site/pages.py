@@ -21,6 +21,7 @@ from markupsafe import Markup
 from specatlas import bib
 from specatlas.bench.leaderboard import load_all, measured_by_method, measured_rows, render_markdown
 from specatlas.bench.published import load_spec_bench
+from specatlas.catalog.recall import SweepError
 from specatlas.catalog.schema import ENGINE_NAMES, ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
@@ -326,9 +327,14 @@ def catalog_page(catalog: Catalog, directory_urls: bool, entries: dict[str, str]
 
 def timeline_page(catalog: Catalog) -> str:
     figure = timeline.build(catalog)
+    try:
+        recall = timeline.measured_recall(catalog)
+    except SweepError as exc:
+        raise RepositoryFileError(str(exc)) from None
     # timeline.py escapes every text it draws into the SVG
     return _page("timeline.md.j2", svg=Markup(figure.svg), families=figure.families, rows=figure.rows,
-                 coverage=figure.coverage, row_status=figure.row_status, statuses=timeline.STATUSES)
+                 coverage=figure.coverage, row_status=figure.row_status, statuses=timeline.STATUSES,
+                 recall=recall)
 
 
 # Lineage -------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from datetime import date
 
 import yaml
 
+from specatlas.catalog import recall
 from specatlas.site.catalog import Catalog, posted
 from specatlas.site.text import attr
 
@@ -201,3 +202,13 @@ def _svg(families: list[str], rows: list[tuple[str, list[int]]], row_status: lis
                      f'<text x="{lx + 18}" y="{ly}">{attr(family)}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def measured_recall(catalog: Catalog) -> dict | None:
+    """The catalog's recall per quarter from the committed capture-recapture sweeps
+    (`catalog.recall`); None when the repository holds no pair of sweeps."""
+    folder = catalog.root / recall.SWEEPS.relative_to(recall.SWEEPS.parents[2])
+    sweeps = sorted(folder.glob("sweep-*.yaml"))
+    if len(sweeps) != 2:
+        return None
+    return recall.estimate(catalog.papers, [recall.read_sweep(path) for path in sweeps])
