@@ -14,10 +14,6 @@ NOT_RUNNABLE: dict[str, str] = {
                         "verifies the next tokens of a causal language model.",
     "diffusion-lm": "A diffusion language model refines a whole block over denoising steps; the engine's loop "
                     "drafts and verifies the next tokens of a causal language model.",
-    "multi-token-prediction": "Needs a target pre-trained or post-trained to predict several tokens at once; the "
-                              "embedded SmolLM2-135M-Instruct was not, training it so would change the distribution "
-                              "a lossless method must keep, and the engine reads a causal language model's "
-                              "next-token logits only.",
     "multimodal": "specatlas run and specatlas bench take text prompts only, rendered through the chat "
                   "template: there is no image or audio input.",
     "serving-systems": "The engine decodes one sequence at a time (batch 1), with no request scheduler and no "
