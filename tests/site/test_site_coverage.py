@@ -82,5 +82,5 @@ def test_a_row_names_the_methods_not_measured_yet(real_page):
         assert f"(papers/{method}.md)" in unmeasured
 
 
-def test_a_node_that_needs_a_target_trained_for_it_says_so(page):
-    assert "Needs a target pre\\-trained or post\\-trained" in row(page, "multi-token-prediction")
+def test_a_node_the_engine_cannot_run_says_why(page):
+    assert "decoder\\-only causal language models" in row(page, "seq2seq")
