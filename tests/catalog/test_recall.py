@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from specatlas.catalog.recall import SweepError, chapman, estimate, read_sweep, read_sweeps, wilson
+from specatlas.catalog.recall import SweepError, chapman, estimate, read_sweep, read_sweeps, recall, wilson
 
 HEADER = "sweep: {name}\nstrategy: test\nperiod: {{from: 2023-01, to: 2024-12}}\nended: 2026-12-06\npapers:\n"
 
@@ -29,6 +29,8 @@ def test_chapman_and_its_interval_match_the_formulas():
     p, lo, hi = wilson(19, 20)
     assert p == 0.95 and lo == pytest.approx(0.7639, abs=1e-3) and hi == pytest.approx(0.9911, abs=1e-3)
     assert math.isnan(wilson(0, 0)[0])
+    # the catalog's records beyond the sweeps' finds count against the papers neither sweep found
+    assert recall(90, 80, 75, (100.0, 90.0, 120.0)) == (90 / 100, 90 / 120, 90 / 95)
 
 
 def test_recall_counts_the_sweeps_papers_with_a_record_by_arxiv_id_or_title(make_catalog, tmp_path):
@@ -44,7 +46,9 @@ def test_recall_counts_the_sweeps_papers_with_a_record_by_arxiv_id_or_title(make
     q1 = result["quarters"]["2023Q1"]
     assert (q1["sweep_a"], q1["sweep_b"], q1["both"], q1["found"], q1["catalogued"]) == (2, 2, 1, 3, 1)
     assert q1["missing"] == ["2302.00009", "2303.00007"] and q1["records"] == 1
-    assert q1["recall"][0] == pytest.approx(1 / 3, abs=1e-3)
+    assert q1["share_catalogued"][0] == pytest.approx(1 / 3, abs=1e-3)
+    # N = 3 x 3 / 2 - 1 = 3.5: half a paper neither sweep found beside the 3 found; 1 record of them
+    assert q1["field_size"][0] == 3.5 and q1["recall"][0] == pytest.approx(1 / 3.5, abs=1e-3)
     assert result["quarters"]["2024Q1"]["catalogued"] == 1  # matched by its normalized title
 
 

@@ -358,4 +358,4 @@ def test_the_timeline_shows_the_measured_recall_of_every_quarter_the_sweeps_cove
     for quarter, row in result["quarters"].items():
         r, low, high = (round(100 * x) for x in row["recall"])
         assert f"| {quarter} | {row['sweep_a']} | {row['sweep_b']} | {row['both']} | {row['found']} |" in page
-        assert f"| {row['catalogued']} | {r}% ({low}–{high}%) |" in page
+        assert f"| {row['records']} | {r}% ({low}–{high}%) |" in page

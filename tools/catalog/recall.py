@@ -7,10 +7,11 @@ catalog until both were done. Per posted quarter:
 
 - the field's size N, from the two sweeps' overlap (Chapman's form of the Lincoln-Petersen
   estimator, which stays finite for small overlaps), with Chao's log-normal 95% interval;
-- the catalog's recall: the share of the papers the sweeps found (either one) that have a record,
-  with a Wilson 95% interval. The sweeps are samples of the field drawn without looking at the
-  catalog, so that share estimates the chance that a paper of the quarter is catalogued;
-- beside it, the catalog's records of the quarter over N.
+- the catalog's recall: its records of the quarter over the field's size, the papers either sweep
+  found plus those neither found (N's estimate less the papers found, or the catalog's own records
+  beyond the sweeps' finds where those are more), with the interval N's gives;
+- beside it, the share of the papers the sweeps found that have a record (Wilson 95% interval):
+  before the catalog took in the sweeps' finds, an independent sample's estimate of recall.
 
 A paper matches a record by arXiv id, else by normalized title (`records.normalize_title`).
 Both estimates assume every paper is as findable as every other; papers that neither sweep's
@@ -124,6 +125,21 @@ def wilson(hits: int, total: int) -> tuple[float, float, float]:
     return p, max(0.0, centre - half), min(1.0, centre + half)
 
 
+def recall(records: int, found: int, catalogued: int, size: tuple[float, float, float]) -> tuple[float, float, float]:
+    """The catalog's recall in a quarter and its 95% interval: its `records` over the field's size,
+    counted as the `found` papers plus those neither sweep found (N - found, by capture-recapture;
+    at least the catalog's own records beyond the sweeps' finds, records - `catalogued`), at N's
+    estimate and at each end of its interval."""
+    beyond = records - catalogued
+
+    def share(n: float) -> float:
+        total = found + max(n - found, beyond)
+        return min(1.0, records / total) if total > 0 else math.nan
+
+    n, low, high = size
+    return share(n), share(high), share(low)
+
+
 def estimate(papers, sweeps: list[Sweep]) -> dict:
     """Per quarter of the sweeps' common period: both sweeps' counts, their overlap, N with its
     interval, the catalog's share of the papers found and its interval, the catalog's records
@@ -141,11 +157,11 @@ def estimate(papers, sweeps: list[Sweep]) -> dict:
         in_b = {k for k, m in b.papers.items() if quarter(m) == q}
         found = in_a | in_b
         size = chapman(len(in_a), len(in_b), len(in_a & in_b))
-        share = wilson(len(found & catalogued), len(found))
+        held = records.get(q, 0)
         rows[q] = {"sweep_a": len(in_a), "sweep_b": len(in_b), "both": len(in_a & in_b), "found": len(found),
                    "catalogued": len(found & catalogued), "field_size": [round(x, 1) for x in size],
-                   "recall": [round(x, 3) for x in share], "records": records.get(q, 0),
-                   "records_over_field_size": round(records.get(q, 0) / size[0], 3) if size[0] > 0 else None,
+                   "share_catalogued": [round(x, 3) for x in wilson(len(found & catalogued), len(found))],
+                   "records": held, "recall": [round(x, 3) for x in recall(held, len(found), len(found & catalogued), size)],
                    "missing": sorted(found - catalogued)}
     return {"sweeps": {s.name: {"ended": s.ended, "papers": len(s.papers)} for s in sweeps},
             "period": [start, end], "quarters": rows}
@@ -176,12 +192,16 @@ def execute(args: argparse.Namespace) -> int:
         return 0
     sweeps = [f"{name} ({about['papers']} papers, ended {about['ended']})" for name, about in result["sweeps"].items()]
     print(f"sweeps: {', '.join(sweeps)}")
-    print(f"{'quarter':8} {'A':>4} {'B':>4} {'both':>5} {'found':>6} {'N (95% CI)':>20} {'catalogued':>11} "
-          f"{'recall (95% CI)':>22} {'records/N':>10}")
+    print(f"{'quarter':8} {'A':>4} {'B':>4} {'both':>5} {'found':>6} {'N (95% CI)':>16} {'catalogued':>11} "
+          f"{'share (95% CI)':>22} {'records':>8} {'recall (95% CI)':>22}")
     for q, row in result["quarters"].items():
         n, low, high = row["field_size"]
-        r, r_low, r_high = row["recall"]
         print(f"{q:8} {row['sweep_a']:>4} {row['sweep_b']:>4} {row['both']:>5} {row['found']:>6} "
-              f"{n:>7.0f} ({low:.0f}-{high:.0f}){'':>3} {row['catalogued']:>11} "
-              f"{r:>8.1%} ({r_low:.1%}-{r_high:.1%}) {row['records_over_field_size']:>10}")
+              f"{n:>5.0f} ({low:.0f}-{high:.0f}){'':>3} {row['catalogued']:>11} {_percent(row['share_catalogued']):>22} "
+              f"{row['records']:>8} {_percent(row['recall']):>22}")
     return 0
+
+
+def _percent(estimate: list[float]) -> str:
+    point, low, high = estimate
+    return f"{point:.1%} ({low:.1%}-{high:.1%})"
