@@ -18,6 +18,8 @@ embedding (the target's vocabulary has no spare token here; a published PARD mod
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -169,7 +171,9 @@ class ParallelFamily(Family):
         def loss_fn(batch):
             total, count = 0.0, 0
             for rows in batch:
-                labels = torch.where((rows.labels >= 0) & (rows.label_positions >= start), local[rows.labels.clamp(min=0)], -100)
+                # Labels in the draft vocabulary, after the shared system prompt (`local`: -100 outside it).
+                inside = (rows.labels >= 0) & (rows.positions + 1 >= start)
+                labels = torch.where(inside, local[rows.labels.clamp(min=0)], -100)
                 hidden = block_states(drafter, embed, rows, student.mask_id(model))
                 scored = labels != -100
                 logits = F.linear(hidden[scored], drafter.lm_head.weight)
@@ -206,13 +210,17 @@ class ParallelFamily(Family):
         return acceptance_summary(accepted, self.block)
 
 
+@dataclass
 class BlockRows:
     """Rows of a parallel-drafting forward over one sequence: real tokens 0..L-1 (depth 0), then
     masks by depth; a mask row of depth m at position j sees the real tokens up to j - m and the
-    masks of depths 1..m on its own branch (the same base j - m)."""
+    masks of depths 1..m on its own branch (the same base j - m). `rows_for` adds each row's input
+    id (-1 for a mask) and label (the next token, -100 past the end)."""
 
-    def __init__(self, positions: torch.Tensor, depth: torch.Tensor):
-        self.positions, self.depth = positions, depth
+    positions: torch.Tensor
+    depth: torch.Tensor
+    inputs: torch.Tensor | None = None
+    labels: torch.Tensor | None = None
 
     def visible(self) -> torch.Tensor:
         """[rows, rows] True where a row sees a row."""
@@ -253,21 +261,17 @@ def cod_rows(tokens: torch.Tensor, block: int, retain: float, floor: float, gene
 
 
 def rows_for(tokens: torch.Tensor, rows: BlockRows) -> BlockRows:
-    """`rows` with their input ids (the real token, or -1 for a mask) and labels (the next token,
-    -100 past the end) and the position each label sits at."""
-    length = len(tokens)
-    rows.inputs = torch.where(rows.depth == 0, tokens[rows.positions], -1)
-    nxt = rows.positions + 1
-    rows.labels = torch.where(nxt < length, tokens[nxt.clamp(max=length - 1)], -100)
-    rows.label_positions = nxt
-    return rows
+    """`rows` over `tokens`, with their input ids and labels."""
+    length, following = len(tokens), rows.positions + 1
+    return replace(rows, inputs=torch.where(rows.depth == 0, tokens[rows.positions], -1),
+                   labels=torch.where(following < length, tokens[following.clamp(max=length - 1)], -100))
 
 
 def block_states(drafter, embed, rows: BlockRows, mask_id: int) -> torch.Tensor:
     """The drafter's final normed states [rows, hidden] over `rows` in one forward."""
     ids = torch.where(rows.inputs < 0, mask_id, rows.inputs)[None]
-    mask = torch.zeros(rows.visible().shape, dtype=drafter.dtype)
-    mask.masked_fill_(~rows.visible(), torch.finfo(drafter.dtype).min)
+    visible = rows.visible()
+    mask = torch.zeros(visible.shape, dtype=drafter.dtype).masked_fill_(~visible, torch.finfo(drafter.dtype).min)
     out = drafter.model(inputs_embeds=embed(ids), attention_mask=mask[None, None], position_ids=rows.positions[None],
                         use_cache=False)
     return out.last_hidden_state[0]
