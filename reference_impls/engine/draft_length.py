@@ -264,7 +264,7 @@ def calibrate_contexts(model, max_width: int, contexts=CONTEXTS, rounds: int = 3
     model's positions (the shortest always). Measured once per model identity per process; contexts and widths
     interleave within each round, so a burst of load hits them alike.
 
-    Why more than one context (issue 26): a forward's weights cost the same after any context, but its attention reads
+    Why more than one context: a forward's weights cost the same after any context, but its attention reads
     the whole cache (SmolLM2-135M: 30 layers x 2 x 3 KV heads x 64 x 4 bytes = 46 KB per cached token) and scores every
     new token against it (34,560 multiply-adds per new-token / cached-token pair, beside 134.5 M per new token in the
     linears and LM head). In multiply-adds alone r(w) = c(w)/c(1) hardly moves with context (within 0.3% for w <= 64,

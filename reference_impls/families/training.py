@@ -467,7 +467,7 @@ def train_loop(module, optimizer, batches, loss_fn, run: Run, budget_minutes: fl
 
 
 # --------------------------------------------------------------------------------------------
-# Helpers of the families' `fit` and `evaluate`
+# Shared by the families' `fit` and `evaluate`
 
 
 def acceptance_summary(accepted: list[int], depth: int) -> dict:

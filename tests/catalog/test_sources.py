@@ -1,8 +1,29 @@
-"""Source fields hold public addresses; result and engine notes cite pages, never narrate look-ups."""
+"""Source fields hold public addresses; result and engine notes cite pages, never narrate look-ups;
+and no shipped file narrates how the work was done."""
+
+import re
+import subprocess
 
 import pytest
 
 from specatlas.catalog.sources import INTERNAL_VOCABULARY, narration, no_narration, public_addresses
+from specatlas.paths import repo_root
+
+# Shipped text: what readers and users get (records, taxonomy, docs, results, tools, implementations).
+SHIPPED = ("papers", "taxonomy", "docs", "README.md", "CONTRIBUTING.md", "results", "tools", "reference_impls")
+# The validators' word lists name these words on purpose.
+WORD_LISTS = {"tools/catalog/sources.py", "tools/site/internal_words.yaml"}
+# How the work was done, as it reads in a file: look-up tools, search corpora and stored copies, working
+# notes, work sessions, issue numbers, work branches, helpers. Wider than INTERNAL_VOCABULARY, which also
+# runs on record prose, in one way: issue numbers, branches and helpers; narrower in another: "row 0" and
+# "not reachable" are ordinary words in code. "corpora" alone is subject matter (a retrieval drafter's
+# text corpora), so only the look-up corpora count.
+NARRATION = re.compile(
+    r"find_string|read_file|find_files|find_repos|search tool|search \((pages|docs|code|issues)\)"
+    r"|`?\b(code|pages|docs|issues)`? corpus\b|\b(stored|code|pages|docs|issues) corpora\b"
+    r"|stored (page|copy|cop|source|arxiv)|reading note"
+    r"|\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|this|last|next|work) session\b"
+    r"|\bissues? #?[0-9]{1,3}\b|\bwt-catalog|\bhelpers?\b", re.IGNORECASE)
 
 
 @pytest.mark.parametrize("text, word", [
@@ -57,3 +78,55 @@ def test_public_addresses_accepted(value):
 def test_narrated_or_bare_found_via_rejected(value, says):
     with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):
         public_addresses(value)
+
+
+def _shipped_files():
+    root = repo_root()
+    listed = subprocess.run(["git", "ls-files", "-z", "--", *SHIPPED], cwd=root, capture_output=True, check=True)
+    return root, [name for name in listed.stdout.decode().split("\0") if name and name not in WORD_LISTS]
+
+
+def narrated_lines(root, names):
+    """(file, line number, the words) for each line of the named text files that narrates the work."""
+    found = []
+    for name in names:
+        try:
+            text = (root / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError):
+            continue  # binary files (weights, images) hold no prose
+        for number, line in enumerate(text.splitlines(), 1):
+            if match := NARRATION.search(line):
+                found.append(f"{name}:{number}: {match.group()!r}")
+    return found
+
+
+def test_shipped_text_does_not_narrate_the_work():
+    root, names = _shipped_files()
+    assert len(names) > 100  # the scan reached the repository's files
+    found = narrated_lines(root, names)
+    assert not found, ("shipped text describes how the work was done; say it for a reader and cite the public "
+                       "address instead:\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("line", [
+    "seen: 'find_string ''2608.24004'' (2026-12-05)'",
+    "Sources are stored public material reached with `search` (pages, docs corpora)",
+    "The `pages` corpus returns only the start of a page",
+    "## Sweep of 2026-12-05 (fourth session, branch `wt-catalog`)",
+    "after the plain-step fixes of issue 26",
+    "a reading note (read_file id 59456549978)",
+    "the helper branch h-add1",
+])
+def test_narration_in_a_file_is_found(tmp_path, line):
+    (tmp_path / "notes.md").write_text("A public page: https://arxiv.org/abs/2401.10774\n" + line + "\n", encoding="utf-8")
+    assert [f[:10] for f in narrated_lines(tmp_path, ["notes.md"])] == ["notes.md:2"]
+
+
+@pytest.mark.parametrize("line", [
+    "REST retrieves from a datastore built from a corpus of text or code",
+    "drafter: retrieval from session, workspace and global corpora",
+    "units measured in the session; logits row 0 after the last committed token",
+])
+def test_subject_matter_in_a_file_is_not_narration(tmp_path, line):
+    (tmp_path / "notes.md").write_text(line + "\n", encoding="utf-8")
+    assert narrated_lines(tmp_path, ["notes.md"]) == []

@@ -133,7 +133,7 @@ class Entry:
 
     @property
     def measured_at(self) -> tuple[datetime, str]:
-        """When the run last measured (its last session's start: recorded weights are that session's),
+        """When the run last measured (its latest session's start: recorded weights are that session's),
         then the file name, so that equal times still order the same way every time."""
         try:
             when = datetime.fromisoformat(self.run.sessions[-1].started)

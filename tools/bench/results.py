@@ -138,8 +138,8 @@ class Session(_Strict):
     finished: str | None
     git_commit: str | None
     git_dirty: bool | None
-    units: int  # (question, method, repeat) units measured in this session
-    # Timed at this session's start (schema 2); None where no curve of it was kept (older runs).
+    units: int  # (question, method, repeat) units measured in the session
+    # Timed at the session's start (schema 2); None where no curve of it was kept (older runs).
     cost_curve: CostCurve | None = None
 
 
@@ -640,7 +640,7 @@ class Checkpoint:
 
 
 def _is_header(item) -> bool:
-    # Checkpoints of schema 1 also hold the curve their first session timed ("cost_curve").
+    # Checkpoints of schema 1 also hold the curve their earliest session timed ("cost_curve").
     return (isinstance(item, dict) and isinstance(item.get("config_hash"), str) and isinstance(item.get("config"), dict)
             and isinstance(item.get("cost_curve", {}), dict) and isinstance(item.get("provenance"), dict)
             and isinstance(item["provenance"].get("started"), str))

@@ -367,7 +367,7 @@ def _assemble(checkpoint: Checkpoint, contenders) -> Run:
             sessions[-1]["units"] += 1
     sessions[-1]["finished"] = now()  # earlier sessions were interrupted: their end is unknown
     if "cost_curve" in header and not sessions[0].get("cost_curve"):
-        sessions[0]["cost_curve"] = header["cost_curve"]  # a schema-1 checkpoint: its first session timed it
+        sessions[0]["cost_curve"] = header["cost_curve"]  # a schema-1 checkpoint: its earliest session timed it
     ids = {c.id for c in contenders}
     run = Run(
         schema_version=SCHEMA_VERSION, config_hash=header["config_hash"], config=header["config"],

@@ -109,7 +109,7 @@ def _newest_first(papers: Iterable[Paper]) -> list[Paper]:
 
 
 def _page(template: str, **context: object) -> str:
-    """A page from its template, with the page helpers the shared macros use."""
+    """A page from its template, with the page functions the shared macros use."""
     return render(template, when=_when, venue=_venue, **context)
 
 

@@ -1,7 +1,7 @@
 """The Jinja2 environment of the generated pages (templates/*.md.j2: Markdown with some HTML).
 
 Autoescape is on, so any value a template inserts as it is comes out HTML-escaped. Where a value
-lands in Markdown, the template says so with one of the filters below, the escaping helpers of
+lands in Markdown, the template says so with one of the filters below, the escaping functions of
 `specatlas.site.text`: their output is final (it is already escaped for where it lands), so it is
 marked safe and not escaped twice.
 """
@@ -22,7 +22,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 def _final(escape: Callable[..., str]) -> Callable[..., Markup]:
     def apply(value: object, *args: object) -> Markup:
-        # plain str in: Markup's own methods would escape the helpers' arguments once more
+        # plain str in: Markup's own methods would escape those functions' arguments once more
         return Markup(escape(str(value) if isinstance(value, str) else value, *args))
 
     return apply
