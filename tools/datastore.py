@@ -173,7 +173,8 @@ def chosen_datastore(choice: str | Path | None, model: str) -> Path | None:
 
 
 def add_datastore_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--datastore", metavar="PATH|training-data", type=lambda text: text if text == TRAINING_DATA else Path(text),
+    parser.add_argument("--datastore", metavar="PATH|training-data",
+                        type=lambda text: text if text == TRAINING_DATA else Path(text),
                         help="REST's datastore and SAM-Decoding's static index: a .npz from `specatlas datastore build`, "
                              f"or '{TRAINING_DATA}' for the one `specatlas datastore build --training-data` writes "
                              "(default: the one shipped for the embedded model)")
@@ -208,7 +209,8 @@ def without_benchmark_text(documents: list[list[int]], tokenizer) -> tuple[list[
 
     texts = tokenizer.batch_decode(documents, skip_special_tokens=True)
     kept = [document for document, text in zip(documents, texts) if is_clean(text)]
-    return kept, {"benchmarks": sorted(BENCHMARKS), "rule": f"documents sharing a word {GRAM}-gram with one dropped",
+    return kept, {"benchmarks": sorted(BENCHMARKS),
+                  "rule": f"a document sharing a word {GRAM}-gram or its whole text with one is dropped",
                   "documents_checked": len(documents), "documents_dropped": len(documents) - len(kept),
                   "tokens_dropped": sum(map(len, documents)) - sum(map(len, kept))}
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 from specatlas import contamination, train_data
@@ -60,8 +59,8 @@ def write_data(folder, answers: list[list[str]]) -> list[dict]:
     folder.mkdir(parents=True)
     entries = []
     for k, texts in enumerate(answers):
-        conversations = [Conversation(f"project:test:{k}-{i}", text_sha(f"q{k}.{i}"), ids(f"q{k}.{i} "), ids(text) + [EOS_ID], True)
-                         for i, text in enumerate(texts)]
+        conversations = [Conversation(f"project:test:{k}-{i}", text_sha(f"q{k}.{i}"), ids(f"q{k}.{i} "),
+                                      ids(text) + [EOS_ID], True) for i, text in enumerate(texts)]
         name = f"answers-{k:05d}.npz"
         entries.append(train_data.shard_entry(name, conversations, write_shard(folder / name, conversations, VOCAB)))
     (folder / "manifest.json").write_text(json.dumps({"magpie": [], "answers": entries}))
