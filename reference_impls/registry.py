@@ -23,6 +23,7 @@ class MethodSpec:
     has_paper: bool = True
     paper_settings: str = ""  # the paper's defaults that `specatlas run` uses, and where they come from
     trained_head: str = ""  # the head family (a `families.FAMILIES` name) a `--drafter-checkpoint` must hold
+    uses_datastore: bool = False  # its builder takes `datastore=` (a loaded retrieval datastore: `--datastore`)
     # The widest draft one verification checks under the paper's settings, as (depth, nodes): what
     # `paper_settings` says in numbers; exact for static structures, a bound for adaptive ones.
     paper_draft: tuple[int, int] | None = None
@@ -112,12 +113,12 @@ METHODS: dict[str, MethodSpec] = {
                    paper_draft=(20, 20), paper_draft_exact=False),
         MethodSpec("he2024rest", "REST: retrieval-based speculative decoding", ("rest",),
                    ("retrieval-drafting", "token-tree"), ("token-tree-verification", "greedy-verification"),
-                   True, f"{_M}.retrieval:rest",
+                   True, f"{_M}.retrieval:rest", uses_datastore=True,
                    paper_settings="suffixes 16..2, 5000 retrieved entries, 10 tokens each, 64-node tree",
                    paper_draft=(10, 64), paper_draft_exact=False),
         MethodSpec("hu2025sam", "SAM-Decoding: suffix automaton drafts", ("sam-decoding",),
                    ("retrieval-drafting", "context-copy", "token-tree"), ("greedy-verification", "token-tree-verification"),
-                   True, f"{_M}.retrieval:sam_decoding",
+                   True, f"{_M}.retrieval:sam_decoding", uses_datastore=True,
                    paper_settings="l_bias = 4, l_threshold = 4, 10 draft tokens, Token Recycling's 80-node tree (its code)",
                    paper_draft=(10, 80), paper_draft_exact=False),
         MethodSpec("oliaro2025suffixdecoding", "SuffixDecoding: suffix trees over prompts and earlier outputs",
@@ -237,6 +238,7 @@ METHODS: dict[str, MethodSpec] = {
                    ("sam-decoding-eagle2",),
                    ("retrieval-drafting", "context-copy", "token-tree"), ("greedy-verification", "token-tree-verification"),
                    True, f"{_M}.retrieval:sam_decoding_eagle2", trained_head="eagle", variant_of="hu2025sam",
+                   uses_datastore=True,
                    paper_settings="15 draft tokens, l_threshold = 5, l_bias = 5; below the threshold EAGLE-2's dynamic "
                                   "tree with total_tokens 63, depth 5, top_k 8 (its code at 061897e, the commit of "
                                   "its Spec-Bench table: evaluation/inference_samd.py, Eagle2Model's defaults)",

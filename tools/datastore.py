@@ -9,63 +9,82 @@ Self-distilled: `specatlas datastore build --self-generate` has the model answer
 set of instructions written for this project (prompts/datastore.jsonl; no benchmark's questions) and
 stores each rendered conversation. For the embedded model this writes the datastore shipped with
 the package (`specatlas.impls.methods.retrieval.DEFAULT_DATASTORE`).
+
+From the training data: `specatlas datastore build --training-data [--tokens N]` stores every
+training conversation of `specatlas train-data`'s shards (the rendered prompt and the greedy answer,
+as token ids, as training reads them; the held-out shards left out) in the user cache, where
+`--datastore training-data` of `specatlas run` and `specatlas bench` finds it. Never committed: the
+shards are, and the build takes minutes.
+
+Every document sharing a word 8-gram or a whole text with a benchmark this project measures on
+(`contamination`) is left out, and the datastore's meta counts what was.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
 from pathlib import Path
 
-from specatlas.cli import MAX_NEW_TOKENS, CommandError, add_trust_remote_code, number
+from specatlas.cli import MAX_NEW_TOKENS, MAX_TOKENS, CommandError, add_trust_remote_code, number
 from specatlas.fsutil import WriteError, output_file, writable_dir
 from specatlas.train_prompts import read_prompts
 
 INSTRUCTIONS = read_prompts("datastore")
+TRAINING_DATA = "training-data"  # what `--datastore` calls the datastore `build --training-data` writes
+# How a training-data datastore is made, in its cache name: a change to the recipe names a new file.
+RECIPE = "prompt+answer ids, EOS-separated, benchmark 8-grams dropped, v1"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    build = actions.add_parser("build", help="build a datastore from corpus files or the model's own answers")
+    build = actions.add_parser("build", help="build a datastore from corpus files, the model's own answers or the training data")
     build.add_argument("inputs", nargs="*", type=Path, help=".txt (blank-line separated documents) or .jsonl files")
     build.add_argument("--self-generate", action="store_true",
                        help="add the model's greedy answers to this project's fixed instruction set")
+    build.add_argument("--training-data", action="store_true",
+                       help="add every training conversation of `specatlas train-data` (prompt and answer token ids; "
+                            "the held-out shards left out)")
+    build.add_argument("--data", type=Path, help="with --training-data: the training data folder (default: the one "
+                                                 "`specatlas train-data` writes for the model)")
+    build.add_argument("--tokens", type=number(int, 1, MAX_TOKENS),
+                       help="with --training-data: the training shards, in order, until they hold N answer tokens "
+                            "(default: all of them)")
     build.add_argument("--model", help="local HF folder or hub id whose tokenizer (and answers) to use "
                                        "(default: the embedded SmolLM2-135M-Instruct)")
     build.add_argument("--output", type=Path, help="the .npz to write, new or an earlier datastore (default for the "
-                                                  "embedded model with --self-generate: the datastore shipped with the package)")
+                                                  "embedded model with --self-generate: the datastore shipped with the "
+                                                  "package; with --training-data alone: the user cache, where "
+                                                  f"`--datastore {TRAINING_DATA}` finds it)")
     add_trust_remote_code(build)
     build.add_argument("--max-new-tokens", type=number(int, 1, MAX_NEW_TOKENS), default=96, help="answer length cap for --self-generate")
     build.add_argument("--batch-size", type=number(int, 1, 65_536), default=32, help="prompts generated together for --self-generate")
 
 
 def execute(args: argparse.Namespace) -> int:
-    if not args.inputs and not args.self_generate:
-        raise CommandError("give corpus files, --self-generate, or both")
+    if not (args.inputs or args.self_generate or args.training_data):
+        raise CommandError("give corpus files, --self-generate, --training-data, or several of them")
+    if (args.tokens or args.data) and not args.training_data:
+        raise CommandError("--tokens and --data go with --training-data")
     missing = [str(path) for path in args.inputs if not path.is_file()]
     if missing:
         raise CommandError(f"no such file: {', '.join(missing)}")
+    from specatlas.impls.engine.models import ModelLoadError, load_model
     from specatlas.impls.methods.retrieval import DEFAULT_DATASTORE
-    from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model
-    from specatlas.impls.drafters.model_free.retrieval import Datastore
 
-    output = args.output
-    if output is None:
-        if not (args.self_generate and not args.inputs and args.model in (None, EMBEDDED)):
-            raise CommandError("--output is required unless rebuilding the embedded model's default datastore")
-        output = DEFAULT_DATASTORE
     try:  # before the model and the corpus pass
-        output = output_file(output, "the datastore", _earlier_output, allowed=DEFAULT_DATASTORE)
+        output = output_file(default_output(args), "the datastore", _earlier_output, allowed=DEFAULT_DATASTORE)
         writable_dir(output.parent, "output folder")
         texts = [text for path in args.inputs for text in read_corpus(path)]
         loaded = load_model(args.model, trust_remote_code=args.trust_remote_code)
-    except (WriteError, CorpusError) as exc:
-        raise CommandError(str(exc), status=1)
-    except ModelLoadError as exc:
+    except (WriteError, CorpusError, ModelLoadError) as exc:
         raise CommandError(str(exc), status=1)
     tokenizer, started = loaded.tokenizer, time.perf_counter()
+    if tokenizer.eos_token_id is None:
+        raise CommandError(f"{loaded.name}'s tokenizer has no EOS token to separate the datastore's documents", status=1)
     documents = [tokenizer(text, add_special_tokens=False).input_ids for text in texts]
     meta = {"model": loaded.name, "vocab_size": loaded.model.config.vocab_size,
             "sources": [path.name for path in args.inputs]}
@@ -74,7 +93,18 @@ def execute(args: argparse.Namespace) -> int:
         meta["self_generated"] = {"instructions": len(INSTRUCTIONS), "max_new_tokens": args.max_new_tokens,
                                   "batch_size": args.batch_size, "decoding": "greedy",
                                   "command": "specatlas datastore build --self-generate"}
-    datastore = Datastore.from_documents(documents, tokenizer.eos_token_id, meta | {"documents": len(documents)})
+    if args.training_data:
+        found, meta["training_data"] = training_documents(data_folder(args), tokenizer, args.tokens)
+        documents += found
+    documents, meta["contamination"] = without_benchmark_text(documents, tokenizer)
+    write(output, documents, tokenizer.eos_token_id, meta | {"documents": len(documents)}, started)
+    return 0
+
+
+def write(output: Path, documents: list[list[int]], separator: int, meta: dict, started: float) -> None:
+    from specatlas.impls.drafters.model_free.retrieval import Datastore
+
+    datastore = Datastore.from_documents(documents, separator, meta)
     datastore.meta["tokens"] = len(datastore)
     try:
         datastore.save(output)
@@ -82,7 +112,107 @@ def execute(args: argparse.Namespace) -> int:
         raise CommandError(str(exc), status=1)
     print(f"wrote {output}: {len(documents)} documents, {len(datastore)} tokens "
           f"({time.perf_counter() - started:.1f}s)", file=sys.stderr)
-    return 0
+
+
+def model_name(model: str | None) -> str:
+    """The name `load_model` gives `model`, known before loading it."""
+    from specatlas.impls.engine.models import EMBEDDED, names_embedded
+
+    return EMBEDDED if names_embedded(model) else model
+
+
+def default_output(args: argparse.Namespace) -> Path:
+    """--output, else the shipped datastore (the embedded model's --self-generate alone) or the
+    training-data datastore's place in the cache (--training-data alone)."""
+    from specatlas.impls.engine.models import EMBEDDED
+    from specatlas.impls.methods.retrieval import DEFAULT_DATASTORE
+
+    if args.output is not None:
+        return args.output
+    if args.training_data and not (args.inputs or args.self_generate):
+        return training_data_store(model_name(args.model), data_folder(args), args.tokens)
+    if args.self_generate and not (args.inputs or args.training_data) and model_name(args.model) == EMBEDDED:
+        return DEFAULT_DATASTORE
+    raise CommandError("--output is required unless rebuilding the embedded model's default datastore "
+                       "or building from --training-data alone")
+
+
+def data_folder(args: argparse.Namespace) -> Path:
+    from specatlas.train_data import default_folder
+
+    return args.data or default_folder(model_name(args.model))
+
+
+def training_data_store(model: str, folder: Path, tokens: int | None = None) -> Path:
+    """Where `build --training-data` keeps the datastore of `folder`'s training shards (those
+    `tokens` selects) for `model`: the user cache, named by the shards' hashes and the recipe."""
+    from specatlas.impls.engine.models import cache_root
+    from specatlas.train_data import HELD_OUT_SHARDS, safe, selected
+
+    shards = selected(folder, tokens)[HELD_OUT_SHARDS:]
+    digest = hashlib.sha256((RECIPE + "".join(entry["sha256"] for entry in shards)).encode()).hexdigest()[:12]
+    return cache_root() / "datastores" / f"{safe(model)}-{TRAINING_DATA}-{digest}.npz"
+
+
+def chosen_datastore(choice: str | Path | None, model: str) -> Path | None:
+    """The file `--datastore` names for `model` (`specatlas run`, `specatlas bench`): None for the
+    shipped one, the training-data datastore for `training-data` (a one-line CommandError naming
+    the command that builds it when it is not built), else the path given."""
+    from specatlas.impls.engine.models import EMBEDDED
+    from specatlas.train_data import default_folder
+
+    if choice is None:
+        return None
+    if choice != TRAINING_DATA:
+        return Path(choice).expanduser()
+    path = training_data_store(model, default_folder(model))
+    if not path.is_file():
+        command = "specatlas datastore build --training-data" + (f" --model {model}" if model != EMBEDDED else "")
+        raise CommandError(f"no {TRAINING_DATA} datastore for {model} at {path}: build it with `{command}`", status=1)
+    return path
+
+
+def add_datastore_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--datastore", metavar="PATH|training-data",
+                        type=lambda text: text if text == TRAINING_DATA else Path(text),
+                        help="REST's datastore and SAM-Decoding's static index: a .npz from `specatlas datastore build`, "
+                             f"or '{TRAINING_DATA}' for the one `specatlas datastore build --training-data` writes "
+                             "(default: the one shipped for the embedded model)")
+
+
+def training_documents(folder: Path, tokenizer, tokens: int | None) -> tuple[list[list[int]], dict]:
+    """Each training conversation of `folder` (the held-out shards left out) as its prompt's and
+    answer's token ids, the answer's closing EOS left to the datastore's separator; and what they are."""
+    from specatlas.paths import repo_root
+    from specatlas.train_data import load, selected
+
+    shards, held_out = load(folder, tokenizer, tokens)
+    entries = selected(folder, tokens)
+    conversations = [c for _, shard in shards[held_out:] for c in shard]
+    documents = [c.prompt + (c.answer[:-1] if c.finished else c.answer) for c in conversations]
+    root, folder = repo_root(), folder.resolve()
+    where = folder.relative_to(root) if folder.is_relative_to(root) else folder.name  # no machine's paths
+    return documents, {
+        "folder": str(where), "shards": [entry["file"] for entry in entries[held_out:]],
+        "held_out_shards_left_out": [entry["file"] for entry in entries[:held_out]],
+        "shard_sha256": [entry["sha256"] for entry in entries[held_out:]],
+        "conversations": len(conversations), "answer_tokens": sum(len(c.answer) for c in conversations),
+        "tokens_requested": tokens, "recipe": RECIPE,
+        "command": "specatlas datastore build --training-data" + (f" --tokens {tokens}" if tokens else ""),
+    }
+
+
+def without_benchmark_text(documents: list[list[int]], tokenizer) -> tuple[list[list[int]], dict]:
+    """The documents whose decoded text shares no word 8-gram (nor its whole text) with a benchmark
+    (`contamination.is_clean`), and the counts of what was dropped."""
+    from specatlas.contamination import BENCHMARKS, GRAM, is_clean
+
+    texts = tokenizer.batch_decode(documents, skip_special_tokens=True)
+    kept = [document for document, text in zip(documents, texts) if is_clean(text)]
+    return kept, {"benchmarks": sorted(BENCHMARKS),
+                  "rule": f"a document sharing a word {GRAM}-gram or its whole text with one is dropped",
+                  "documents_checked": len(documents), "documents_dropped": len(documents) - len(kept),
+                  "tokens_dropped": sum(map(len, documents)) - sum(map(len, kept))}
 
 
 def _earlier_output(path: Path) -> bool:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from specatlas.cli import MAX_NEW_TOKENS, MAX_SEED, CommandError, add_trust_remote_code
+from specatlas.datastore import add_datastore_option, chosen_datastore
 from specatlas.fsutil import ReadError, read_limited
 from specatlas.impls.engine.draft_length import PAPER, DraftLengthPolicy
 from specatlas.impls.registry import all_names, implemented_ids, resolve
@@ -43,6 +44,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft-model", help="drafter for methods with a draft model (default: the distilled drafter shipped for the embedded model, else a shallow slice of the target)")
     parser.add_argument("--drafter-checkpoint", help="trained draft head (folder or hub id, published Medusa/EAGLE "
                                                      "layouts) for head methods (default: the heads shipped for the embedded model)")
+    add_datastore_option(parser)
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps")
     parser.add_argument("--dtype", default="auto", help="auto, float32, float16 or bfloat16")
     parser.add_argument("--draft-length", default="paper",
@@ -75,6 +77,7 @@ def execute(args: argparse.Namespace) -> int:
     from specatlas.impls.engine.kv import Unsupported
     from specatlas.impls.engine.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
     from specatlas.impls.engine.sampling import Randomness, Sampling
+    from specatlas.impls.methods.retrieval import datastore_for
 
     sampling = Sampling(args.temperature, args.top_p, args.top_k)
     try:
@@ -86,6 +89,8 @@ def execute(args: argparse.Namespace) -> int:
         if draft and draft.model.config.vocab_size != target.model.config.vocab_size:
             raise ModelLoadError(f"draft model {draft.name!r} has a different vocabulary from {target.name!r}")
         head = {"drafter_checkpoint": args.drafter_checkpoint} if args.drafter_checkpoint and spec.trained_head else {}
+        if args.datastore and spec.uses_datastore:
+            head["datastore"] = datastore_for(target.model, chosen_datastore(args.datastore, target.name))
         decoder = spec.build(target.model, draft.model if draft else None, policy, **head)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
@@ -101,6 +106,8 @@ def execute(args: argparse.Namespace) -> int:
         header += f" | --draft-model ignored: {spec.id} uses none"
     if args.drafter_checkpoint and not spec.trained_head:
         header += f" | --drafter-checkpoint ignored: {spec.id} uses no trained head"
+    if args.datastore and not spec.uses_datastore:
+        header += f" | --datastore ignored: {spec.id} reads no datastore"
     prompt = encode_chat(target.tokenizer, prompt_text)
     try:  # before the header, so that the error is the only line
         room_after(target.model, prompt, args.max_new_tokens)

@@ -2,17 +2,16 @@
 
 Same builder signature as `methods/core.py`; none uses a draft model (SAM-Decoding[EAGLE-2] hands
 short matches to a trained EAGLE head). REST and SAM-Decoding read a
-datastore: $SPECATLAS_DATASTORE when set, else the one shipped for the embedded model, built by
+datastore: the loaded one their builder is given (`datastore_for`: a file the command names with
+--datastore), else the one shipped for the embedded model, built by
 `specatlas datastore build --self-generate` from the model's own answers to our instructions.
 """
 
 from __future__ import annotations
 
-import os
-from functools import lru_cache
 from pathlib import Path
 
-from specatlas.impls.engine.checkpoints import load_head
+from specatlas.impls.engine.checkpoints import load_head, record
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.errors import first_line
@@ -48,21 +47,22 @@ def llma(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> Speculat
                               draft_length=policy.controller(target, LLMA_COPY))
 
 
-def rest(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
+def rest(target, draft_model=None, policy=DraftLengthPolicy.paper(), datastore: Datastore | None = None) -> SpeculativeDecoder:
     """He et al. 2024: the frequency-pruned trie of datastore continuations of the longest
     matching suffix, verified as one token tree."""
     nodes = rest_nodes if policy.is_cost_aware else rest_paper_nodes
-    drafter = RetrievalTree(datastore_for(target), nodes)
+    drafter = RetrievalTree(used(target, datastore), nodes)
     return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, REST_DEPTH, nodes))
 
 
-def sam_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
+def sam_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper(),
+                 datastore: Datastore | None = None) -> SpeculativeDecoder:
     """Hu et al. 2025 (SAM-Decoding[T]): the longest suffix match in a suffix automaton of the
     context, or in the datastore when that match is clearly longer; its continuation is the draft.
     Short matches hand over to Token Recycling, which learns from every verification."""
     auxiliary = TokenRecycling(recycling_template(target, policy))
     length = policy.controller(target, SAM_TOKENS)
-    return SpeculativeDecoder(target, SuffixAutomatonDraft(datastore_for(target), auxiliary=auxiliary, draft_length=length),
+    return SpeculativeDecoder(target, SuffixAutomatonDraft(used(target, datastore), auxiliary=auxiliary, draft_length=length),
                               draft_length=length)
 
 
@@ -74,7 +74,7 @@ SAM_EAGLE2_TREE = (63, 5, 8)
 
 
 def sam_decoding_eagle2(target, draft_model=None, policy=DraftLengthPolicy.paper(),
-                        drafter_checkpoint=None) -> SpeculativeDecoder:
+                        drafter_checkpoint=None, datastore: Datastore | None = None) -> SpeculativeDecoder:
     """Hu et al. 2025 (SAM-Decoding[EAGLE-2]): the suffix automata's draft when the better match
     (the datastore's counted l_bias shorter) holds at least l_threshold tokens, else EAGLE-2's
     dynamic tree from the EAGLE head, which reads the target's features of every verified step."""
@@ -84,7 +84,7 @@ def sam_decoding_eagle2(target, draft_model=None, policy=DraftLengthPolicy.paper
     total, depth, top_k = SAM_EAGLE2_TREE
     length = policy.controller(target, SAM_EAGLE2_TOKENS, lambda d: min(total, top_k * min(d, depth)), SAM_EAGLE2_TOKENS)
     # The controller gates the EAGLE head as it gates EAGLE-2 alone: no head forward on a step it makes plain.
-    drafter = SuffixAutomatonDraft(datastore_for(target), SAM_EAGLE2_BIAS, auxiliary=auxiliary,
+    drafter = SuffixAutomatonDraft(used(target, datastore), SAM_EAGLE2_BIAS, auxiliary=auxiliary,
                                    threshold=SAM_EAGLE2_THRESHOLD, draft_length=length)
     return SpeculativeDecoder(target, drafter, draft_length=length)
 
@@ -110,22 +110,31 @@ def suffix_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) 
     return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, SUFFIX_DEPTH, nodes))
 
 
-def datastore_for(target) -> Datastore:
-    path = Path(os.environ.get("SPECATLAS_DATASTORE") or DEFAULT_DATASTORE).expanduser()
+def datastore_for(target, path: Path | None = None) -> Datastore:
+    """The datastore at `path` (default: the one shipped for the embedded model), checked against the
+    target's vocabulary; a one-line ModelLoadError when it is missing, unreadable or for another
+    vocabulary. Commands load it once and give it to every builder (`datastore=`)."""
+    path = Path(path or DEFAULT_DATASTORE).expanduser()
+    build = "build one with `specatlas datastore build`"
     if not path.is_file():
-        raise ModelLoadError(f"no datastore at {path}; build one with `specatlas datastore build`")
+        raise ModelLoadError(f"no datastore at {path}; {build}")
     try:
-        datastore = _load(path)
+        datastore = Datastore.load(path, None if path.resolve() == DEFAULT_DATASTORE else path.name)
     except Exception as exc:  # noqa: BLE001 - not a zip, a pickled array refused, keys missing...
-        raise ModelLoadError(f"datastore {path} cannot be read ({first_line(exc)}); "
-                             "build one with `specatlas datastore build`") from None
+        raise ModelLoadError(f"datastore {path} cannot be read ({first_line(exc)}); {build}") from None
     if datastore.meta.get("vocab_size") != target.config.vocab_size:
         raise ModelLoadError(f"datastore {path} was built for {datastore.meta.get('model')!r}, whose vocabulary "
                              f"differs from the target's; build one with `specatlas datastore build --model ...` "
-                             "and point SPECATLAS_DATASTORE at it")
+                             "and pass it with --datastore")
     return datastore
 
 
-@lru_cache(maxsize=4)
-def _load(path: Path) -> Datastore:
-    return Datastore.load(path)
+def used(target, datastore: Datastore | None) -> Datastore:
+    """The datastore a builder was given, else the shipped one. Another than the shipped one is
+    recorded as a trained file the method loaded (`checkpoints.record`), so a result row names its
+    digest and the leaderboard never averages runs over different datastores."""
+    if datastore is None:
+        return datastore_for(target)
+    if datastore.label is not None and datastore.path is not None:
+        record(f"datastore {datastore.label}", datastore.path)
+    return datastore

@@ -115,13 +115,12 @@ def test_a_planted_fr_spec_ranking_is_refused_in_one_line(tmp_path, marker):
     assert "freq_12.pt" in str(caught.value)
 
 
-def test_a_datastore_with_a_pickled_array_is_refused_in_one_line(tmp_path, marker, monkeypatch):
+def test_a_datastore_with_a_pickled_array_is_refused_in_one_line(tmp_path, marker):
     path = tmp_path / "store.npz"
     np.savez(path, tokens=np.array([Payload(marker)], dtype=object), suffixes=np.arange(1),
              meta=np.array(json.dumps({"vocab_size": 3})))
-    monkeypatch.setenv("SPECATLAS_DATASTORE", str(path))
     with pytest.raises(ModelLoadError) as caught:
-        methods_retrieval.datastore_for(SimpleNamespace(config=SimpleNamespace(vocab_size=3)))
+        methods_retrieval.datastore_for(SimpleNamespace(config=SimpleNamespace(vocab_size=3)), path)
     one_line(str(caught.value))
     assert "store.npz" in str(caught.value)
 

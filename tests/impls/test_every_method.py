@@ -26,7 +26,6 @@ SPECULATIVE = [spec for spec in METHODS.values() if spec.id != "baseline"]
 def world(tmp_path_factory):
     world = TinyWorld(tmp_path_factory.mktemp("tiny-world"))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECATLAS_DATASTORE", str(world.datastore))
         patch.setenv("SPECATLAS_CACHE", str(world.cache))
         yield world
 

@@ -44,7 +44,6 @@ def sam_eagle2(world, policy):
 
 def test_sam_eagle2_runs_no_head_forward_on_a_step_whose_auxiliary_draft_does_not_pay(tmp_path, monkeypatch):
     world = TinyWorld(tmp_path)
-    monkeypatch.setenv("SPECATLAS_DATASTORE", str(world.datastore))
     want = SpeculativeDecoder(world.target).generate(PROMPT, NEW_TOKENS).tokens
 
     # The paper's setting: every step handed to EAGLE-2 grows its tree.

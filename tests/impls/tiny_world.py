@@ -6,7 +6,7 @@ random-weight checkpoint of every trained-head family in its published layout, F
 ranking beside the EAGLE head, a datastore of the target's own greedy text, and a Draft & Verify
 layer search and Sequoia's acceptance vectors. `build(spec, policy)` builds a registry method on it the way `specatlas run` does
 (the same builder, a `--drafter-checkpoint` folder for head methods, `--draft-model` for
-draft-model methods), so a fast test covers every builder without the real model.
+draft-model methods, `--datastore` for retrieval methods), so a fast test covers every builder without the real model.
 `model_folder` writes a tiny target as a `--model` folder, for the commands.
 """
 
@@ -121,8 +121,12 @@ class TinyWorld:
         torch.save(ranking, self.heads["eagle"] / f"freq_{size}.pt")
 
     def build(self, spec, policy):
-        """`spec` built on the tiny target as `specatlas run` builds it."""
+        """`spec` built on the tiny target as `specatlas run` builds it (`--datastore` the world's)."""
+        from specatlas.impls.methods.retrieval import datastore_for
+
         head = {"drafter_checkpoint": str(self.heads[spec.trained_head])} if spec.trained_head else {}
+        if spec.uses_datastore:
+            head["datastore"] = datastore_for(self.target, self.datastore)
         return spec.build(self.target, self.draft_model if spec.uses_draft_model else None, policy=policy, **head)
 
 

@@ -124,8 +124,9 @@ def counting_forwards(model):
         handle.remove()
 
 
-def specatlas_method(spec: MethodSpec, target, draft_model, policy: DraftLengthPolicy) -> Contender:
-    decoder = spec.build(target, draft_model, policy)
+def specatlas_method(spec: MethodSpec, target, draft_model, policy: DraftLengthPolicy, datastore=None) -> Contender:
+    """`spec` as a contender; `datastore`: the loaded datastore a retrieval method reads (None: the shipped one)."""
+    decoder = spec.build(target, draft_model, policy, **({"datastore": datastore} if datastore is not None else {}))
 
     def generate(prompt, max_new_tokens, temperature, seed, stop):
         with counting_forwards(target) as widths:

@@ -25,6 +25,7 @@ from specatlas.bench import questions as qs
 from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, curve_fields, curve_warning,
                                      dumps, references, summarize)
 from specatlas.cli import add_trust_remote_code, number
+from specatlas.datastore import add_datastore_option, chosen_datastore
 from specatlas.fsutil import WriteError, create_unique, output_place, writable_dir
 from specatlas.impls.engine.draft_length import CHOICES, DraftLengthPolicy
 from specatlas.impls.engine.errors import ModelLoadError
@@ -62,6 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, mps or auto (default)")
     parser.add_argument("--dtype", default="auto", help="float32, float16, bfloat16 or auto (default)")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default: results/ in the repository)")
+    add_datastore_option(parser)
     add_trust_remote_code(parser)
 
 
@@ -179,6 +181,21 @@ def fitting(questions: list, target, max_new_tokens: int) -> tuple[list, list[di
     return kept, left_out
 
 
+def chosen_store(choice, target):
+    """The datastore `--datastore` names, loaded once for every retrieval row (None: each loads the
+    shipped one)."""
+    from specatlas.impls.methods.retrieval import datastore_for
+
+    return datastore_for(target.model, chosen_datastore(choice, target.name)) if choice is not None else None
+
+
+def check_datastore(choice, method_ids: list[str]) -> None:
+    """A BenchError when --datastore is given and no chosen method reads a datastore."""
+    if choice is not None and not any(METHODS[i].uses_datastore for i in method_ids):
+        readers = ", ".join(spec.id for spec in METHODS.values() if spec.uses_datastore)
+        raise BenchError(f"--datastore: no chosen method reads a datastore (these do: {readers})")
+
+
 def unit_seed(seed: int, question_id: str, repeat: int, turn: int) -> int:
     """The same for every method on a unit, so sampled runs of different methods are comparable."""
     return zlib.crc32(f"{seed}/{question_id}/{repeat}/{turn}".encode())
@@ -197,6 +214,7 @@ def bench(args) -> Path:
     out = writable_dir(output_place(args.out or _default_out(), "results", allowed=_default_out()), "results folder")
     method_ids, peer_ids = chosen_ids(args.methods, args.all, not args.no_peers)
     peer_ids = llamacpp_ids(peer_ids, args.model, args.methods)
+    check_datastore(args.datastore, method_ids)
 
     import torch
     from tqdm import tqdm
@@ -213,6 +231,7 @@ def bench(args) -> Path:
     target = load_model(args.model, device, dtype, args.trust_remote_code)
     drafter = load_model(args.draft_model, device, dtype, args.trust_remote_code) if args.draft_model else None
     chosen, left_out = fitting(chosen, target, args.max_new_tokens)
+    datastore = chosen_store(args.datastore, target)
     versions, git = provenance.packages(), provenance.git_state()
     config = {
         "methods": method_ids + peer_ids,
@@ -226,6 +245,8 @@ def bench(args) -> Path:
         "seed": args.seed, "draft_length": args.draft_length, "torch_threads": torch.get_num_threads(),
         "packed_linears": packed_layers(target.model), "kernel_choice": describe_kernels(target.model),
         "torch": versions["torch"], "transformers": versions["transformers"],
+        **({"datastore": {"file": datastore.path.name, "sha256": provenance.file_digests([datastore.path])[0],
+                          "tokens": len(datastore)}} if datastore is not None else {}),
     }  # the commit is not part of it: a resumed run records each session's commit instead
     digest = config_hash(config)
     checkpoint = Checkpoint(out / f".partial-{digest[:16]}.jsonl")
@@ -245,7 +266,8 @@ def bench(args) -> Path:
                                    "cost_curve": cs.cost_curve(target.model)}})
 
     draft_model = drafter.model if drafter else None
-    contenders = [built(lambda s=METHODS[i], d=d: cs.specatlas_method(s, target.model, draft_model, d),
+    contenders = [built(lambda s=METHODS[i], d=d: cs.specatlas_method(s, target.model, draft_model, d,
+                                                                     datastore if s.uses_datastore else None),
                          cs.contender_id(i, d), METHODS[i].name, "specatlas", METHODS[i].lossless, cs.policy_of(i, d))
                   for i in method_ids for d in (chosen_policies if i != BASELINE else [DraftLengthPolicy.paper()])]
     stop = eos_ids(target.model, target.tokenizer)

@@ -44,15 +44,19 @@ def suffix_array(tokens: np.ndarray) -> np.ndarray:
 
 
 class Datastore:
-    """Token sequences and their suffix array; `meta` records how the datastore was built."""
+    """Token sequences and their suffix array; `meta` records how the datastore was built. `path`:
+    the file it was loaded from; `label`: how drafters name it in their description (None for the
+    datastore shipped with the package, whose rows name only its size)."""
 
-    def __init__(self, tokens, meta: dict | None = None, suffixes=None):
+    def __init__(self, tokens, meta: dict | None = None, suffixes=None, path: Path | None = None,
+                 label: str | None = None):
         tokens = np.asarray(tokens, dtype=np.int32)
         self.suffixes = np.asarray(suffix_array(tokens) if suffixes is None else suffixes, dtype=np.int32)
         self.array = tokens
         self.tokens = tokens.tolist()  # binary search compares Python list slices: fastest on CPU
         self.sorted = self.suffixes.tolist()
         self.meta = meta or {}
+        self.path, self.label = path, label
 
     @classmethod
     def from_documents(cls, documents: list[list[int]], separator: int, meta: dict | None = None) -> Datastore:
@@ -71,7 +75,7 @@ class Datastore:
         atomic_write(path, buffer.getvalue())
 
     @classmethod
-    def load(cls, path: Path) -> Datastore:
+    def load(cls, path: Path, label: str | None = None) -> Datastore:
         """The datastore saved at `path`; a ValueError saying what is wrong when its arrays are not
         a token array and its suffix array (checked before use: a bad index would fail mid-decoding)."""
         with np.load(path, allow_pickle=False) as data:  # arrays only: a pickled object never loads
@@ -83,10 +87,13 @@ class Datastore:
             raise ValueError("its suffix array points outside its tokens, or a token id is negative")
         if not isinstance(meta, dict):
             raise ValueError("its meta is not a JSON object")
-        return cls(tokens, meta, suffixes)
+        return cls(tokens, meta, suffixes, path, label)
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    def describe(self) -> str:
+        return f"{len(self)} tokens" + (f", {self.label}" if self.label else "")
 
     def interval(self, pattern: list[int]) -> tuple[int, int]:
         """Suffix-array rows [lo, hi) whose suffixes start with `pattern`."""
@@ -192,7 +199,7 @@ class RetrievalTree(Drafter):
         return draft
 
     def describe(self):
-        return f"REST retrieval tree (datastore of {len(self.datastore)} tokens)"
+        return f"REST retrieval tree (datastore of {self.datastore.describe()})"
 
 
 def trie_draft(rows: np.ndarray, budget: int) -> Draft:
@@ -350,6 +357,6 @@ class SuffixAutomatonDraft(Drafter):
             self.auxiliary.observe(step)
 
     def describe(self):
-        static = f" + static index of {len(self.datastore)} tokens" if self.datastore is not None else ""
+        static = f" + static index of {self.datastore.describe()}" if self.datastore is not None else ""
         auxiliary = f"; below {self.threshold} matched tokens: {self.auxiliary.describe()}" if self.auxiliary else ""
         return f"SAM-Decoding (dynamic suffix automaton{static}{auxiliary})"
