@@ -144,7 +144,7 @@ def update_json(path: Path, change: Callable[[object], object]) -> object:
     with open(path.with_name(f".{path.name}.lock"), "a") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            current = read_json(path, 64 << 20)  # the files it keeps are kilobytes
+            current = read_json(path, CACHE_BYTES)
         except ReadError:
             current = None
         new = change(current)
@@ -189,6 +189,9 @@ def replace_dir(staging: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+CACHE_BYTES = 16 << 20  # a cache's JSON file (kernel choices, digests, searches) is kilobytes
+
+
 class ReadError(Exception):
     """A file cannot be read as data; the message says why, without the path (callers add it)."""
 
@@ -229,7 +232,12 @@ def read_json(path: Path, limit: int, **hooks):
     """The JSON document in `path` (at most `limit` bytes; `hooks`: json.loads's parse_* arguments),
     or a ReadError saying in one line why it is not one: too large, not UTF-8, malformed, nested
     too deeply, or refused by a hook (a ValueError)."""
-    data = read_limited(path, limit)
+    return parse_json(read_limited(path, limit), **hooks)
+
+
+def parse_json(data: str | bytes, **hooks):
+    """`data` as JSON (one document: a file's bytes, or one line of a JSONL file), or a ReadError
+    saying in one line why it is not one (read_json's reasons, the size aside)."""
     try:
         return json.loads(data, **hooks)
     except RecursionError:

@@ -11,6 +11,7 @@ import argparse
 import difflib
 import json
 import math
+import re
 import resource
 import sys
 from pathlib import Path
@@ -96,6 +97,7 @@ def execute(args: argparse.Namespace) -> int:
     header = (f"{spec.id} ({spec.name}) | target {target.name} on {device.type} {str(dtype).removeprefix('torch.')} "
               f"| drafter: {drafter} | {decoder.draft_length.describe() if decoder.drafter else 'no drafting'}"
               + (f" | paper settings: {settings}" if settings else "") + f" | {sampling.describe()}"
+              + (f" ({sampling.notice()})" if sampling.notice() else "")
               + (" | relaxed acceptance: not lossless" if relaxed else ""))
     if args.draft_model and not spec.uses_draft_model:
         header += f" | --draft-model ignored: {spec.id} uses none"
@@ -126,6 +128,7 @@ def execute(args: argparse.Namespace) -> int:
         print(json.dumps({"method": spec.id, "model": target.name, "drafter": drafter, "device": device.type,
                           "policy": policy.name, "draft_length": decoder.draft_length.describe() if decoder.drafter else None,
                           "paper_settings": settings or None, "sampling": sampling.describe(),
+                          "sampling_notice": sampling.notice(),
                           "relaxed_acceptance": relaxed, "seed": args.seed, "text": text, "tokens": output.tokens,
                           "peak_rss_mb": round(peak_mb), **stats.as_dict(),
                           **({"compare": comparison} if comparison else {})}))
@@ -255,8 +258,11 @@ def read_prompt(args) -> tuple[str, str | None]:
 
 
 def _unknown_method(name: str, names: list[str], implemented: list[str]) -> None:
+    from specatlas.catalog.schema import ID_PATTERN
+
     listing = ", ".join(implemented)
-    if (papers_dir() / f"{name}.yaml").is_file():
+    # Only a well-formed id is looked up: a path ("../../x") would tell whether any file exists.
+    if re.fullmatch(ID_PATTERN, name) and (papers_dir() / f"{name}.yaml").is_file():
         raise CommandError(f"{name} is cataloged but has no reference implementation yet; implemented: {listing}")
     cataloged = [path.stem for path in papers_dir().glob("*.yaml")]
     close = difflib.get_close_matches(name.lower(), names + cataloged, n=3, cutoff=0.6)
