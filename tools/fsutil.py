@@ -228,6 +228,19 @@ def read_limited(path: Path, limit: int) -> bytes:
     finally:
         os.close(fd)
 
+def text_lines(data: bytes) -> list[str]:
+    """The lines of a UTF-8 text file's bytes (a leading BOM dropped), split at "\n" only (with a
+    "\r" before it): U+2028, U+0085 or a form feed inside a line, valid in a JSON string, do not end
+    it. A ReadError names the first byte that is not UTF-8, with its offset and line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ReadError(f"byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line}) is not UTF-8; "
+                        "save the file as UTF-8") from None
+    return [line.removesuffix("\r") for line in text.removeprefix("\ufeff").split("\n")]
+
+
 def read_json(path: Path, limit: int, **hooks):
     """The JSON document in `path` (at most `limit` bytes; `hooks`: json.loads's parse_* arguments),
     or a ReadError saying in one line why it is not one: too large, not UTF-8, malformed, nested
