@@ -173,9 +173,10 @@ class Builder:
 
         for entry in self.manifest[kind]:
             try:
-                yield entry["file"], read_shard(self.folder / entry["file"])
-            except ShardError as exc:
-                raise CommandError(f"{exc}; delete it and its manifest entry to generate it again") from None
+                yield entry["file"], read_shard(self.folder / entry["file"], self.vocab, entry["sha256"])
+            except ShardError as exc:  # resuming over it would answer its conversations again, or lose them
+                raise CommandError(f"{exc}; restore it, or delete it and its manifest entry to generate it again",
+                                   status=1) from None
 
     # ----------------------------------------------------------------------------------------
 
@@ -337,7 +338,7 @@ def load(folder: Path, tokenizer, tokens: int | None = None) -> tuple[list[tuple
     the training shards stop once they hold that many answer tokens (the data-size curve trains on
     such prefixes, all evaluated on the same held-out shards)."""
     from specatlas.impls.engine.models import encode_chat
-    from specatlas.impls.families.answers import ShardError, file_sha, read_shard, text_sha
+    from specatlas.impls.families.answers import ShardError, read_shard, text_sha
     from specatlas.prompt_pool import THIRD_PARTY, SourceError, sharegpt
 
     chosen = selected(folder, tokens)
@@ -346,11 +347,8 @@ def load(folder: Path, tokenizer, tokens: int | None = None) -> tuple[list[tuple
     for entry in chosen:
         path = folder / entry["file"]
         try:
-            data = path.read_bytes()
-            if file_sha(data) != entry["sha256"]:
-                raise ShardError(f"training data shard {path} does not match the hash in its manifest")
-            conversations = read_shard(path)
-        except (OSError, ShardError) as exc:
+            conversations = read_shard(path, len(tokenizer), entry["sha256"])
+        except ShardError as exc:
             raise CommandError(f"{exc}; restore it from the repository or delete it and its manifest entry",
                                status=1) from None
         for c in conversations:
