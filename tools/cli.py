@@ -56,6 +56,13 @@ def printable(text: str) -> str:
     return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
+def disk_error(exc: OSError) -> str:
+    """A resumable job's OSError (a full disk, above all) as its one line: every file it writes is
+    replaced whole or appended line by line, so what it wrote before stays usable."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}; what was written before is intact and a rerun resumes from it"
+
+
 def add_trust_remote_code(parser: argparse.ArgumentParser) -> None:
     """The one switch that lets a model folder's own Python code run (config.json `auto_map`)."""
     parser.add_argument("--trust-remote-code", action="store_true",

@@ -135,6 +135,28 @@ def locked_file(path: Path):
         yield f
 
 
+@contextmanager
+def exclusive(path: Path, what: str):
+    """Run the block as the only holder of the lock file `path` (created if missing, never
+    deleted): a second job asking for it meanwhile is refused at once with a one-line WriteError
+    saying `what` holds it, instead of writing the same output beside the first. The lock is the
+    kernel's (flock), so it is released when the process ends, however it ends (SIGKILL too)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise WriteError(f"cannot lock {path}: {exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise WriteError(f"{what} is already running (it holds {path}); wait for it to finish") from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def update_json(path: Path, change: Callable[[object], object]) -> object:
     """Read-modify-write of the JSON file `path` under a lock on its sidecar `.<name>.lock`:
     `change` gets the current document (None when missing or unreadable) and returns the new one,

@@ -29,8 +29,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from specatlas.cli import MAX_NEW_TOKENS, MAX_SEED, MAX_TOKENS, CommandError, number
-from specatlas.fsutil import WriteError, atomic_write, output_dir
+from specatlas.cli import MAX_NEW_TOKENS, MAX_SEED, MAX_TOKENS, CommandError, disk_error, number
+from specatlas.fsutil import WriteError, atomic_write, exclusive, output_dir
 
 MARKER = ".specatlas-train-data"
 DATA_ROOT = Path(__file__).resolve().parent.parent / "reference_impls" / "training_data"
@@ -129,9 +129,17 @@ def execute(args: argparse.Namespace) -> int:
         folder = output_dir(args.output or default_folder(loaded.name), "training data", MARKER, allowed=DATA_ROOT)
     except WriteError as exc:
         raise CommandError(str(exc)) from None
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / MARKER).write_text("written by specatlas train-data, which may write here again\n", encoding="utf-8")
-    Builder(loaded, folder, args).run()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / MARKER).is_file():
+            atomic_write(folder / MARKER, "written by specatlas train-data, which may write here again\n")
+        # One run per folder: two would name their shards alike and each keep only its own manifest.
+        with exclusive(folder / MARKER, f"another specatlas train-data writing {folder}"):
+            Builder(loaded, folder, args).run()
+    except WriteError as exc:  # a full disk too: the shards and manifest written so far are whole
+        raise CommandError(str(exc), status=1) from None
+    except OSError as exc:
+        raise CommandError(disk_error(exc), status=1) from None
     return 0
 
 
@@ -254,7 +262,9 @@ class Builder:
             if len(ids) <= args.max_prompt_tokens:
                 todo.append(prompt)
                 encoded.append(ids)
-        next_shard = len(self.manifest["answers"])
+        # After the highest shard listed: shards finish out of order, so a kill can leave a gap, and
+        # counting entries would name the next shard like one already listed.
+        next_shard = 1 + max((int(e["file"][len("answers-"):-len(".npz")]) for e in self.manifest["answers"]), default=-1)
         print(f"specatlas train-data: {have} answer tokens in {len(answered)} conversations; "
               f"{len(todo)} prompts left in the pool", file=sys.stderr)
         bar = tqdm(total=args.tokens, initial=have, unit="tok", desc="answer tokens", smoothing=0.05)
