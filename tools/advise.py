@@ -278,7 +278,10 @@ def execute(args: argparse.Namespace) -> int:
 
     curve = cs.cost_curve(target.model)
     stop = eos_ids(target.model, target.tokenizer)
-    warmup = encode_chat(target.tokenizer, cs.WARMUP_PROMPT)
+    try:
+        warmup = encode_chat(target.tokenizer, cs.WARMUP_PROMPT)
+    except ModelLoadError as exc:  # the model's chat template failed or ran away
+        raise CommandError(f"model {target.name}: {exc}", status=1) from None
 
     def prepare(spec: MethodSpec, policy: DraftLengthPolicy) -> Contender:
         """Built and warmed up: first-call allocations and lazy initialisation must not be timed."""

@@ -136,7 +136,7 @@ def execute(args: argparse.Namespace) -> int:
         # One run per folder: two would name their shards alike and each keep only its own manifest.
         with exclusive(folder / MARKER, f"another specatlas train-data writing {folder}"):
             Builder(loaded, folder, args).run()
-    except WriteError as exc:  # a full disk too: the shards and manifest written so far are whole
+    except (WriteError, ModelLoadError) as exc:  # a full disk too: the shards and manifest so far are whole
         raise CommandError(str(exc), status=1) from None
     except OSError as exc:
         raise CommandError(disk_error(exc), status=1) from None
@@ -303,8 +303,10 @@ def shard_entry(name: str, conversations, data: bytes) -> dict:
 
 def user_turn_prefix(tokenizer) -> str:
     """The chat template rendered up to where the user's text starts (Magpie's prompt)."""
+    from specatlas.impls.engine.chat import render_chat
+
     marker = "\u0000MAGPIE\u0000"
-    text = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False)
+    text = render_chat(tokenizer, [{"role": "user", "content": marker}])
     return text[: text.index(marker)]
 
 

@@ -26,14 +26,14 @@ class ChatTemplateError(ModelLoadError):
     """The model's chat template failed, ran too long or wrote too much; one line for the user."""
 
 
-def render_chat(tokenizer, prompt: str) -> str:
-    """`prompt` as a single user turn rendered by the tokenizer's chat template, with the prompt
-    for the assistant's answer."""
+def render_chat(tokenizer, messages: list[dict]) -> str:
+    """`messages` (role and content) rendered by the tokenizer's chat template, with the prompt for
+    the assistant's answer."""
     reader, writer = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         os.close(reader)
-        _render_child(tokenizer, prompt, writer)
+        _render_child(tokenizer, messages, writer)
     os.close(writer)
     try:
         data, finished = _read_bounded(reader, time.monotonic() + RENDER_SECONDS)
@@ -53,15 +53,19 @@ def render_chat(tokenizer, prompt: str) -> str:
     raise ChatTemplateError("the model's chat template stopped without an answer (out of memory or CPU time)")
 
 
-def _render_child(tokenizer, prompt: str, writer: int) -> None:
+def _lower_limit(kind: int, value: int) -> None:
+    """Set the soft and hard limit `kind` to `value`, or keep a lower one already set."""
+    _, hard = resource.getrlimit(kind)
+    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    resource.setrlimit(kind, (value, value))
+
+
+def _render_child(tokenizer, messages: list[dict], writer: int) -> None:
     try:
         with open("/proc/self/statm") as f:
-            limit = int(f.read().split()[0]) * resource.getpagesize() + RENDER_MEMORY
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        seconds = int(RENDER_SECONDS) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
-        text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                             add_generation_prompt=True)
+            _lower_limit(resource.RLIMIT_AS, int(f.read().split()[0]) * resource.getpagesize() + RENDER_MEMORY)
+        _lower_limit(resource.RLIMIT_CPU, int(RENDER_SECONDS) + 1)
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         if not isinstance(text, str):
             raise TypeError(f"it rendered {type(text).__name__}, not text")
         data = b"T" + text.encode("utf-8", "surrogatepass")

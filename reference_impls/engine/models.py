@@ -510,7 +510,7 @@ def encode_chat(tokenizer, prompt: str) -> list[int]:
     """The prompt as the tokenizer's own chat template renders a single user turn (sandboxed and
     bounded: `chat.render_chat`; ChatTemplateError, a ModelLoadError, when it fails)."""
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer(render_chat(tokenizer, prompt), add_special_tokens=False).input_ids
+        return tokenizer(render_chat(tokenizer, [{"role": "user", "content": prompt}]), add_special_tokens=False).input_ids
     return tokenizer(prompt).input_ids
 
 

@@ -28,6 +28,7 @@ from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Checkpoint, Run, 
 from specatlas.cli import add_trust_remote_code, disk_error, number, printable
 from specatlas.fsutil import WriteError, create_unique, exclusive, output_place, writable_dir
 from specatlas.impls.engine.draft_length import CHOICES, DraftLengthPolicy
+from specatlas.impls.engine.chat import render_chat
 from specatlas.impls.engine.errors import ModelLoadError
 from specatlas.impls.registry import METHODS, all_names, implemented_ids, resolve
 from specatlas.paths import repo_root
@@ -152,9 +153,8 @@ def encode_conversation(tokenizer, turns: list[str], answers: list[str]) -> list
         messages.append({"role": "user", "content": turn})
         if i < len(answers):
             messages.append({"role": "assistant", "content": answers[i]})
-    if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return tokenizer(text, add_special_tokens=False).input_ids
+    if getattr(tokenizer, "chat_template", None):  # sandboxed and bounded: a ModelLoadError when it fails
+        return tokenizer(render_chat(tokenizer, messages), add_special_tokens=False).input_ids
     return tokenizer("\n\n".join(m["content"] for m in messages)).input_ids
 
 
