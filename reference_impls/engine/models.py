@@ -154,7 +154,8 @@ def cache_problem(target: Path) -> str | None:
 # could be edited with them.
 MANIFEST = "manifest.json"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_verified: dict[Path, tuple[tuple[int, int, int], str]] = {}  # file -> (inode, size, mtime) and sha256 when last verified
+# file -> its (inode, size, mtime) and sha256 when this process last verified it
+_verified: dict[Path, tuple[tuple[int, int, int], str]] = {}
 
 
 def file_sha256(path: Path) -> str:
@@ -190,10 +191,13 @@ def manifest_problem(folder: Path) -> str | None:
         return f"has {extra[0]}, which the conversion did not write" if extra else f"has no {missing[0]}"
     for name, expected in sorted(files.items(), key=lambda item: item[1]["bytes"]):  # small files first
         path = folder / name
-        info = path.stat()
-        if not path.is_file() or info.st_size != expected["bytes"]:
-            return f"has a {name} of {info.st_size:,} bytes where the conversion wrote {expected['bytes']:,}"
-        digest = file_sha256(path)
+        try:
+            info = path.stat()
+            if not path.is_file() or info.st_size != expected["bytes"]:
+                return f"has a {name} of {info.st_size:,} bytes where the conversion wrote {expected['bytes']:,}"
+            digest = file_sha256(path)
+        except OSError as exc:  # a dangling link, a file without read permission
+            return f"has an unreadable {name} ({exc.strerror or exc})"
         if digest != expected["sha256"]:
             return f"has a {name} that differs from what the conversion wrote (sha256 {digest[:12]}…)"
         _verified[path.resolve()] = ((info.st_ino, info.st_size, info.st_mtime_ns), digest)
