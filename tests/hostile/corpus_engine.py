@@ -297,8 +297,9 @@ def _bench_lock(root: Path, tmp: Path) -> Path:
 
 
 def _training_lock(root: Path, tmp: Path) -> Path:
-    folder = tmp / "cache" / "train-features" / f"{(tmp / 'model')}".replace("/", "_")
-    return folder.with_name(folder.name + "-v2.lock")
+    """training.training_lock's file for the tiny model, under the case's cache."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(tmp / "model"))
+    return tmp / "cache" / "train-features" / f"{safe}-v2.lock"
 
 
 # Prompt and question files ---------------------------------------------------------------------
