@@ -346,7 +346,8 @@ def training_tokens(folder: Path) -> int:
 def load(folder: Path, tokenizer, tokens: int | None = None) -> tuple[list[tuple[str, list]], int]:
     """The answer shards of `folder` in manifest order, as (content hash, conversations) with every
     prompt's token ids filled in (third-party prompts re-read from their source by reference and
-    checked against the recorded hash), and how many of them, first, are held out. With `tokens`,
+    checked against the recorded hash; every shard checked against its manifest hash and its token
+    ids against the tokenizer's vocabulary), and how many of them, first, are held out. With `tokens`,
     the training shards stop once they hold that many answer tokens (the data-size curve trains on
     such prefixes, all evaluated on the same held-out shards)."""
     from specatlas.impls.engine.models import encode_chat
