@@ -53,7 +53,7 @@ from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Method, Run, Samp
                                      summarize)
 from specatlas.bench.run import BenchError, chosen_ids, policies
 from specatlas.cli import CommandError, add_trust_remote_code, printable
-from specatlas.fsutil import ReadError, parse_json, read_limited, text_lines
+from specatlas.fsutil import NotUTF8, ReadError, parse_json, read_limited, text_lines
 from specatlas.impls.engine.draft_length import DraftLengthPolicy, relative
 from specatlas.impls.registry import METHODS, MethodSpec
 from specatlas.paths import repo_root
@@ -384,8 +384,8 @@ def read_prompts(path: Path | None) -> tuple[list[str], str]:
         raise CommandError(f"{where} is over {MAX_PROMPTS_BYTES:,} bytes")
     try:
         lines = text_lines(raw)
-    except ReadError as exc:
-        raise CommandError(f"{where}: {exc}") from None
+    except NotUTF8 as exc:
+        raise CommandError(f"{path}:{exc.line}: {exc}") from None
     prompts = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

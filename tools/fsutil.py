@@ -250,16 +250,23 @@ def read_limited(path: Path, limit: int) -> bytes:
     finally:
         os.close(fd)
 
+class NotUTF8(ReadError):
+    """A text file's bytes are not UTF-8; `line` is where (callers say file:line)."""
+
+    def __init__(self, message: str, line: int):
+        super().__init__(message)
+        self.line = line
+
+
 def text_lines(data: bytes) -> list[str]:
     """The lines of a UTF-8 text file's bytes (a leading BOM dropped), split at "\n" only (with a
     "\r" before it): U+2028, U+0085 or a form feed inside a line, valid in a JSON string, do not end
-    it. A ReadError names the first byte that is not UTF-8, with its offset and line."""
+    it. NotUTF8 names the first byte that is not UTF-8 with its offset, and has its line."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ReadError(f"byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line}) is not UTF-8; "
-                        "save the file as UTF-8") from None
+        raise NotUTF8(f"byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8; save the file as UTF-8",
+                      data.count(b"\n", 0, exc.start) + 1) from None
     return [line.removesuffix("\r") for line in text.removeprefix("\ufeff").split("\n")]
 
 

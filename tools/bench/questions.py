@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specatlas.bench.results import RESERVED_CATEGORIES
-from specatlas.fsutil import ReadError, parse_json, read_limited, text_lines
+from specatlas.fsutil import NotUTF8, ReadError, parse_json, read_limited, text_lines
 
 # Spec-Bench's six subtasks, in its leaderboard's column order, with its column names.
 SUBTASKS = {
@@ -71,8 +71,8 @@ def load(path: Path | None = None) -> PromptSet:
         raise QuestionsError(f"{path}: {exc}") from None
     try:
         lines = text_lines(data)
-    except ReadError as exc:
-        raise QuestionsError(f"{path}: {exc}") from None
+    except NotUTF8 as exc:
+        raise QuestionsError(f"{path}:{exc.line}: {exc}") from None
     questions, seen = [], set()
     for number, line in enumerate(lines, 1):
         if not line.strip():
