@@ -36,21 +36,24 @@ decoding's, how many prompts and tokens each number stands on, and for the metho
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import math
 import shlex
+import sys
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from specatlas.bench import questions as qs
 from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Method, Run, Sample, curve_fields, predicted_speedup,
                                      summarize)
 from specatlas.bench.run import BenchError, chosen_ids, policies
-from specatlas.cli import CommandError, add_trust_remote_code
-from specatlas.fsutil import ReadError, read_limited
+from specatlas.cli import CommandError, add_trust_remote_code, printable
+from specatlas.fsutil import NotUTF8, ReadError, parse_json, read_limited, text_lines
 from specatlas.impls.engine.draft_length import DraftLengthPolicy, relative
 from specatlas.impls.registry import METHODS, MethodSpec
 from specatlas.paths import repo_root
@@ -183,7 +186,7 @@ def _results_dir() -> Path | None:
         return None
 
 
-def measure(run: Run, baseline: Contender, candidates: list[Candidate], prompts: list[list[int]],
+def measure(run: Run, baseline: Contender, candidates: list[Candidate], prompts: Iterable[list[int]],
             prepare: Callable[[Candidate], Contender], generate: Callable[[Contender, list[int]], Turn | None],
             deadline: float, clock: Callable[[], float] = time.monotonic) -> int:
     """Prompt by prompt until the prompts or the budget run out: plain decoding, then the candidates
@@ -261,15 +264,24 @@ def execute(args: argparse.Namespace) -> int:
         target = load_model(args.model, device, pick_dtype(args.dtype, device), args.trust_remote_code)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1) from None
-    encoded = [encode_chat(target.tokenizer, prompt) for prompt in prompts]
-    for number, ids in enumerate(encoded, 1):
-        try:
-            room_after(target.model, ids, args.max_new_tokens)
-        except Unsupported as exc:
-            raise CommandError(f"prompt {number} of {source}: {exc}") from None
+
+    def encoded():
+        """Each prompt's tokens when its turn comes: a budget spent tokenizing a large file would
+        measure nothing."""
+        for number, prompt in enumerate(prompts, 1):
+            try:
+                ids = encode_chat(target.tokenizer, prompt)
+                room_after(target.model, ids, args.max_new_tokens)
+            except (Unsupported, ModelLoadError) as exc:
+                raise CommandError(f"prompt {number} of {source}: {exc}") from None
+            yield ids
+
     curve = cs.cost_curve(target.model)
     stop = eos_ids(target.model, target.tokenizer)
-    warmup = encode_chat(target.tokenizer, cs.WARMUP_PROMPT)
+    try:
+        warmup = encode_chat(target.tokenizer, cs.WARMUP_PROMPT)
+    except ModelLoadError as exc:  # the model's chat template failed or ran away
+        raise CommandError(f"model {target.name}: {exc}", status=1) from None
 
     def prepare(spec: MethodSpec, policy: DraftLengthPolicy) -> Contender:
         """Built and warmed up: first-call allocations and lazy initialisation must not be timed."""
@@ -286,7 +298,7 @@ def execute(args: argparse.Namespace) -> int:
     candidates = waiting(method_ids[1:], chosen_policies, prior)
     run = empty_run(curve, baseline)
     measured_prompts = measure(
-        run, baseline, candidates, encoded, lambda c: prepare(c.spec, c.policy),
+        run, baseline, candidates, encoded(), lambda c: prepare(c.spec, c.policy),
         lambda c, ids: attempt(c, lambda: c.generate(ids, args.max_new_tokens, 0.0, 0, stop)), deadline)
 
     rows = ranked_rows(candidates, run)
@@ -310,8 +322,11 @@ def execute(args: argparse.Namespace) -> int:
     }
     if args.json:
         print(json.dumps(report))
-    else:
-        print_report(report)
+    else:  # the prompts' and the model's own text is shown escaped: it may hold terminal sequences
+        shown = io.StringIO()
+        with contextlib.redirect_stdout(shown):
+            print_report(report)
+        sys.stdout.write(printable(shown.getvalue()))
     return 0
 
 
@@ -368,20 +383,19 @@ def read_prompts(path: Path | None) -> tuple[list[str], str]:
     if len(raw) > MAX_PROMPTS_BYTES:
         raise CommandError(f"{where} is over {MAX_PROMPTS_BYTES:,} bytes")
     try:
-        text = raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        raise CommandError(f"{where}: byte 0x{raw[exc.start]:02x} at offset {exc.start} is not UTF-8; "
-                           "save the file as UTF-8") from None
+        lines = text_lines(raw)
+    except NotUTF8 as exc:
+        raise CommandError(f"{path}:{exc.line}: {exc}") from None
     prompts = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        if path.suffix != ".jsonl":
+        if path.suffix.lower() != ".jsonl":
             prompts.append(line.strip())
             continue
         try:
-            item = json.loads(line)
-        except (ValueError, RecursionError):
+            item = parse_json(line)
+        except ReadError:
             item = None
         turns = item.get("turns") if isinstance(item, dict) else None
         prompt = item.get("prompt", turns[0] if isinstance(turns, list) and turns else None) if isinstance(item, dict) else None

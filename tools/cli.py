@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import re
 import sys
 
 # name -> (module, one-line help). A module defines configure(parser) and execute(args) -> int.
@@ -42,6 +43,25 @@ class CommandError(Exception):
     def __init__(self, message: str, status: int = 2):
         super().__init__(message)
         self.status = status
+
+
+# Characters a terminal acts on instead of showing: C0 and C1 controls (ESC starts the sequences
+# that move the cursor or write the clipboard, OSC 52) and the bidirectional overrides that make
+# text read differently from what it is.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` safe to echo to a terminal: every control character but newline and tab shown as its
+    escape (`\x1b`), so text from a file or a model cannot drive the terminal."""
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def disk_error(exc: OSError) -> str:
+    """A resumable job's OSError (a full disk, above all) as its one line: every file it writes is
+    replaced whole or appended line by line, so what it wrote before stays usable."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}; what was written before is intact and a rerun resumes from it"
 
 
 def add_trust_remote_code(parser: argparse.ArgumentParser) -> None:
@@ -104,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(importlib.import_module(args._module).execute(args) or 0)
     except CommandError as exc:
-        print(f"specatlas {args.command}: {exc}", file=sys.stderr)
+        print(f"specatlas {args.command}: {printable(str(exc))}", file=sys.stderr)
         return exc.status
     except KeyboardInterrupt:
         print("specatlas: interrupted", file=sys.stderr)

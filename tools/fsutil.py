@@ -135,6 +135,28 @@ def locked_file(path: Path):
         yield f
 
 
+@contextmanager
+def exclusive(path: Path, what: str):
+    """Run the block as the only holder of the lock file `path` (created if missing, never
+    deleted): a second job asking for it meanwhile is refused at once with a one-line WriteError
+    saying `what` holds it, instead of writing the same output beside the first. The lock is the
+    kernel's (flock), so it is released when the process ends, however it ends (SIGKILL too)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise WriteError(f"cannot lock {path}: {exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise WriteError(f"{what} is already running (it holds {path}); wait for it to finish") from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def update_json(path: Path, change: Callable[[object], object]) -> object:
     """Read-modify-write of the JSON file `path` under a lock on its sidecar `.<name>.lock`:
     `change` gets the current document (None when missing or unreadable) and returns the new one,
@@ -144,7 +166,7 @@ def update_json(path: Path, change: Callable[[object], object]) -> object:
     with open(path.with_name(f".{path.name}.lock"), "a") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            current = read_json(path, 64 << 20)  # the files it keeps are kilobytes
+            current = read_json(path, CACHE_BYTES)
         except ReadError:
             current = None
         new = change(current)
@@ -189,6 +211,9 @@ def replace_dir(staging: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+CACHE_BYTES = 16 << 20  # a cache's JSON file (kernel choices, digests, searches) is kilobytes
+
+
 class ReadError(Exception):
     """A file cannot be read as data; the message says why, without the path (callers add it)."""
 
@@ -225,11 +250,36 @@ def read_limited(path: Path, limit: int) -> bytes:
     finally:
         os.close(fd)
 
+class NotUTF8(ReadError):
+    """A text file's bytes are not UTF-8; `line` is where (callers say file:line)."""
+
+    def __init__(self, message: str, line: int):
+        super().__init__(message)
+        self.line = line
+
+
+def text_lines(data: bytes) -> list[str]:
+    """The lines of a UTF-8 text file's bytes (a leading BOM dropped), split at "\n" only (with a
+    "\r" before it): U+2028, U+0085 or a form feed inside a line, valid in a JSON string, do not end
+    it. NotUTF8 names the first byte that is not UTF-8 with its offset, and has its line."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotUTF8(f"byte 0x{data[exc.start]:02x} at offset {exc.start} is not UTF-8; save the file as UTF-8",
+                      data.count(b"\n", 0, exc.start) + 1) from None
+    return [line.removesuffix("\r") for line in text.removeprefix("\ufeff").split("\n")]
+
+
 def read_json(path: Path, limit: int, **hooks):
     """The JSON document in `path` (at most `limit` bytes; `hooks`: json.loads's parse_* arguments),
     or a ReadError saying in one line why it is not one: too large, not UTF-8, malformed, nested
     too deeply, or refused by a hook (a ValueError)."""
-    data = read_limited(path, limit)
+    return parse_json(read_limited(path, limit), **hooks)
+
+
+def parse_json(data: str | bytes, **hooks):
+    """`data` as JSON (one document: a file's bytes, or one line of a JSONL file), or a ReadError
+    saying in one line why it is not one (read_json's reasons, the size aside)."""
     try:
         return json.loads(data, **hooks)
     except RecursionError:

@@ -11,11 +11,12 @@ import argparse
 import difflib
 import json
 import math
+import re
 import resource
 import sys
 from pathlib import Path
 
-from specatlas.cli import MAX_NEW_TOKENS, MAX_SEED, CommandError, add_trust_remote_code
+from specatlas.cli import MAX_NEW_TOKENS, MAX_SEED, CommandError, add_trust_remote_code, printable
 from specatlas.datastore import add_datastore_option, chosen_datastore
 from specatlas.fsutil import ReadError, read_limited
 from specatlas.impls.engine.draft_length import PAPER, DraftLengthPolicy
@@ -101,6 +102,7 @@ def execute(args: argparse.Namespace) -> int:
     header = (f"{spec.id} ({spec.name}) | target {target.name} on {device.type} {str(dtype).removeprefix('torch.')} "
               f"| drafter: {drafter} | {decoder.draft_length.describe() if decoder.drafter else 'no drafting'}"
               + (f" | paper settings: {settings}" if settings else "") + f" | {sampling.describe()}"
+              + (f" ({sampling.notice()})" if sampling.notice() else "")
               + (" | relaxed acceptance: not lossless" if relaxed else ""))
     if args.draft_model and not spec.uses_draft_model:
         header += f" | --draft-model ignored: {spec.id} uses none"
@@ -108,16 +110,18 @@ def execute(args: argparse.Namespace) -> int:
         header += f" | --drafter-checkpoint ignored: {spec.id} uses no trained head"
     if args.datastore and not spec.uses_datastore:
         header += f" | --datastore ignored: {spec.id} reads no datastore"
-    prompt = encode_chat(target.tokenizer, prompt_text)
     try:  # before the header, so that the error is the only line
+        prompt = encode_chat(target.tokenizer, prompt_text)
         room_after(target.model, prompt, args.max_new_tokens)
     except Unsupported as exc:
         raise CommandError(str(exc))
+    except ModelLoadError as exc:  # the model's chat template failed or ran away
+        raise CommandError(f"model {target.name}: {exc}", status=1)
     # Compared runs are not streamed: printing as tokens arrive would time the two differently.
     stream = None if args.json or args.compare else TextStream(target.tokenizer)
     if not args.json:
-        print(header + (" | compared with plain decoding, run first; the text follows both runs" if args.compare else ""),
-              file=sys.stderr)
+        print(printable(header) + (" | compared with plain decoding, run first; the text follows both runs"
+                                   if args.compare else ""), file=sys.stderr)
     stop = eos_ids(target.model, target.tokenizer)
     try:
         plain = compare_baseline(target, decoder, prompt, args, sampling, stop) if args.compare else None
@@ -125,6 +129,8 @@ def execute(args: argparse.Namespace) -> int:
                                   stop=stop, on_tokens=stream and stream.add)
     except Unsupported as exc:  # e.g. a tree draft on sliding-window layers
         raise CommandError(str(exc))
+    except ModelLoadError as exc:  # the chat template, on the warm-up prompt
+        raise CommandError(f"model {target.name}: {exc}", status=1)
     stats = output.stats
     comparison = compared(plain, output, sampling.greedy and not relaxed) if plain else None
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
@@ -133,6 +139,7 @@ def execute(args: argparse.Namespace) -> int:
         print(json.dumps({"method": spec.id, "model": target.name, "drafter": drafter, "device": device.type,
                           "policy": policy.name, "draft_length": decoder.draft_length.describe() if decoder.drafter else None,
                           "paper_settings": settings or None, "sampling": sampling.describe(),
+                          "sampling_notice": sampling.notice(),
                           "relaxed_acceptance": relaxed, "seed": args.seed, "text": text, "tokens": output.tokens,
                           "peak_rss_mb": round(peak_mb), **stats.as_dict(),
                           **({"compare": comparison} if comparison else {})}))
@@ -140,7 +147,7 @@ def execute(args: argparse.Namespace) -> int:
         if stream:
             stream.finish()
         else:
-            print(target.tokenizer.decode(output.tokens, skip_special_tokens=True))
+            print(printable(target.tokenizer.decode(output.tokens, skip_special_tokens=True)))
         print(f"[{stats.new_tokens} tokens, {stats.tokens_per_second:.1f} tokens/s, "
               f"{stats.mean_accepted:.2f} mean accepted tokens per step, {stats.target_forwards} target forward passes, "
               f"draft {stats.draft_seconds:.2f}s / verify {stats.verify_seconds:.2f}s "
@@ -194,7 +201,8 @@ def describe_comparison(method: str, comparison: dict) -> str:
 
 
 class TextStream:
-    """Prints decoded text as tokens are committed, holding back an incomplete UTF-8 character."""
+    """Prints decoded text as tokens are committed, holding back an incomplete UTF-8 character;
+    control characters are shown escaped (`printable`): the model may echo them from the prompt."""
 
     def __init__(self, tokenizer):
         self.tokenizer, self.tokens, self.shown = tokenizer, [], 0
@@ -203,12 +211,12 @@ class TextStream:
         self.tokens += tokens
         text = self.tokenizer.decode(self.tokens, skip_special_tokens=True)
         if not text.endswith("\ufffd"):
-            sys.stdout.write(text[self.shown :])
+            sys.stdout.write(printable(text[self.shown :]))
             sys.stdout.flush()
             self.shown = len(text)
 
     def finish(self) -> None:
-        sys.stdout.write(self.tokenizer.decode(self.tokens, skip_special_tokens=True)[self.shown :] + "\n")
+        sys.stdout.write(printable(self.tokenizer.decode(self.tokens, skip_special_tokens=True)[self.shown :]) + "\n")
 
 
 def _check_numbers(args) -> str | None:
@@ -262,8 +270,11 @@ def read_prompt(args) -> tuple[str, str | None]:
 
 
 def _unknown_method(name: str, names: list[str], implemented: list[str]) -> None:
+    from specatlas.catalog.schema import ID_PATTERN
+
     listing = ", ".join(implemented)
-    if (papers_dir() / f"{name}.yaml").is_file():
+    # Only a well-formed id is looked up: a path ("../../x") would tell whether any file exists.
+    if re.fullmatch(ID_PATTERN, name) and (papers_dir() / f"{name}.yaml").is_file():
         raise CommandError(f"{name} is cataloged but has no reference implementation yet; implemented: {listing}")
     cataloged = [path.stem for path in papers_dir().glob("*.yaml")]
     close = difflib.get_close_matches(name.lower(), names + cataloged, n=3, cutoff=0.6)

@@ -35,7 +35,7 @@ import torch
 from tqdm import tqdm
 
 from specatlas.cli import (MAX_EPOCHS, MAX_MINUTES, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError, add_trust_remote_code,
-                           epochs_given, number)
+                           disk_error, epochs_given, number)
 from specatlas.fsutil import WriteError, output_dir
 from specatlas.impls.families import training
 from specatlas.impls.engine.checkpoints import SHIPPED_HEADS, shipped_head_folder
@@ -110,6 +110,17 @@ def execute(args: argparse.Namespace) -> int:
         loaded = load_model(args.model, pick_device(args.device), torch.float32, args.trust_remote_code)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
+    try:  # one training job per target at a time: they share its cached states and checkpoints
+        with training.training_lock(loaded.name):
+            return train_all(args, loaded, trainers, output, checked, epochs, code)
+    except WriteError as exc:
+        raise CommandError(str(exc), status=1) from None
+    except OSError as exc:  # a full disk: checkpoints, heads and curves are replaced whole, never cut short
+        raise CommandError(disk_error(exc), status=1) from None
+
+
+def train_all(args, loaded, trainers: dict, output: Path | None, checked, epochs, code) -> int:
+    """`train` from the model load on, under the training lock."""
     outputs = {name: output or checked(default_output(trainer, loaded.name), trainer) for name, trainer in trainers.items()}
     data = args.data or train_data.default_folder(loaded.name)
     # "All the data" changes meaning when `specatlas train-data` appends shards: the run, and the

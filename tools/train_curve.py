@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from specatlas.cli import (MAX_EPOCHS, MAX_MINUTES, MAX_NEW_TOKENS, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError,
-                           epochs_given, number)
+                           disk_error, epochs_given, number)
 from specatlas.fsutil import WriteError, update_json, writable_dir
 from specatlas.paths import training_results_dir
 
@@ -81,33 +81,41 @@ def execute(args: argparse.Namespace) -> int:
         loaded = load_model(None, torch.device("cpu"), torch.float32)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
-    data = train_data.default_folder(loaded.name)
-    # A point trained under other family settings (the code changed since) is measured again, so
-    # every point of a curve comes from the one config the file is named for.
-    done = {p["requested_tokens"] for p in curve["points"] if p.get("config", {}).get("settings") == family.settings()}
-    prompts = plain = None  # the same held-out text and plain outputs for every size: made once, when first needed
-    for size in sizes:
-        if size in done:
-            print(f"specatlas train-curve: {size} tokens already measured", file=sys.stderr)
-            continue
-        output = cache_root() / "train-curve" / loaded.name / f"{family.name}-{size}"
-        command = f"specatlas train {family.paper} --tokens {size} --seed {args.seed}"  # the card adds the schedule
-        train_one(family, loaded, data, size, output, args.budget_minutes, args.steps, args.seed, command, epochs=epochs,
-                  code=code)
-        card = json.loads((output / "training.json").read_text(encoding="utf-8"))
-        if plain is None:
-            prompts, _ = train_data.held_out_prompts(data, loaded.tokenizer, args.prompts)
-            plain = plain_outputs(loaded.model, prompts, args.max_new_tokens)
-        point = {
-            "requested_tokens": size, "train_answer_tokens": card["train_answer_tokens"],
-            "train_conversations": card["train_conversations"], "steps": card["steps"],
-            "epochs_seen": card["epochs_seen"], "stopped_by": card["stopped_by"], "final_loss": card["final_loss"],
-            "config": card["config"], "code": card.get("code"),
-            "chain": card["held_out"], "paper_method": paper_method_acceptance(family, loaded, output, prompts, plain,
-                                                                              args.max_new_tokens)}
-        curve = update_json(path, lambda saved, point=point: with_point(
-            (saved if _is_curve(saved, family.name) else curve) | schedule, point))
-        print(f"specatlas train-curve: {size} tokens -> {json.dumps(point['paper_method'])}", file=sys.stderr)
+    from specatlas.impls.families.training import training_lock
+
+    try:  # one training job per target at a time: they share its cached states and checkpoints
+        with training_lock(loaded.name):
+            data = train_data.default_folder(loaded.name)
+            # A point trained under other family settings (the code changed since) is measured again, so
+            # every point of a curve comes from the one config the file is named for.
+            done = {p["requested_tokens"] for p in curve["points"] if p.get("config", {}).get("settings") == family.settings()}
+            prompts = plain = None  # the same held-out text and plain outputs for every size: made once, when first needed
+            for size in sizes:
+                if size in done:
+                    print(f"specatlas train-curve: {size} tokens already measured", file=sys.stderr)
+                    continue
+                output = cache_root() / "train-curve" / loaded.name / f"{family.name}-{size}"
+                command = f"specatlas train {family.paper} --tokens {size} --seed {args.seed}"  # the card adds the schedule
+                train_one(family, loaded, data, size, output, args.budget_minutes, args.steps, args.seed, command, epochs=epochs,
+                          code=code)
+                card = json.loads((output / "training.json").read_text(encoding="utf-8"))
+                if plain is None:
+                    prompts, _ = train_data.held_out_prompts(data, loaded.tokenizer, args.prompts)
+                    plain = plain_outputs(loaded.model, prompts, args.max_new_tokens)
+                point = {
+                    "requested_tokens": size, "train_answer_tokens": card["train_answer_tokens"],
+                    "train_conversations": card["train_conversations"], "steps": card["steps"],
+                    "epochs_seen": card["epochs_seen"], "stopped_by": card["stopped_by"], "final_loss": card["final_loss"],
+                    "config": card["config"], "code": card.get("code"),
+                    "chain": card["held_out"], "paper_method": paper_method_acceptance(family, loaded, output, prompts, plain,
+                                                                                      args.max_new_tokens)}
+                curve = update_json(path, lambda saved, point=point: with_point(
+                    (saved if _is_curve(saved, family.name) else curve) | schedule, point))
+                print(f"specatlas train-curve: {size} tokens -> {json.dumps(point['paper_method'])}", file=sys.stderr)
+    except WriteError as exc:
+        raise CommandError(str(exc), status=1) from None
+    except OSError as exc:  # a full disk: checkpoints, heads and curves are replaced whole, never cut short
+        raise CommandError(disk_error(exc), status=1) from None
     return 0
 
 

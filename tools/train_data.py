@@ -29,8 +29,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from specatlas.cli import MAX_NEW_TOKENS, MAX_SEED, MAX_TOKENS, CommandError, number
-from specatlas.fsutil import WriteError, atomic_write, output_dir
+from specatlas.cli import MAX_NEW_TOKENS, MAX_SEED, MAX_TOKENS, CommandError, disk_error, number
+from specatlas.fsutil import WriteError, atomic_write, exclusive, output_dir
 
 MARKER = ".specatlas-train-data"
 DATA_ROOT = Path(__file__).resolve().parent.parent / "reference_impls" / "training_data"
@@ -129,9 +129,17 @@ def execute(args: argparse.Namespace) -> int:
         folder = output_dir(args.output or default_folder(loaded.name), "training data", MARKER, allowed=DATA_ROOT)
     except WriteError as exc:
         raise CommandError(str(exc)) from None
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / MARKER).write_text("written by specatlas train-data, which may write here again\n", encoding="utf-8")
-    Builder(loaded, folder, args).run()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / MARKER).is_file():
+            atomic_write(folder / MARKER, "written by specatlas train-data, which may write here again\n")
+        # One run per folder: two would name their shards alike and each keep only its own manifest.
+        with exclusive(folder / MARKER, f"another specatlas train-data writing {folder}"):
+            Builder(loaded, folder, args).run()
+    except (WriteError, ModelLoadError) as exc:  # a full disk too: the shards and manifest so far are whole
+        raise CommandError(str(exc), status=1) from None
+    except OSError as exc:
+        raise CommandError(disk_error(exc), status=1) from None
     return 0
 
 
@@ -173,9 +181,10 @@ class Builder:
 
         for entry in self.manifest[kind]:
             try:
-                yield entry["file"], read_shard(self.folder / entry["file"])
-            except ShardError as exc:
-                raise CommandError(f"{exc}; delete it and its manifest entry to generate it again") from None
+                yield entry["file"], read_shard(self.folder / entry["file"], self.vocab, entry["sha256"])
+            except ShardError as exc:  # resuming over it would answer its conversations again, or lose them
+                raise CommandError(f"{exc}; restore it, or delete it and its manifest entry to generate it again",
+                                   status=1) from None
 
     # ----------------------------------------------------------------------------------------
 
@@ -253,7 +262,9 @@ class Builder:
             if len(ids) <= args.max_prompt_tokens:
                 todo.append(prompt)
                 encoded.append(ids)
-        next_shard = len(self.manifest["answers"])
+        # After the highest shard listed: shards finish out of order, so a kill can leave a gap, and
+        # counting entries would name the next shard like one already listed.
+        next_shard = 1 + max((int(e["file"][len("answers-"):-len(".npz")]) for e in self.manifest["answers"]), default=-1)
         print(f"specatlas train-data: {have} answer tokens in {len(answered)} conversations; "
               f"{len(todo)} prompts left in the pool", file=sys.stderr)
         bar = tqdm(total=args.tokens, initial=have, unit="tok", desc="answer tokens", smoothing=0.05)
@@ -292,8 +303,10 @@ def shard_entry(name: str, conversations, data: bytes) -> dict:
 
 def user_turn_prefix(tokenizer) -> str:
     """The chat template rendered up to where the user's text starts (Magpie's prompt)."""
+    from specatlas.impls.engine.chat import render_chat
+
     marker = "\u0000MAGPIE\u0000"
-    text = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False)
+    text = render_chat(tokenizer, [{"role": "user", "content": marker}])
     return text[: text.index(marker)]
 
 
@@ -333,11 +346,12 @@ def training_tokens(folder: Path) -> int:
 def load(folder: Path, tokenizer, tokens: int | None = None) -> tuple[list[tuple[str, list]], int]:
     """The answer shards of `folder` in manifest order, as (content hash, conversations) with every
     prompt's token ids filled in (third-party prompts re-read from their source by reference and
-    checked against the recorded hash), and how many of them, first, are held out. With `tokens`,
+    checked against the recorded hash; every shard checked against its manifest hash and its token
+    ids against the tokenizer's vocabulary), and how many of them, first, are held out. With `tokens`,
     the training shards stop once they hold that many answer tokens (the data-size curve trains on
     such prefixes, all evaluated on the same held-out shards)."""
     from specatlas.impls.engine.models import encode_chat
-    from specatlas.impls.families.answers import ShardError, file_sha, read_shard, text_sha
+    from specatlas.impls.families.answers import ShardError, read_shard, text_sha
     from specatlas.prompt_pool import THIRD_PARTY, SourceError, sharegpt
 
     chosen = selected(folder, tokens)
@@ -346,11 +360,8 @@ def load(folder: Path, tokenizer, tokens: int | None = None) -> tuple[list[tuple
     for entry in chosen:
         path = folder / entry["file"]
         try:
-            data = path.read_bytes()
-            if file_sha(data) != entry["sha256"]:
-                raise ShardError(f"training data shard {path} does not match the hash in its manifest")
-            conversations = read_shard(path)
-        except (OSError, ShardError) as exc:
+            conversations = read_shard(path, len(tokenizer), entry["sha256"])
+        except ShardError as exc:
             raise CommandError(f"{exc}; restore it from the repository or delete it and its manifest entry",
                                status=1) from None
         for c in conversations:

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from specatlas.fsutil import update_json
+from specatlas.fsutil import CACHE_BYTES, ReadError, read_json, update_json
 
 # Row counts measured: every count up to 32, where drafts and trees live (an unmeasured count takes the
 # choice of the one below it, and the default kernel's cost jumps between neighbouring counts), then a spread.
@@ -142,8 +142,8 @@ def choices(shapes: set[tuple[int, int]], cache_dir: Path | None) -> dict[str, d
     table: dict[str, dict] = {}
     if path and path.is_file():
         try:
-            table = _saved_shapes(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
+            table = _saved_shapes(read_json(path, CACHE_BYTES))
+        except ReadError:
             table = None
         if table is None:
             table = {}

@@ -9,9 +9,11 @@ its row count (`cpu_kernels`; SPECATLAS_PACKED_LINEARS=0 turns it off).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -24,7 +26,8 @@ from urllib.parse import urlparse
 import torch
 from torch import nn
 
-from specatlas.fsutil import ReadError, read_json
+from specatlas.fsutil import CACHE_BYTES, ReadError, read_json
+from specatlas.impls.engine.chat import render_chat
 from specatlas.impls.engine.cpu_kernels import pack_linears
 from specatlas.impls.engine.errors import ModelLoadError, first_line
 
@@ -80,7 +83,8 @@ def embedded_model_dir() -> Path:
     """The embedded model as a plain HF folder, converting the wheel's GGUF file on first use.
 
     A cache folder that is incomplete or damaged (a missing or truncated safetensors file, an
-    unreadable config) is set aside and converted again, with a message naming it.
+    unreadable config, any file that differs from the manifest the conversion wrote) is set aside
+    and converted again, with a message naming it.
     """
     target = cache_root() / "models" / EMBEDDED
     problem = cache_problem(target)
@@ -116,8 +120,9 @@ _CACHE_FILES = ("config.json", "generation_config.json", "tokenizer_config.json"
 
 
 def cache_problem(target: Path) -> str | None:
-    """Why the converted cache folder cannot be used, or None when it is complete. Cheap: reads
-    the JSON files and the safetensors header (`safetensors_header`)."""
+    """Why the converted cache folder cannot be used, or None when it is complete: the JSON files
+    and the safetensors header (`safetensors_header`) read within bounds, then every file hashed
+    against the conversion's manifest (`manifest_problem`)."""
     weights = target / "model.safetensors"
     if not target.is_dir():
         return "is not a folder" if target.exists() or target.is_symlink() else "does not exist"
@@ -128,9 +133,9 @@ def cache_problem(target: Path) -> str | None:
     configs = {}
     for name in _CACHE_FILES:
         try:
-            configs[name] = config = json.loads((target / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            return f"has an unreadable {name} ({type(exc).__name__})"
+            configs[name] = config = read_json(target / name, CONFIG_BYTES)
+        except ReadError as exc:
+            return f"has an unreadable {name} ({exc})"
         if not isinstance(config, dict):
             return f"has a {name} that is not a JSON object"
         if "auto_map" in config:  # the conversion never writes one
@@ -139,7 +144,75 @@ def cache_problem(target: Path) -> str | None:
         header = safetensors_header(weights)
     except ValueError as exc:
         return str(exc)
-    return _sizes_problem(configs["config.json"], header)
+    return _sizes_problem(configs["config.json"], header) or manifest_problem(target)
+
+
+# What the conversion wrote, file by file: a cache is used only when every file is still exactly
+# that. Hashing every file each load costs ~0.3-0.5 s for the 540 MB of weights (sha256 runs at
+# 1-2 GB/s), under half a load, and also warms the page cache the load then reads; a cheaper
+# check (sizes, times) would miss an edit that keeps them, and a digest cached beside the files
+# could be edited with them.
+MANIFEST = "manifest.json"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# file -> its (inode, size, mtime) and sha256 when this process last verified it
+_verified: dict[Path, tuple[tuple[int, int, int], str]] = {}
+
+
+def file_sha256(path: Path) -> str:
+    one = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            one.update(block)
+    return one.hexdigest()
+
+
+def write_manifest(folder: Path) -> None:
+    """Record the size and sha256 of every file in the freshly converted `folder`."""
+    files = {path.name: {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+             for path in sorted(folder.iterdir()) if path.name != MANIFEST}
+    (folder / MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n", encoding="utf-8")
+
+
+def manifest_problem(folder: Path) -> str | None:
+    """Why the files of `folder` are not exactly those its manifest lists (a file added, missing,
+    resized or changed), or None."""
+    try:
+        files = read_json(folder / MANIFEST, CACHE_BYTES)["files"]
+        if not (isinstance(files, dict) and all(isinstance(v, dict) and type(v.get("bytes")) is int
+                                                and _SHA256.fullmatch(str(v.get("sha256"))) for v in files.values())):
+            raise ReadError("not a manifest of file sizes and hashes")
+    except ReadError as exc:
+        return f"has an unreadable {MANIFEST} ({exc})" if (folder / MANIFEST).exists() else f"has no {MANIFEST}"
+    except (KeyError, TypeError):
+        return f"has an unreadable {MANIFEST} (not a manifest of file sizes and hashes)"
+    present = {path.name for path in folder.iterdir()} - {MANIFEST}
+    if present != set(files):
+        extra, missing = sorted(present - set(files)), sorted(set(files) - present)
+        return f"has {extra[0]}, which the conversion did not write" if extra else f"has no {missing[0]}"
+    for name, expected in sorted(files.items(), key=lambda item: item[1]["bytes"]):  # small files first
+        path = folder / name
+        try:
+            info = path.stat()
+            if not path.is_file() or info.st_size != expected["bytes"]:
+                return f"has a {name} of {info.st_size:,} bytes where the conversion wrote {expected['bytes']:,}"
+            digest = file_sha256(path)
+        except OSError as exc:  # a dangling link, a file without read permission
+            return f"has an unreadable {name} ({exc.strerror or exc})"
+        if digest != expected["sha256"]:
+            return f"has a {name} that differs from what the conversion wrote (sha256 {digest[:12]}…)"
+        _verified[path.resolve()] = ((info.st_ino, info.st_size, info.st_mtime_ns), digest)
+    return None
+
+
+def verified_sha256(path: Path) -> str | None:
+    """The sha256 of `path` as this process verified it against a cache manifest, if the file has
+    not changed since; None otherwise. Preferred over any digest cached on disk."""
+    try:
+        info = path.stat()
+        key, digest = _verified[path.resolve()]
+    except (OSError, KeyError):
+        return None
+    return digest if key == (info.st_ino, info.st_size, info.st_mtime_ns) else None
 
 
 HEADER_BYTES = 100 << 20  # a safetensors header lists names, shapes and offsets: megabytes at most
@@ -203,6 +276,7 @@ def _convert_gguf(folder: Path, gguf_name: str, target: Path) -> None:
         model.config.save_pretrained(staging)
         model.generation_config.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        write_manifest(staging)
         install_cache(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -437,12 +511,10 @@ def shallow_slice(model: nn.Module, num_layers: int, layers: nn.ModuleList | Non
 
 
 def encode_chat(tokenizer, prompt: str) -> list[int]:
-    """The prompt as the tokenizer's own chat template renders a single user turn."""
+    """The prompt as the tokenizer's own chat template renders a single user turn (sandboxed and
+    bounded: `chat.render_chat`; ChatTemplateError, a ModelLoadError, when it fails)."""
     if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-        )
-        return tokenizer(text, add_special_tokens=False).input_ids
+        return tokenizer(render_chat(tokenizer, [{"role": "user", "content": prompt}]), add_special_tokens=False).input_ids
     return tokenizer(prompt).input_ids
 
 

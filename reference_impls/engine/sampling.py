@@ -8,10 +8,18 @@ top-p follow transformers' logits warpers, in the order `generate` applies them.
 from __future__ import annotations
 
 import hashlib
+import math
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+
+
+# Below this temperature logits / T can overflow float32 (|logit| > 3.4e8 at 1e-30; a denormal T
+# overflows every logit), and softmax then returns NaNs. Above it, and below ~1e-4, the tempered
+# distribution is already a point mass on the argmax at float32's resolution, so greedy decoding
+# is exactly what such a temperature asks for.
+POINT_MASS_BELOW = 1e-30
 
 
 @dataclass(frozen=True)
@@ -19,10 +27,15 @@ class Sampling:
     temperature: float = 0.0  # 0 means greedy: the distribution is a point mass on the argmax
     top_p: float = 1.0
     top_k: int = 0  # 0: no top-k cut
+    # The temperature asked for when it was below POINT_MASS_BELOW and decoding is greedy instead.
+    asked: float | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
+            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature}")
+        if 0 < self.temperature < POINT_MASS_BELOW:
+            object.__setattr__(self, "asked", self.temperature)
+            object.__setattr__(self, "temperature", 0.0)
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top-p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
@@ -51,6 +64,13 @@ class Sampling:
             dropped[..., -1] = False
             scores = scores.masked_fill(dropped.scatter(-1, order, dropped), -torch.inf)
         return scores.softmax(-1)
+
+    def notice(self) -> str | None:
+        """Why decoding is greedy although a temperature was asked for, or None."""
+        if self.asked is None:
+            return None
+        return (f"temperature {self.asked:g} is below {POINT_MASS_BELOW:g}, where logits / T overflow: "
+                "a point mass on the most likely token, decoded greedily")
 
     def describe(self) -> str:
         if self.greedy:

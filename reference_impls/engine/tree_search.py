@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from specatlas.fsutil import CACHE_BYTES, ReadError, read_json
 from specatlas.impls.engine import kv
 from specatlas.impls.engine.draft_length import calibrate, interpolate
 from specatlas.impls.engine.drafting import Draft, ModelDrafter
@@ -183,8 +184,8 @@ def acceptance_file(target, draft_model, sampling: Sampling, width: int = MAX_BR
 def _cached_vector(path: Path, width: int) -> list[float] | None:
     """The vector stored in `path` (JSON, never code), or None if it is not `width` probabilities summing to <= 1."""
     try:
-        vector = json.loads(path.read_text(encoding="utf-8"))["acceptance"]
-    except (OSError, ValueError, KeyError, TypeError):
+        vector = read_json(path, CACHE_BYTES)["acceptance"]
+    except (ReadError, KeyError, TypeError):
         return None
     valid = (isinstance(vector, list) and len(vector) == width and all(isinstance(x, float) and 0 <= x <= 1 for x in vector)
              and sum(vector) <= 1 + 1e-9)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from torch.nn import functional as F
 from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from specatlas.fsutil import atomic_write
+from specatlas.fsutil import ReadError, atomic_write, read_limited
 from specatlas.impls.engine.kv import cache_argument
 
 
@@ -241,9 +242,34 @@ class ShardError(Exception):
     """A shard cannot be read; the message is one line naming the file."""
 
 
-def read_shard(path: Path) -> list[Conversation]:
+# A shard of 128 conversations is ~0.5 MB unpacked: the zip's stated sizes are checked against this
+# before anything is unpacked (a few kB of zip can unpack to gigabytes).
+MAX_SHARD_BYTES = 64 << 20
+
+
+def read_shard(path: Path, vocab: int, sha256: str | None = None) -> list[Conversation]:
+    """The conversations of the shard `path`, whose token ids must lie in 0..vocab-1 and, when
+    `sha256` is given, whose bytes must hash to it (its manifest's entry)."""
     try:
-        with np.load(path, allow_pickle=False) as data:
+        raw = read_limited(path, MAX_SHARD_BYTES)
+    except ReadError as exc:
+        raise ShardError(f"training data shard {path} {exc}") from None
+    if sha256 is not None and file_sha(raw) != sha256:
+        raise ShardError(f"training data shard {path} does not match the hash in its manifest")
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            unpacked = sum(member.file_size for member in archive.infolist())
+    except (zipfile.BadZipFile, ValueError, EOFError) as exc:
+        raise ShardError(f"training data shard {path} cannot be read (not a .npz archive: {exc})") from None
+    if unpacked > MAX_SHARD_BYTES:
+        raise ShardError(f"training data shard {path} unpacks to {unpacked:,} bytes; at most {MAX_SHARD_BYTES:,} "
+                         "are accepted")
+    return _unpack_shard(path, raw, vocab)
+
+
+def _unpack_shard(path: Path, raw: bytes, vocab: int) -> list[Conversation]:
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as data:
             refs, shas = data["refs"].tolist(), data["prompt_sha"].tolist()
             prompts, prompt_offsets = data["prompts"], data["prompt_offsets"]
             answers, answer_offsets = data["answers"], data["answer_offsets"]
@@ -253,6 +279,14 @@ def read_shard(path: Path) -> list[Conversation]:
                 and prompt_offsets[-1] == len(prompts) and answer_offsets[-1] == len(answers)
                 and (np.diff(prompt_offsets) >= 0).all() and (np.diff(answer_offsets) >= 0).all()):
             raise ValueError("its arrays disagree in length")
+        for name, tokens, offsets in (("prompt", prompts, prompt_offsets), ("answer", answers, answer_offsets)):
+            outside = np.flatnonzero((tokens < 0) | (tokens >= vocab)) if tokens.dtype.kind in "iu" else [0] * len(tokens)
+            if len(outside):
+                i = int(np.searchsorted(offsets, outside[0], side="right")) - 1
+                raise ShardError(f"training data shard {path}: the {name} of {refs[i]} holds token id "
+                                 f"{tokens[outside[0]]}, outside the vocabulary of {vocab:,}")
+    except ShardError:
+        raise
     except Exception as exc:  # noqa: BLE001 - truncated zip, missing array, object arrays refused...
         raise ShardError(f"training data shard {path} cannot be read ({type(exc).__name__}: {exc})") from None
     return [Conversation(refs[i], shas[i], prompts[prompt_offsets[i] : prompt_offsets[i + 1]].tolist(),

@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from specatlas.fsutil import atomic_write
+from specatlas.fsutil import atomic_write, exclusive
 from specatlas.impls.engine.errors import unpickle_failure
 from specatlas.impls.engine.models import cache_root
 from specatlas.impls.engine.weight_storage import stored
@@ -64,6 +64,13 @@ def features_folder(model_name: str) -> Path:
     # "-v2": states captured by `states_of`; the folders before it may hold states of the wrong
     # layer, and checkpoints trained on them (keyed by config and data, not by how states were taken).
     return cache_root() / "train-features" / f"{safe}-v2"
+
+
+def training_lock(model_name: str):
+    """The lock a training job on `model_name` holds (fsutil.exclusive): the target's cached states
+    and the training checkpoints in `features_folder` are one job's at a time."""
+    folder = features_folder(model_name)
+    return exclusive(folder.with_name(folder.name + ".lock"), f"another specatlas training job on {model_name}")
 
 
 @torch.no_grad()  # not inference_mode: these tensors are training inputs

@@ -91,7 +91,7 @@ def test_a_planted_training_data_shard_is_refused_in_one_line_without_unpickling
 
     plant(tmp_path / "answers-00000.npz", marker)
     with pytest.raises(ShardError) as caught:
-        read_shard(tmp_path / "answers-00000.npz")
+        read_shard(tmp_path / "answers-00000.npz", 100)
     one_line(str(caught.value))
     assert "answers-00000.npz" in str(caught.value)
 

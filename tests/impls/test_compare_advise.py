@@ -96,7 +96,7 @@ def test_advise_ranks_the_methods_and_its_command_runs(folder, tmp_path, capsys)
     (["--prompts", "{tmp}/none.txt"], "none.txt cannot be read: No such file or directory"),
     (["--prompts", "{tmp}/empty.txt"], "empty.txt holds no prompts"),
     (["--prompts", "{tmp}/bad.jsonl"], "bad.jsonl:2: expected a JSON object with a non-empty \"prompt\""),
-    (["--prompts", "{tmp}/latin1.txt"], "byte 0xe9 at offset 3 is not UTF-8"),
+    (["--prompts", "{tmp}/latin1.txt"], "latin1.txt:1: byte 0xe9 at offset 3 is not UTF-8"),
     (["--minutes", "0"], "--minutes must be a positive number of minutes"),
     (["--minutes", "-2"], "--minutes must be a positive number of minutes"),
     (["--minutes", "nan"], "--minutes must be a positive number of minutes"),

@@ -22,6 +22,7 @@ def complete(folder):
               str(folder / "model.safetensors"))
     for name in ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json"):
         (folder / name).write_text(json.dumps(CONFIG if name == "config.json" else {"name": name}))
+    models.write_manifest(folder)
     return folder
 
 
@@ -119,4 +120,78 @@ def test_tied_embeddings_saved_as_the_lm_head_only_are_a_complete_cache(tmp_path
     folder = complete(tmp_path / "smollm2-135m-instruct")
     save_file({"lm_head.weight": torch.zeros(8, 4), "model.layers.0.w": torch.zeros(1), "model.layers.1.w": torch.zeros(1)},
               str(folder / "model.safetensors"))
+    models.write_manifest(folder)  # as the conversion of such a model writes it
     assert cache_problem(folder) is None
+
+
+def _edit_json(name, **changes):
+    def edit(folder):
+        path = folder / name
+        path.write_text(json.dumps(json.loads(path.read_text()) | changes))
+    return edit
+
+
+def _zero_weights(folder):
+    path = folder / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-64:] = bytes(64)  # the last tensor's values zeroed, the header and size unchanged
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (_edit_json("config.json", hidden_act="relu"), "has a config.json of 81 bytes where the conversion wrote 59"),
+    (_edit_json("config.json", rope_theta=1.0), "has a config.json of "),
+    (_edit_json("config.json", tie_word_embeddings=False), "has a config.json of "),
+    (_edit_json("config.json", max_position_embeddings=16), "has a config.json of "),
+    (lambda f: (f / "generation_config.json").write_text((f / "generation_config.json").read_text().replace("name", "nome")),
+     "has a generation_config.json that differs from what the conversion wrote"),
+    (_zero_weights, "has a model.safetensors that differs from what the conversion wrote"),
+    (lambda f: truncate(f / "tokenizer.json", 5), "has a tokenizer.json of 5 bytes where the conversion wrote"),
+    (lambda f: (f / "chat_template.jinja").write_text("{% for m in messages %}{% endfor %}"),
+     "has chat_template.jinja, which the conversion did not write"),
+    (lambda f: (f / "manifest.json").unlink(), "has no manifest.json"),
+    (lambda f: (f / "manifest.json").write_text("[" * 100_000 + "]" * 100_000), "has an unreadable manifest.json (not valid JSON: nested too deeply)"),
+    (lambda f: (f / "manifest.json").write_text('{"files": {"config.json": {"bytes": 1}}}'), "has an unreadable manifest.json"),
+])
+def test_any_change_to_a_converted_file_is_named(tmp_path, damage, reason):
+    folder = complete(tmp_path / "smollm2-135m-instruct")
+    assert cache_problem(folder) is None
+    damage(folder)
+    assert reason in cache_problem(folder)
+
+
+def test_a_deep_or_huge_cached_config_is_named_without_reading_it(tmp_path):
+    folder = complete(tmp_path / "smollm2-135m-instruct")
+    (folder / "generation_config.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert "has an unreadable generation_config.json (not valid JSON: nested too deeply)" in cache_problem(folder)
+    with (folder / "config.json").open("r+b") as f:
+        f.truncate(3 << 30)  # sparse: no disk used, 3 GB if read
+    assert "has an unreadable config.json (is 3,221,225,472 bytes" in cache_problem(folder)
+
+
+def test_the_verified_digest_wins_over_a_poisoned_digest_cache(tmp_path, monkeypatch):
+    from specatlas.bench.provenance import file_digests
+
+    monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path))
+    folder = complete(tmp_path / "models" / models.EMBEDDED)
+    weights = folder / "model.safetensors"
+    assert cache_problem(folder) is None
+    real = models.file_sha256(weights)
+    assert models.verified_sha256(weights) == real
+    info = weights.stat()
+    key = f"{weights.resolve()}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
+    (tmp_path / "weights-sha256.json").write_text(json.dumps({key: "0" * 64}))
+    assert file_digests([weights]) == [real]
+
+
+def test_a_damaged_digest_cache_is_named_and_recomputed(tmp_path, monkeypatch, capsys):
+    from specatlas.bench.provenance import file_digests
+
+    monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path))
+    weights = tmp_path / "w.safetensors"
+    weights.write_bytes(b"weights")
+    (tmp_path / "weights-sha256.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert file_digests([weights]) == [models.file_sha256(weights)]
+    err = capsys.readouterr().err
+    assert "ignoring the damaged digest cache" in err and err.count("\n") == 1
+    assert isinstance(json.loads((tmp_path / "weights-sha256.json").read_text()), dict)  # healed

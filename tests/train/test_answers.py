@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 import numpy as np
@@ -58,12 +59,12 @@ def test_a_shard_round_trips_and_a_damaged_one_is_refused_in_one_line(tmp_path):
                      Conversation("project:train:3", "1" * 64, [1, 2], [60000, 2], False)]
     path = tmp_path / "answers-00000.npz"
     write_shard(path, conversations, vocab=65536)
-    assert read_shard(path) == conversations
+    assert read_shard(path, 65536) == conversations
     assert np.load(path)["answers"].dtype == np.uint16
 
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(ShardError, match="answers-00000.npz cannot be read") as error:
-        read_shard(path)
+        read_shard(path, 65536)
     assert "\n" not in str(error.value)
 
 
@@ -72,4 +73,31 @@ def test_a_shard_with_an_object_array_is_refused_without_unpickling(tmp_path):
     np.savez(path, refs=np.array([{"x": 1}], dtype=object), prompt_sha=np.array(["a"]), prompts=np.zeros(0),
              prompt_offsets=np.zeros(2), answers=np.zeros(0), answer_offsets=np.zeros(2), finished=np.array([True]))
     with pytest.raises(ShardError, match="cannot be read"):
-        read_shard(path)
+        read_shard(path, 65536)
+
+
+def test_a_zip_bomb_shard_is_refused_by_its_stated_size_before_unpacking(tmp_path):
+    import zipfile
+
+    from specatlas.impls.families.answers import MAX_SHARD_BYTES
+
+    path = tmp_path / "answers-00002.npz"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("answers.npy", "w", force_zip64=True) as member:
+            zeros = bytes(1 << 20)
+            for _ in range(MAX_SHARD_BYTES // len(zeros) + 1):
+                member.write(zeros)
+    assert path.stat().st_size < 1 << 20
+    with pytest.raises(ShardError, match=f"unpacks to {MAX_SHARD_BYTES + (1 << 20):,} bytes; at most"):
+        read_shard(path, 65536)
+
+
+def test_token_ids_outside_the_vocabulary_and_a_changed_shard_are_refused(tmp_path):
+    conversations = [Conversation("project:train:3", "1" * 64, [1, 2], [70, 2], False)]
+    path = tmp_path / "answers-00000.npz"
+    digest = hashlib.sha256(write_shard(path, conversations, vocab=100)).hexdigest()
+    assert read_shard(path, 100, digest) == conversations
+    with pytest.raises(ShardError, match="the answer of project:train:3 holds token id 70, outside the vocabulary of 64"):
+        read_shard(path, 64)
+    with pytest.raises(ShardError, match="does not match the hash in its manifest"):
+        read_shard(path, 100, "0" * 64)

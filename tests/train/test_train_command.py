@@ -17,7 +17,8 @@ def test_several_families_train_one_after_another_on_one_pass_of_the_target(tmp_
     card prints the one-family command that remakes it, data pinned."""
     make_folder(tmp_path / "data", shards=3, per_shard=3, answer=10)
     target = tiny_llama(3, layers=6, vocab=16).float()
-    monkeypatch.setattr(train, "load_model", lambda *args, **kwargs: LoadedModel(target, None, "tiny"))
+    monkeypatch.setattr(train, "load_model", lambda *args, **kwargs: LoadedModel(
+        target, range(target.config.vocab_size), "tiny"))  # a tokenizer's length is all loading reads
     monkeypatch.setattr(train_data, "default_folder", lambda name: tmp_path / "data")
     monkeypatch.setattr(train, "default_output", lambda family, name: tmp_path / f"{family.name}-head")
     monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))

@@ -14,7 +14,7 @@ from tests.impls.tiny_world import TinyWorld
 @pytest.mark.parametrize("family", ["eagle", "eagle3", "medusa"])
 def test_a_heads_paper_method_is_measured_and_checked_against_plain_decoding(tmp_path, family):
     world = TinyWorld(tmp_path)
-    loaded = LoadedModel(world.target, None, "tiny")
+    loaded = LoadedModel(world.target, range(world.target.config.vocab_size), "tiny")
     prompts = [[3, 5, 7], [9, 2, 4, 4]]
     result = paper_method_acceptance(FAMILIES[family], loaded, world.heads[family], prompts,
                                      plain_outputs(world.target, prompts, 12), 12)
@@ -38,7 +38,8 @@ def test_an_epochs_curve_trains_every_size_as_often_so_its_steps_grow_with_the_d
 
     make_folder(tmp_path / "data", shards=5, per_shard=3, answer=10)  # 30 answer tokens a shard, the first held out
     target = tiny_llama(3, layers=6, vocab=16).float()
-    monkeypatch.setattr(models, "load_model", lambda *args, **kwargs: LoadedModel(target, None, "tiny"))
+    monkeypatch.setattr(models, "load_model", lambda *args, **kwargs: LoadedModel(
+        target, range(target.config.vocab_size), "tiny"))  # a tokenizer's length is all loading reads
     monkeypatch.setattr(train_data, "default_folder", lambda name: tmp_path / "data")
     monkeypatch.setattr(train_curve, "training_results_dir", lambda: tmp_path / "results")
     monkeypatch.setattr(train_curve, "paper_method_acceptance", lambda *args: {"method": "li2025eagle"})  # tested above

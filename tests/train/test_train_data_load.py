@@ -11,6 +11,9 @@ from specatlas.cli import CommandError
 from specatlas.impls.families.answers import Conversation, text_sha, write_shard
 
 
+TOKENIZER = range(100)  # load reads only a tokenizer's length (its vocabulary) for project prompts
+
+
 def make_folder(folder, shards: int = 4, per_shard: int = 3, answer: int = 10):
     folder.mkdir()
     entries = []
@@ -25,11 +28,11 @@ def make_folder(folder, shards: int = 4, per_shard: int = 3, answer: int = 10):
 
 def test_the_first_shard_is_held_out_and_tokens_choose_a_prefix_of_the_rest(tmp_path):
     entries = make_folder(tmp_path / "data")
-    shards, held_out = train_data.load(tmp_path / "data", tokenizer=None)
+    shards, held_out = train_data.load(tmp_path / "data", tokenizer=TOKENIZER)
     assert held_out == 1 and [key for key, _ in shards] == [e["sha256"] for e in entries]
-    shards, _ = train_data.load(tmp_path / "data", tokenizer=None, tokens=31)  # 30 tokens per shard: two shards
+    shards, _ = train_data.load(tmp_path / "data", tokenizer=TOKENIZER, tokens=31)  # 30 tokens per shard: two shards
     assert [key for key, _ in shards] == [e["sha256"] for e in entries[:3]]
-    shards, _ = train_data.load(tmp_path / "data", tokenizer=None, tokens=1)
+    shards, _ = train_data.load(tmp_path / "data", tokenizer=TOKENIZER, tokens=1)
     assert len(shards) == 2  # the held-out shard and one to train on
 
 
@@ -49,11 +52,11 @@ def test_a_changed_shard_or_too_little_data_is_refused_in_one_line(tmp_path):
     shard = tmp_path / "data" / "answers-00002.npz"
     shard.write_bytes(shard.read_bytes() + b"x")
     with pytest.raises(CommandError, match="answers-00002.npz does not match the hash in its manifest") as error:
-        train_data.load(tmp_path / "data", tokenizer=None)
+        train_data.load(tmp_path / "data", tokenizer=TOKENIZER)
     assert "\n" not in str(error.value)
     make_folder(tmp_path / "small", shards=1)
     with pytest.raises(CommandError, match="not enough training data"):
-        train_data.load(tmp_path / "small", tokenizer=None)
+        train_data.load(tmp_path / "small", tokenizer=TOKENIZER)
 
 
 def test_a_third_party_prompt_missing_from_its_source_is_refused_in_one_line(tmp_path, monkeypatch):
@@ -68,4 +71,11 @@ def test_a_third_party_prompt_missing_from_its_source_is_refused_in_one_line(tmp
     (folder / "manifest.json").write_text(json.dumps(manifest | {"answers": manifest["answers"] + [entry]}))
     monkeypatch.setattr(prompt_pool, "sharegpt", lambda: [prompt_pool.PoolPrompt("sharegpt:gone_0", "another text")])
     with pytest.raises(CommandError, match="the prompt sharegpt:gone_0 is not in the installed sharegpt data"):
-        train_data.load(folder, tokenizer=None)
+        train_data.load(folder, tokenizer=TOKENIZER)
+
+
+def test_a_shard_with_token_ids_outside_the_vocabulary_is_named(tmp_path):
+    make_folder(tmp_path / "data")
+    with pytest.raises(CommandError, match=r"answers-00000.npz: the prompt of project:train:0-0 holds token id 3, "
+                                           r"outside the vocabulary of 3"):
+        train_data.load(tmp_path / "data", tokenizer=range(3))

@@ -29,7 +29,8 @@ def tiny(tmp_path, monkeypatch):
     """The command on a tiny target: its heads, its draft model, data whose held-out shard has 3 prompts."""
     world = TinyWorld(tmp_path / "world")
     make_folder(tmp_path / "data", shards=3, per_shard=3, answer=10)
-    monkeypatch.setattr(models, "load_model", lambda *args, **kwargs: LoadedModel(world.target, None, "tiny"))
+    monkeypatch.setattr(models, "load_model", lambda *args, **kwargs: LoadedModel(
+        world.target, range(world.target.config.vocab_size), "tiny"))  # a tokenizer's length is all loading reads
     monkeypatch.setattr(train_data, "default_folder", lambda name: tmp_path / "data")
     monkeypatch.setattr(train_eval, "results_file", lambda model: tmp_path / "results" / "tiny-held-out-acceptance.json")
     monkeypatch.setattr(train_eval, "build", functools.partial(train_eval.build, draft_model=world.draft_model,

@@ -4,16 +4,16 @@ machine, and the exact weights. Everything here goes into the result file."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 import re
 import subprocess
+import sys
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from specatlas.fsutil import WriteError, update_json
+from specatlas.fsutil import CACHE_BYTES, ReadError, WriteError, read_json, update_json
 from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY, weight_file
 from specatlas.paths import repo_root
 
@@ -133,25 +133,23 @@ def loaded_weights(loaded: dict[str, Path]) -> dict[str, str]:
 
 def file_digests(files: list[Path]) -> list[str]:
     """sha256 of each weights file. Hashing 0.5 GB takes seconds, so digests are cached by (path,
-    size, mtime)."""
-    from specatlas.impls.engine.models import cache_root
+    inode, size, mtime, ctime: an edit that restores the mtime still moves the ctime). A file this
+    process verified against its cache manifest (the embedded model) is known by that digest, which
+    no cached one overrides. A damaged cache file is named and its digests computed again."""
+    from specatlas.impls.engine.models import cache_root, file_sha256, verified_sha256
 
     cache_file = cache_root() / "weights-sha256.json"
     try:
-        cache = json.loads(cache_file.read_text())
-    except (OSError, ValueError):
+        cache = read_json(cache_file, CACHE_BYTES) if cache_file.exists() else {}
+    except ReadError as exc:
+        print(f"specatlas: ignoring the damaged digest cache {cache_file} ({exc}); hashing again", file=sys.stderr)
         cache = {}
     cache = {k: v for k, v in cache.items() if isinstance(v, str)} if isinstance(cache, dict) else {}
     digests = []
     for file in files:
         stat = file.stat()
-        key = f"{file.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
-        if key not in cache:
-            one = hashlib.sha256()
-            with file.open("rb") as f:
-                for block in iter(lambda: f.read(1 << 22), b""):
-                    one.update(block)
-            cache[key] = one.hexdigest()
+        key = f"{file.resolve()}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
+        cache[key] = verified_sha256(file) or (cache[key] if key in cache else file_sha256(file))
         digests.append(cache[key])
     try:  # merged under a lock: another process's digests written meanwhile are kept
         cache_file.parent.mkdir(parents=True, exist_ok=True)

@@ -8,12 +8,11 @@ they form its "Multi-turn Conversation" subtask, so they are grouped under `mt_b
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from specatlas.bench.results import RESERVED_CATEGORIES
-from specatlas.fsutil import ReadError, read_limited
+from specatlas.fsutil import NotUTF8, ReadError, parse_json, read_limited, text_lines
 
 # Spec-Bench's six subtasks, in its leaderboard's column order, with its column names.
 SUBTASKS = {
@@ -70,17 +69,19 @@ def load(path: Path | None = None) -> PromptSet:
         data = read_limited(path, MAX_BYTES)
     except ReadError as exc:
         raise QuestionsError(f"{path}: {exc}") from None
+    try:
+        lines = text_lines(data)
+    except NotUTF8 as exc:
+        raise QuestionsError(f"{path}:{exc.line}: {exc}") from None
     questions, seen = [], set()
-    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
         try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise QuestionsError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        except RecursionError:
-            raise QuestionsError(f"{where}: not valid JSON (nested too deeply)") from None
+            item = parse_json(line)
+        except ReadError as exc:
+            raise QuestionsError(f"{where}: {exc}") from None
         question = _question(item, where)
         if question.id in seen:
             raise QuestionsError(f"{where}: question_id {question.id} appears twice")
@@ -88,7 +89,7 @@ def load(path: Path | None = None) -> PromptSet:
         questions.append(question)
     if not questions:
         raise QuestionsError(f"{path}: no questions")
-    return PromptSet(path.name.removesuffix(".jsonl"), hashlib.sha256(data).hexdigest(), path, tuple(questions))
+    return PromptSet(path.stem if path.suffix.lower() == ".jsonl" else path.name, hashlib.sha256(data).hexdigest(), path, tuple(questions))
 
 
 def _question(item: object, where: str) -> Question:

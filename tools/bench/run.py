@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
 import sys
 import zlib
 from dataclasses import asdict
@@ -24,10 +25,11 @@ from specatlas.bench import provenance
 from specatlas.bench import questions as qs
 from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, curve_fields, curve_warning,
                                      dumps, references, summarize)
-from specatlas.cli import add_trust_remote_code, number
+from specatlas.cli import add_trust_remote_code, disk_error, number, printable
 from specatlas.datastore import add_datastore_option, chosen_datastore
-from specatlas.fsutil import WriteError, create_unique, output_place, writable_dir
+from specatlas.fsutil import WriteError, create_unique, exclusive, output_place, writable_dir
 from specatlas.impls.engine.draft_length import CHOICES, DraftLengthPolicy
+from specatlas.impls.engine.chat import render_chat
 from specatlas.impls.engine.errors import ModelLoadError
 from specatlas.impls.registry import METHODS, all_names, implemented_ids, resolve
 from specatlas.paths import repo_root
@@ -73,8 +75,11 @@ def execute(args: argparse.Namespace) -> int:
             return list_ids()
         path = bench(args)
     except (BenchError, qs.QuestionsError, ModelLoadError, WriteError) as exc:
-        print(f"specatlas bench: {exc}", file=sys.stderr)
+        print(f"specatlas bench: {printable(str(exc))}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk while appending a measurement: the lines before it are whole
+        print(f"specatlas bench: {printable(disk_error(exc))}", file=sys.stderr)
+        return 1
     print(f"results written to {path}")
     return 0
 
@@ -150,9 +155,8 @@ def encode_conversation(tokenizer, turns: list[str], answers: list[str]) -> list
         messages.append({"role": "user", "content": turn})
         if i < len(answers):
             messages.append({"role": "assistant", "content": answers[i]})
-    if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return tokenizer(text, add_special_tokens=False).input_ids
+    if getattr(tokenizer, "chat_template", None):  # sandboxed and bounded: a ModelLoadError when it fails
+        return tokenizer(render_chat(tokenizer, messages), add_special_tokens=False).input_ids
     return tokenizer("\n\n".join(m["content"] for m in messages)).input_ids
 
 
@@ -215,7 +219,16 @@ def bench(args) -> Path:
     method_ids, peer_ids = chosen_ids(args.methods, args.all, not args.no_peers)
     peer_ids = llamacpp_ids(peer_ids, args.model, args.methods)
     check_datastore(args.datastore, method_ids)
+    from specatlas.impls.engine.models import cache_root
 
+    # One bench per results folder at a time: two would each resume the other's partial file.
+    lock = cache_root() / "locks" / f"bench-{hashlib.sha256(str(out).encode()).hexdigest()[:16]}.lock"
+    with exclusive(lock, f"another specatlas bench writing to {out}"):
+        return _measure(args, out, prompt_set, chosen, chosen_policies, method_ids, peer_ids)
+
+
+def _measure(args, out: Path, prompt_set, chosen, chosen_policies, method_ids, peer_ids) -> Path:
+    """`bench` from the model load on, under its lock."""
     import torch
     from tqdm import tqdm
     from transformers.utils import logging as hf_logging

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from specatlas.fsutil import CACHE_BYTES, ReadError, read_json
 from specatlas.impls.engine import kv
 from specatlas.impls.drafters.self_drafting.bayes import GaussianProcess
 from specatlas.impls.engine.checkpoints import SHIPPED_HEADS
@@ -347,8 +348,8 @@ def _cached_search(path: Path, layers: int) -> list[int] | None:
     """The skipped layers a search stored in `path` (JSON, never code), or None if they are not a
     list of distinct layer indices of this model."""
     try:
-        skipped = json.loads(path.read_text(encoding="utf-8"))["skipped"]
-    except (OSError, ValueError, KeyError, TypeError):
+        skipped = read_json(path, CACHE_BYTES)["skipped"]
+    except (ReadError, KeyError, TypeError):
         return None
     valid = (isinstance(skipped, list) and len(set(skipped)) == len(skipped) < layers
              and all(type(layer) is int and 0 <= layer < layers for layer in skipped))
