@@ -323,16 +323,16 @@ def own_model_command(spec, model: str | None) -> tuple[str, str]:
 
 def engine_runs(paper: Paper | None, model: str | None, spec=None) -> tuple[tuple[str, str, str], ...]:
     """(engine, how to run the method in it, the page that says so) for each serving engine the
-    record names: a launch command where the record gives the engine's own switch (SGLang's
-    --speculative-algorithm, vLLM's speculative_config method), else the feature as the engine names it."""
+    record names: a launch command where the record's `option` is the engine's own switch (SGLang's
+    --speculative-algorithm, vLLM's speculative_config method), else that option as the record gives it."""
     if paper is None:
         return ()
     drafter = published_drafters()["drafters"].get(spec.trained_head, {}).get(model) if spec and spec.trained_head else None
     out = []
     for support in paper.serving_engines:
-        how = support.feature
-        sglang = re.match(r"--speculative-algorithm ([A-Z0-9_]+)", support.feature)
-        vllm = re.search(r'speculative_config method "([a-z0-9_]+)"', support.feature)
+        how = support.option or support.feature
+        sglang = re.match(r"--speculative-algorithm ([A-Z0-9_]+)", how)
+        vllm = re.search(r"speculative_config=\{method: ([a-z0-9_]+)", how)
         if support.engine == "sglang" and sglang and model:
             how = (f"python -m sglang.launch_server --model-path {model} --speculative-algorithm {sglang.group(1)}"
                    + (f" --speculative-draft-model-path {drafter}" if drafter else ""))
