@@ -115,7 +115,7 @@ class ParallelFamily(Family):
     have, so the 2-layer drafter adapts at a higher rate (3e-4; 2e-4 over 200 steps left the mask
     rows barely trained) for as many steps as a CPU half-hour allows."""
 
-    name, default_steps, steps_evaluated = "pard", 800, PARD_BLOCK
+    name, default_steps, steps_evaluated = "pard", 400, PARD_BLOCK
     block, retain, floor, lr, conversations = PARD_BLOCK, COD_RETAIN, COD_FLOOR, 3e-4, 2
     # Evaluated on the first 48 held-out conversations: a block's rows cost 8x a chain's, and these
     # already hold about 11,000 answer positions.
