@@ -272,11 +272,11 @@ def self_generate(loaded, max_new_tokens: int, batch_size: int) -> list[list[int
     datastore separator is its EOS), so the datastore also knows how answers begin."""
     import torch
 
-    from specatlas.impls.engine.models import encode_chat, eos_ids
+    from specatlas.impls.engine.models import encode_chats, eos_ids
 
     model, tokenizer = loaded.model, loaded.tokenizer
     stop, pad = eos_ids(model, tokenizer), tokenizer.pad_token_id or tokenizer.eos_token_id
-    prompts = sorted((encode_chat(tokenizer, text) for text in INSTRUCTIONS), key=len)  # less padding
+    prompts = sorted(encode_chats(tokenizer, INSTRUCTIONS), key=len)  # less padding
     documents = []
     for first in range(0, len(prompts), batch_size):
         batch = prompts[first : first + batch_size]

@@ -350,13 +350,13 @@ def load(folder: Path, tokenizer, tokens: int | None = None) -> tuple[list[tuple
     ids against the tokenizer's vocabulary), and how many of them, first, are held out. With `tokens`,
     the training shards stop once they hold that many answer tokens (the data-size curve trains on
     such prefixes, all evaluated on the same held-out shards)."""
-    from specatlas.impls.engine.models import encode_chat
+    from specatlas.impls.engine.models import encode_chats
     from specatlas.impls.families.answers import ShardError, read_shard, text_sha
     from specatlas.prompt_pool import THIRD_PARTY, SourceError, sharegpt
 
     chosen = selected(folder, tokens)
     third_party: dict[str, str] | None = None
-    shards = []
+    shards, unrendered = [], []
     for entry in chosen:
         path = folder / entry["file"]
         try:
@@ -376,8 +376,11 @@ def load(folder: Path, tokenizer, tokens: int | None = None) -> tuple[list[tuple
                 if text is None or text_sha(text) != c.prompt_sha:
                     raise CommandError(f"{path}: the prompt {c.ref} is not in the installed {source} data as it was "
                                        "when answered (another version of the package?)", status=1)
-                c.prompt = encode_chat(tokenizer, text)
+                unrendered.append((c, text))
         shards.append((entry["sha256"], conversations))
+    # Every third-party prompt rendered at once: one bounded child for the chat template, not one each.
+    for (c, _), prompt in zip(unrendered, encode_chats(tokenizer, [text for _, text in unrendered])):
+        c.prompt = prompt
     return shards, HELD_OUT_SHARDS
 
 

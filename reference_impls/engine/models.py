@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from specatlas.fsutil import CACHE_BYTES, ReadError, read_json
-from specatlas.impls.engine.chat import render_chat
+from specatlas.impls.engine.chat import render_chats
 from specatlas.impls.engine.cpu_kernels import pack_linears
 from specatlas.impls.engine.errors import ModelLoadError, first_line
 
@@ -512,10 +512,16 @@ def shallow_slice(model: nn.Module, num_layers: int, layers: nn.ModuleList | Non
 
 def encode_chat(tokenizer, prompt: str) -> list[int]:
     """The prompt as the tokenizer's own chat template renders a single user turn (sandboxed and
-    bounded: `chat.render_chat`; ChatTemplateError, a ModelLoadError, when it fails)."""
+    bounded: `chat.render_chats`; ChatTemplateError, a ModelLoadError, when it fails)."""
+    return encode_chats(tokenizer, [prompt])[0]
+
+
+def encode_chats(tokenizer, prompts: list[str]) -> list[list[int]]:
+    """`encode_chat` of each prompt, the templates rendered together (one bounded child for all)."""
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer(render_chat(tokenizer, [{"role": "user", "content": prompt}]), add_special_tokens=False).input_ids
-    return tokenizer(prompt).input_ids
+        texts = render_chats(tokenizer, [[{"role": "user", "content": prompt}] for prompt in prompts])
+        return [tokenizer(text, add_special_tokens=False).input_ids for text in texts]
+    return [tokenizer(prompt).input_ids for prompt in prompts]
 
 
 def eos_ids(model: nn.Module, tokenizer) -> set[int]:

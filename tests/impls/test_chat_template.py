@@ -78,3 +78,13 @@ def test_text_outside_ascii_and_lone_surrogates_round_trip(tokenizer):
     text = "caf\u00e9 \u2028 \U0001f600 \udce9"
     assert render_chat(tokenizer, [{"role": "user", "content": text}]) == text
     assert json.dumps(text)  # unchanged, surrogate included
+
+
+def test_many_turns_render_in_one_child_each_as_alone(tokenizer, monkeypatch):
+    templated(tokenizer, "[{{ messages[0].content }}]")
+    turns = [[{"role": "user", "content": f"prompt {i} caf\u00e9"}] for i in range(50)]
+    forks = []
+    fork = chat.os.fork
+    monkeypatch.setattr(chat.os, "fork", lambda: forks.append(1) or fork())
+    assert chat.render_chats(tokenizer, turns) == [f"[prompt {i} caf\u00e9]" for i in range(50)]
+    assert len(forks) == 1
