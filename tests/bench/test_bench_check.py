@@ -163,7 +163,7 @@ def test_draft_positions_never_drafted_at_have_no_acceptance_rate(capsys, tmp_pa
     path = edited(folder, rehashed(zero_drafts))
     assert check(capsys, path)[0] == 0
     assert json.loads(path.read_text())["summary"]["hu2025sam"]["overall"]["acceptance_by_position"][0] is None
-    assert "| hu2025sam | paper | 0.00 |" in measured_markdown(folder)  # and the leaderboard renders it
+    assert "| SAM\\-Decoding | paper | 0.00 |" in measured_markdown(folder)  # and the leaderboard renders it
 
 
 def test_more_accepted_than_drafted_is_refused(capsys, tmp_path):

@@ -324,10 +324,13 @@ def test_a_failure_a_later_run_superseded_is_dropped_and_each_table_opens_with_i
     """A method that could not run (its head not shipped yet) and ran in a later run is ranked, not
     listed as failed; a later failure stays. The section opens with what is fastest and why, rows
     and charts named by method, the top rows shown and every row folded."""
-    fast = [sample("baseline", "1", "qa", turn([1, 2], 1.0)), sample("fast", "1", "qa", turn([1, 2], 0.5))]
-    stale = build_run(fast, errors={"fast": "HeadNotShipped: train one with `specatlas train x`"}, names={"fast": "Fast: a method"})
-    later = build_run(fast, names={"fast": "Fast: a method"})
-    later.sessions[-1].started = "2026-02-01T00:00:00+00:00"
+    def fast(seconds):  # each run its own timings: identical samples would be one run copied
+        return [sample("baseline", "1", "qa", turn([1, 2], 1.0)), sample("fast", "1", "qa", turn([1, 2], seconds))]
+
+    stale = build_run(fast(0.5), errors={"fast": "HeadNotShipped: train one with `specatlas train x`"},
+                      names={"fast": "Fast: a method"})
+    later = build_run(fast(0.45), names={"fast": "Fast: a method"})
+    later.sessions[-1].started, later.sessions[-1].finished = "2026-02-01T00:00:00+00:00", "2026-02-01T00:01:00+00:00"
     write_run(stale, "a.json")
     folder = write_run(later, "b.json").parent
     page = measured_markdown(folder)
@@ -336,7 +339,8 @@ def test_a_failure_a_later_run_superseded_is_dropped_and_each_table_opens_with_i
     assert section.index("**In short:** the fastest here is **Fast**") < section.index("<figure") < section.index("| # |")
     assert "Fast: a method" not in page and "2 runs (result files:" in page
     assert '<summary>All 2 ranked rows, with tokens/s' in page
-    newer_failure = build_run(fast, errors={"fast": "ValueError: refused"})
+    newer_failure = build_run(fast(0.55), errors={"fast": "ValueError: refused"}, names={"fast": "Fast: a method"})
     newer_failure.sessions[-1].started = "2026-03-01T00:00:00+00:00"
+    newer_failure.sessions[-1].finished = "2026-03-01T00:01:00+00:00"
     page = measured_markdown(write_run(newer_failure, "c.json").parent)
     assert "| could not run: ValueError: refused | c\\.json |" in page and "HeadNotShipped" not in page

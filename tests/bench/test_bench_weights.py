@@ -35,7 +35,7 @@ def table_rows(page):
     """The ranked rows of the first table: (method id, runs, overall speedup cell)."""
     lines = page.split("|---", 1)[1].splitlines()[1:]
     rows = [line.split("|") for line in lines[: next(i for i, line in enumerate(lines) if not line.startswith("|"))]]
-    return {row[2].split("(")[-1].split(")")[0]: (row[-2].strip(), row[4].strip()) for row in rows}
+    return {row[2].split("(")[-1].split(")")[0].strip(): (row[-2].strip(), row[4].strip()) for row in rows}
 
 
 @pytest.fixture

@@ -44,10 +44,10 @@ def test_leaderboard_shows_llama_rows_apart_over_their_own_greedy(llama_run, wri
     main_table = page[page.index("| # | Method"):page.index("**Other engines")]
     assert "llamacpp" not in main_table
     engines = page[page.index("**Other engines, each against its own greedy decoding**"):]
-    lookup_row = next(line for line in engines.splitlines() if f"({LOOKUP.replace('-', chr(92) + '-')})" in line)
+    lookup_row = next(line for line in engines.splitlines() if line.startswith(f"| {LOOKUP.replace('-', chr(92) + '-')} |"))
     assert "**2.00×** over llamacpp\\-greedy" in lookup_row and "| 16.00 |" in lookup_row
     assert "llamacpp\\-greedy: 1/1" in lookup_row
-    greedy_row = next(line for line in engines.splitlines() if "(llamacpp\\-greedy)" in line)
+    greedy_row = next(line for line in engines.splitlines() if line.startswith("| llamacpp\\-greedy |"))
     assert "**1.00×**" in greedy_row and "| 8.00 |" in greedy_row and "our baseline: 0/1" in greedy_row
     assert "llamacpp\\-prompt\\-lookup \\(over llamacpp\\-greedy\\) | – | 2.00× |" in page  # the runs block
     # never the fastest method, and not among the rows other pages quote
