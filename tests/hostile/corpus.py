@@ -1038,29 +1038,30 @@ def _ro_page(folder: Path) -> None:
     (folder / "LEADERBOARD.md").mkdir()
 
 
-def run_all(chosen) -> Iterator[tuple[Case, Outcome, float, Path]]:
-    """Each case of `chosen` run in a scratch folder of its own: (case, outcome, seconds, the folder),
-    the folder removed once the caller has read the outcome."""
+def run_all(chosen, runner=None) -> Iterator[tuple[Case, Outcome, float, Path]]:
+    """Each case of `chosen` run (by `runner`, default `run_case`) in a scratch folder of its own:
+    (case, outcome, seconds, the folder), the folder removed once the caller has read the outcome."""
     with tempfile.TemporaryDirectory() as scratch:
         for i, case in enumerate(chosen):
             tmp = Path(scratch) / f"{i:03d}"
             tmp.mkdir()
             start = time.monotonic()
-            outcome = run_case(case, tmp)
+            outcome = (runner or run_case)(case, tmp)
             yield case, outcome, time.monotonic() - start, tmp
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def tally() -> int:
+def tally(chosen=None, runner=None) -> int:
+    """Each case's outcome and time, then the counts by outcome (default: this file's cases)."""
     import collections
 
     counts = collections.Counter()
     rows = []
-    for case, outcome, seconds, _ in run_all(cases()):
+    for case, outcome, seconds, _ in run_all(cases() if chosen is None else chosen, runner):
         counts[outcome.status] += 1
         rows.append((case.name, outcome.status, seconds, outcome.detail))
     for name, status, seconds, detail in rows:
-        print(f"{status:9} {seconds:5.1f}s {name:38} {detail[:150]}")
+        print(f"{status:9} {seconds:5.1f}s {name:40} {detail[:150]}")
     total = sum(counts.values())
     print(f"\n{total} inputs: {counts['clean']} clean, {counts['traceback']} tracebacks, {counts['hang']} hangs or "
           f"memory blow-ups, {counts['lost']} lost data, {counts['wrong']} wrong or unclear answers")

@@ -20,7 +20,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Callable
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent.parent)]
 
-from corpus import Case, Outcome, run_case as corpus_run_case, run_cli  # noqa: E402
+from corpus import Case, Outcome, run_case as corpus_run_case, run_cli, tally as corpus_tally  # noqa: E402
 
 MODEL = "{tmp}/model"
 MODEL_TIMEOUT = 60  # loading the tiny model and decoding a few tokens takes seconds, on a busy machine tens
@@ -479,24 +478,7 @@ def _kernel_cache(content: str | None):
 
 
 def tally() -> int:
-    import collections
-
-    counts, rows = collections.Counter(), []
-    with tempfile.TemporaryDirectory() as scratch:
-        for i, case in enumerate(cases()):
-            tmp = Path(scratch) / f"{i:03d}"
-            tmp.mkdir()
-            start = time.monotonic()
-            outcome = run_case(case, tmp)
-            counts[outcome.status] += 1
-            rows.append((case.name, outcome.status, time.monotonic() - start, outcome.detail))
-            shutil.rmtree(tmp, ignore_errors=True)
-    for name, status, seconds, detail in rows:
-        print(f"{status:9} {seconds:5.1f}s {name:40} {detail[:150]}")
-    total = sum(counts.values())
-    print(f"\n{total} inputs: {counts['clean']} clean, {counts['traceback']} tracebacks, {counts['hang']} hangs or "
-          f"memory blow-ups, {counts['lost']} lost data, {counts['wrong']} wrong or unclear answers")
-    return 0
+    return corpus_tally(cases(), run_case)
 
 
 if __name__ == "__main__":
