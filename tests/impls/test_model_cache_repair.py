@@ -30,26 +30,6 @@ def truncate(path, keep):
     path.write_bytes(path.read_bytes()[:keep])
 
 
-@pytest.mark.parametrize("damage, reason", [
-    (lambda f: (f / "model.safetensors").unlink(), "has no model.safetensors"),
-    (lambda f: truncate(f / "model.safetensors", 200), "has a truncated model.safetensors"),
-    (lambda f: truncate(f / "model.safetensors", 4), "has a truncated model.safetensors (no valid header)"),
-    (lambda f: (f / "model.safetensors").write_bytes(b"\xff" * 64), "model.safetensors"),
-    (lambda f: (f / "config.json").write_text("{not json"), "has an unreadable config.json"),
-    (lambda f: (f / "tokenizer.json").unlink(), "has no tokenizer.json"),
-    (lambda f: (f / "config.json").write_text(json.dumps(CONFIG | {"num_hidden_layers": 300})),
-     "has a config.json that does not match its weights (300 layers"),
-    (lambda f: (f / "config.json").write_text(json.dumps(CONFIG | {"hidden_size": 4096})),
-     "does not match its weights (2 layers, vocabulary x hidden [8, 4096]"),
-    (lambda f: (f / "config.json").write_text("[1, 2]"), "has a config.json that is not a JSON object"),
-])
-def test_a_damaged_cache_is_named_precisely(tmp_path, damage, reason):
-    folder = complete(tmp_path / "smollm2-135m-instruct")
-    assert cache_problem(folder) is None
-    damage(folder)
-    assert reason in cache_problem(folder)
-
-
 def test_a_broken_cache_is_replaced_not_renamed_onto(tmp_path):
     target = complete(tmp_path / "smollm2-135m-instruct")
     (target / "model.safetensors").unlink()  # the state that failed with ENOTEMPTY forever
@@ -152,8 +132,20 @@ def _zero_weights(folder):
     (lambda f: (f / "manifest.json").unlink(), "has no manifest.json"),
     (lambda f: (f / "manifest.json").write_text("[" * 100_000 + "]" * 100_000), "has an unreadable manifest.json (not valid JSON: nested too deeply)"),
     (lambda f: (f / "manifest.json").write_text('{"files": {"config.json": {"bytes": 1}}}'), "has an unreadable manifest.json"),
+    # a config that does not describe the weights, whatever the manifest says
+    (lambda f: (f / "model.safetensors").unlink(), "has no model.safetensors"),
+    (lambda f: truncate(f / "model.safetensors", 200), "has a truncated model.safetensors"),
+    (lambda f: truncate(f / "model.safetensors", 4), "has a truncated model.safetensors (no valid header)"),
+    (lambda f: (f / "model.safetensors").write_bytes(b"\xff" * 64), "model.safetensors"),
+    (lambda f: (f / "config.json").write_text("{not json"), "has an unreadable config.json"),
+    (lambda f: (f / "tokenizer.json").unlink(), "has no tokenizer.json"),
+    (lambda f: (f / "config.json").write_text(json.dumps(CONFIG | {"num_hidden_layers": 300})),
+     "has a config.json that does not match its weights (300 layers"),
+    (lambda f: (f / "config.json").write_text(json.dumps(CONFIG | {"hidden_size": 4096})),
+     "does not match its weights (2 layers, vocabulary x hidden [8, 4096]"),
+    (lambda f: (f / "config.json").write_text("[1, 2]"), "has a config.json that is not a JSON object"),
 ])
-def test_any_change_to_a_converted_file_is_named(tmp_path, damage, reason):
+def test_a_damaged_cache_is_named_precisely(tmp_path, damage, reason):
     folder = complete(tmp_path / "smollm2-135m-instruct")
     assert cache_problem(folder) is None
     damage(folder)

@@ -2,7 +2,7 @@
 
 `found_via` names the public pages that confirm a record (arXiv, proceedings, repository, project
 page); result and engine notes say where in those pages a number stands. Neither may narrate the
-look-up itself: the tools used, internal file ids, row numbers or work sessions mean nothing to a
+look-up itself: the tools used, internal file ids, row numbers or dates of work mean nothing to a
 reader and cannot be checked. `INTERNAL_VOCABULARY` is the one list of such words.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 # Words that only describe how a fact was looked up. Each is specific enough not to match the
-# catalog's own subject matter ("a text corpus", "a session cache" stay allowed).
+# catalog's own subject matter ("a text corpus", "per-request caches" stay allowed).
 INTERNAL_VOCABULARY: dict[str, str] = {
     r"\bfind_string\b": "find_string",
     r"\bread_file\b": "read_file",
