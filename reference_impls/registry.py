@@ -175,6 +175,14 @@ METHODS: dict[str, MethodSpec] = {
                                   "retention 0.7 a mask depth, floor 0.2 (its code's training config, para_num 8); "
                                   "the drafter adapted here is the distilled 2-layer drafter",
                    paper_draft=(8, 8)),
+        MethodSpec("chen2026dflash", "DFlash: block diffusion drafter", ("dflash",),
+                   ("independent-fine-tuned",), ("greedy-verification",), True,
+                   f"{_M}.heads:dflash", trained_head="dflash",
+                   paper_settings="blocks of 16 (15 drafts) from one forward of 5 draft layers, each reading the "
+                                  "target's states at 5 layers spread from layer 1 to the fourth-last, fused and "
+                                  "injected as keys and values; loss weights exp(-(k - 1) / 7) (its released "
+                                  "b16 drafters and code)",
+                   paper_draft=(15, 15)),
         MethodSpec("ankner2024hydra", "Hydra: sequentially dependent draft heads", ("hydra",),
                    ("extra-heads", "token-tree"), ("token-tree-verification",), True, f"{_M}.heads:hydra",
                    trained_head="hydra",

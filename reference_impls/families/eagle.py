@@ -92,7 +92,8 @@ class EagleFamily(Family):
 
     def detect(self, weights, config):
         layout, renamed = published_renames(weights)
-        if "fc.weight" in renamed and any(key.startswith("layers.0.") for key in renamed):
+        # DFlash's drafter has fc and layers too, and a mask embedding no EAGLE head has.
+        if "fc.weight" in renamed and any(key.startswith("layers.0.") for key in renamed) and "mask_embedding" not in renamed:
             return layout + "eagle", renamed
         return None
 

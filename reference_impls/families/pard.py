@@ -126,7 +126,7 @@ class ParallelFamily(Family):
         return None  # target-independent: it learns the data's own next tokens, no target state
 
     def detect(self, weights, config):
-        if "mask_embedding" in weights and "draft_vocab" in weights:
+        if "mask_embedding" in weights and "draft_vocab" in weights and "fc.weight" not in weights:  # fc: DFlash's
             return "pard", weights
         return None
 

@@ -32,6 +32,7 @@ from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.drafting import ModelDrafter
 from specatlas.impls.engine.errors import ModelLoadError, unpickle_failure
+from specatlas.impls.families.dflash import DFLASH_BLOCK, DFlashDrafter
 from specatlas.impls.families.eagle import EAGLE2_DEPTH, EAGLE2_TOP_K, EAGLE2_TOTAL, EAGLE_TREE, EagleDrafter
 from specatlas.impls.families.eagle3 import Eagle3Drafter
 from specatlas.impls.families.fr_spec import FR_SPEC_FRACTION
@@ -189,6 +190,17 @@ def pard(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_che
     return SpeculativeDecoder(target, drafter,
                               draft_length=policy.controller(target, PARD_BLOCK, max_depth=PARD_MAX_BLOCK,
                                                              source="PARD's trained block"))
+
+
+def dflash(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
+    """Chen et al. 2026 (DFlash): the block-diffusion drafter drafts the 15 tokens of a block of 16
+    in one forward, reading the target's states injected as keys and values; exact match verifies
+    the chain when greedy, speculative sampling when sampling."""
+    checkpoint = load_head(target, "dflash", drafter_checkpoint)
+    drafter = DFlashDrafter(checkpoint.head, target, checkpoint.hidden_layers,
+                            label=f"DFlash drafter ({checkpoint.head.describe()}; {checkpoint.describe()})")
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(
+        target, DFLASH_BLOCK - 1, max_depth=DFLASH_BLOCK - 1, source="DFlash's block of 16"))
 
 
 # SpecDec++'s released sampling example (specdec_pp/sample.py): stop threshold h = 0.7, candidate

@@ -423,13 +423,22 @@ def parallel_decoder(model):
     return SpeculativeDecoder(model, drafter, draft_length=FixedLength(2))
 
 
+def block_diffusion_decoder(model):
+    from specatlas.impls.families.dflash import DFlashDraft, DFlashDrafter, conditioning_layers
+
+    torch.manual_seed(0)
+    student = perturbed(DFlashDraft.starting(model, torch.tensor([0, 2]), num_layers=1), 8)  # token 1 is never drafted
+    return SpeculativeDecoder(model, DFlashDrafter(student, model, conditioning_layers(3, 1)), draft_length=FixedLength(2))
+
+
 @pytest.mark.parametrize("sampling", SAMPLINGS[:3], ids=lambda s: f"T{s.temperature}-p{s.top_p}")
-@pytest.mark.parametrize("build", [kangaroo_decoder, distilled_decoder, parallel_decoder],
-                         ids=["kangaroo", "distilled-restricted-head", "pard-block"])
+@pytest.mark.parametrize("build", [kangaroo_decoder, distilled_decoder, parallel_decoder, block_diffusion_decoder],
+                         ids=["kangaroo", "distilled-restricted-head", "pard-block", "dflash-block"])
 def test_self_drafters_sample_the_targets_distribution(small_llama, build, sampling):
     """Kangaroo's drafts (shallow layers + adapter, confidence exit, verification resumed from the
-    exit layer), a distilled drafter whose head covers only part of the vocabulary, and PARD's block
-    (every draft of a step from one forward over mask tokens, each with its own q)."""
+    exit layer), a distilled drafter whose head covers only part of the vocabulary, and PARD's and
+    DFlash's blocks (every draft of a step from one forward over mask tokens, each with its own q;
+    DFlash's reading the target's states of the rows each verification kept)."""
     length = 3
     got = enumerate_outputs(lambda rng: tuple(build(small_llama).generate(PROMPT, length, sampling, rng).tokens))
     want = sequence_distribution(FullPrefix(small_llama), PROMPT, length, sampling)

@@ -109,7 +109,7 @@ def test_features_of_every_shard_are_the_states_of_their_layer_after_slices_and_
             torch.testing.assert_close(features.hidden[layer][i].float(), states[layer][0], atol=2e-3, rtol=1e-2)
 
 
-HEADS = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter", "pard"]  # every family but FR-Spec (not a head)
+HEADS = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter", "pard", "dflash"]  # every family but FR-Spec (not a head)
 
 
 def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0, stop_after_steps=None, stop=None,
@@ -245,7 +245,7 @@ def test_epochs_resolve_to_the_steps_that_draw_the_training_data_that_often(tmp_
     conversations, positions = "conversations", "positions"
     drawn = {"eagle": (7, 4, conversations), "eagle3": (7, 1, conversations), "kangaroo": (7, 2, conversations),
              "distillspec": (7, 2, conversations), "specdecpp": (7, 2, conversations), "pard": (7, 2, conversations),
-             "medusa": (rows, 256, positions),
+             "dflash": (7, 2, conversations), "medusa": (rows, 256, positions),
              "hydra": (rows, 256, positions), "redrafter": (rows, 256, positions), "pass": (answers, 48, "answer positions")}
     assert set(drawn) == set(HEADS) and rows > answers > 7
     for family, (examples, per_step, unit) in drawn.items():

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from specatlas.impls.families import FAMILIES
+from specatlas.impls.families.dflash import DFlashDraft
 from specatlas.impls.families.distillspec import DraftLayers
 from specatlas.impls.families.eagle import EagleHead
 from specatlas.impls.families.eagle3 import Eagle3Head
@@ -60,8 +61,8 @@ class TinyWorld:
         self.target.config._name_or_path = NAME
         self.draft_model = tiny_llama(seed=12, layers=1, vocab=VOCAB)
         self.heads = {family: self._write_head(family, seed) for seed, family in enumerate(
-            ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter", "pard"],
-            start=20)}
+            ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter", "pard",
+             "dflash"], start=20)}
         self._write_frequent_tokens()
         self.datastore = folder / "datastore.npz"
         Datastore.from_documents([self.greedy([3, 5, 7], 48), self.greedy([9, 2], 48)], separator=0,
@@ -95,6 +96,7 @@ class TinyWorld:
                 "kangaroo": lambda: KangarooAdapter(layer, draft_vocab_size=VOCAB // 2),
                 "distillspec": lambda: DraftLayers(target, 2, VOCAB // 2),
                 "pard": lambda: ParallelDraft(target, 2, VOCAB // 2),
+                "dflash": lambda: DFlashDraft(layer, 2, 2, VOCAB // 2),
                 "pass": lambda: LookAheadTokens(config.hidden_size, 6),
                 "specdecpp": lambda: AcceptanceHead(self.draft_model.config.hidden_size),
                 "redrafter": lambda: FAMILIES["redrafter"].head(config.hidden_size, VOCAB, torch.arange(0, VOCAB, 2))}[family]()
