@@ -66,9 +66,21 @@ def test_a_malformed_sweep_is_one_line_naming_the_entry_and_field(tmp_path, body
     assert message in str(error.value) and "\n" not in str(error.value) and str(path) in str(error.value)
 
 
-def test_the_committed_sweeps_read_and_cover_the_whole_period():
-    from specatlas.catalog.recall import SWEEPS
+def test_every_committed_round_reads_and_covers_the_whole_period():
+    from specatlas.catalog.recall import SWEEPS, latest_round
 
-    sweeps = read_sweeps(SWEEPS)
-    assert len(sweeps) == 2 and all(s.period == ("2025-01", "2026-10") for s in sweeps)
-    assert all(len(s.papers) > 100 for s in sweeps)
+    rounds = sorted(SWEEPS.glob("round-*"))
+    assert len(rounds) >= 2 and latest_round() == SWEEPS / f"round-{len(rounds)}"
+    for folder in rounds:
+        sweeps = read_sweeps(folder)
+        assert len(sweeps) == 2 and all(s.period == ("2025-01", "2026-10") for s in sweeps), folder
+        assert all(len(s.papers) > 100 for s in sweeps), folder
+
+
+def test_the_newest_round_is_the_one_measured(tmp_path):
+    from specatlas.catalog.recall import latest_round
+
+    for name in ("round-1", "round-2", "round-10", "round-x", "notes"):
+        (tmp_path / name).mkdir()
+    assert latest_round(tmp_path) == tmp_path / "round-10"
+    assert latest_round(tmp_path / "notes") is None

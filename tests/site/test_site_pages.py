@@ -342,6 +342,9 @@ def test_learning_resources_link_public_addresses_from_the_catalog_and_the_paper
     assert "(https://github.com/vllm-project/vllm/blob/002e77c1f0ef9b19cff8b9e21cfbd6feb3d6b443/vllm/config/speculative.py)" in page
     assert "[blog](https://lmsys.org/blog/2023-11-21-lookahead-decoding/)" in page  # from the public paper list
     assert "(https://github.com/hemingkx/SpeculativeDecodingPapers/blob/9e6b293/README.md) gives them (licence Apache\\-2\\.0)" in page
+    talks = page.split("## Talks", 1)[1].split("## Benchmarks", 1)[0]  # recorded talks, each with speaker and host
+    assert "[Speculative Decoding in LLMs](https://uditsaxena.bearblog.dev/spec-decode/), Udit Saxena (EleutherAI" in talks
+    assert talks.count("\n- [") == 3
     links = re.findall(r"\]\(([^)]+)\)", page)
     assert links and all(link.startswith(("https://", "http://", "papers/", "results.md", "leaderboard.md")) for link in links)
 
@@ -353,7 +356,7 @@ def test_the_timeline_shows_the_measured_recall_of_every_quarter_the_sweeps_cove
 
     catalog = load_catalog(repo_root())
     page = pages.timeline_page(catalog)
-    result = recall.estimate(catalog.papers, recall.read_sweeps(recall.SWEEPS))
+    result = recall.estimate(catalog.papers, recall.read_sweeps(recall.latest_round()))
     assert f"posted {result['period'][0]} to {result['period'][1]}" in page
     for quarter, row in result["quarters"].items():
         r, low, high = (round(100 * x) for x in row["recall"])

@@ -1,9 +1,11 @@
 """`specatlas recall`: how complete the catalog is, measured by capture-recapture, per quarter.
 
-Two sweeps of the literature list the papers they found (`tools/catalog/recall/sweep-*.yaml`:
+Two sweeps of the literature list the papers they found (`tools/catalog/recall/round-<n>/sweep-*.yaml`:
 arXiv id or title, posted month, the public page each was seen on). They are independent by
 construction: different strategies and sources, each run blind to the other's finds and to the
-catalog until both were done. Per posted quarter:
+catalog until both were done. Each round is a new pair; once the catalog has taken in a round's
+finds, that round no longer measures it independently, and the estimate is the newest round's
+(earlier rounds stay as the record of how the catalog was completed). Per posted quarter:
 
 - the field's size N, from the two sweeps' overlap (Chapman's form of the Lincoln-Petersen
   estimator, which stays finite for small overlaps), with Chao's log-normal 95% interval;
@@ -171,8 +173,15 @@ def read_sweeps(folder: Path) -> list[Sweep]:
     return [read_sweep(path) for path in sorted(folder.glob("sweep-*.yaml"))]
 
 
+def latest_round(root: Path = SWEEPS) -> Path | None:
+    """The newest round's folder (`round-<n>`, the highest n) under `root`; None when there is none."""
+    rounds = [(int(p.name.split("-", 1)[1]), p) for p in root.glob("round-*") if p.is_dir() and p.name[6:].isdigit()]
+    return max(rounds)[1] if rounds else None
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sweeps", type=Path, default=SWEEPS, help="folder of the two sweep-*.yaml files")
+    parser.add_argument("--sweeps", type=Path, help="folder of the two sweep-*.yaml files (default: the newest "
+                        "round under tools/catalog/recall/)")
     parser.add_argument("--json", action="store_true", help="the whole estimate, missing papers included")
 
 
@@ -183,7 +192,10 @@ def execute(args: argparse.Namespace) -> int:
 
     _, records, _ = validate()
     try:
-        result = estimate([r.paper for r in records if r.paper], read_sweeps(args.sweeps))
+        folder = args.sweeps or latest_round()
+        if folder is None:
+            raise SweepError(f"{SWEEPS}: no round-<n> folder of sweeps")
+        result = estimate([r.paper for r in records if r.paper], read_sweeps(folder))
     except SweepError as exc:
         raise CommandError(str(exc), status=1) from None
     if args.json:

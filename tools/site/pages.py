@@ -466,18 +466,20 @@ RESOURCES_FILE = Path(__file__).resolve().parent / "resources.yaml"
 
 
 def resources_page(catalog: Catalog) -> str:
-    """Where to learn the field: the catalog's surveys, tutorials and benchmarks, the serving engines'
-    documentation its records cite, and the blog posts and project pages of a public paper list
-    (resources.yaml, with its source and licence)."""
+    """Where to learn the field: the catalog's surveys, tutorials and benchmarks, recorded talks, the
+    serving engines' documentation its records cite, and the blog posts and project pages of a public
+    paper list (resources.yaml, with its source and licence)."""
     import yaml
 
     try:
         listed = yaml.safe_load(RESOURCES_FILE.read_text(encoding="utf-8"))
         posts = [(str(p["title"]), str(p["posted"]), [(k, v) for k, v in p["links"].items() if safe_url(v)])
                  for p in listed["posts"]]
+        talks = [{key: str(t[key]) for key in ("title", "speaker", "host", "about", "link")} for t in listed["talks"]
+                 if safe_url(str(t["link"]))]
     except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
-        raise RepositoryFileError(f"{RESOURCES_FILE}: needs source, licence and posts of title, posted and links "
-                                  f"({type(exc).__name__}: {exc})") from None
+        raise RepositoryFileError(f"{RESOURCES_FILE}: needs source, licence, posts of title, posted and links, and "
+                                  f"talks of title, speaker, host, about and link ({type(exc).__name__}: {exc})") from None
     node = lambda node_id: _newest_first(catalog.by_id[i] for i in catalog.node_papers.get(node_id, []))  # noqa: E731
     engines: dict[str, dict[str, list[Paper]]] = {}
     for paper in catalog.papers:
@@ -486,7 +488,7 @@ def resources_page(catalog: Catalog) -> str:
     surveys = node("survey")
     return _page("resources.md.j2", surveys=surveys, benchmarks=node("benchmark"),
                  writing=_newest_first(p for p in catalog.papers if p.kind != "paper" and p not in surveys), engines=sorted(engines.items()),
-                 posts=sorted(posts, key=lambda post: post[1], reverse=True), source=listed["source"],
+                 posts=sorted(posts, key=lambda post: post[1], reverse=True), talks=talks, source=listed["source"],
                  licence=listed["licence"], url=public_url, name=choose.method_name)
 
 

@@ -205,10 +205,10 @@ def _svg(families: list[str], rows: list[tuple[str, list[int]]], row_status: lis
 
 
 def measured_recall(catalog: Catalog) -> dict | None:
-    """The catalog's recall per quarter from the committed capture-recapture sweeps
+    """The catalog's recall per quarter from the newest round of committed capture-recapture sweeps
     (`catalog.recall`); None when the repository holds no pair of sweeps."""
-    folder = catalog.root / recall.SWEEPS.relative_to(recall.SWEEPS.parents[2])
-    sweeps = sorted(folder.glob("sweep-*.yaml"))
+    folder = recall.latest_round(catalog.root / recall.SWEEPS.relative_to(recall.SWEEPS.parents[2]))
+    sweeps = sorted(folder.glob("sweep-*.yaml")) if folder else []
     if len(sweeps) != 2:
         return None
-    return recall.estimate(catalog.papers, [recall.read_sweep(path) for path in sweeps])
+    return recall.estimate(catalog.papers, [recall.read_sweep(path) for path in sweeps]) | {"round": folder.name}
