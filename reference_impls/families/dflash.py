@@ -280,7 +280,7 @@ class DFlashFamily(Family):
         state = train_loop(student, optimizer, batches, loss_fn, run, budget_minutes, progress)
         accuracy = self.evaluate(student, model, features, test_ids) | {"untrained": untrained}
         return finish(self, run, student.to(model.dtype), loaded, features, train_ids, test_ids, state, accuracy, output,
-                      command, {}, {"trained_on": "the target's greedy answers, blocks anchored at random answer positions",
+                      command, {}, {"trained_on": "on the target's greedy answers, blocks anchored at random answer positions",
                                     "targets": f"each mask row's label is the target's greedy token at its position, "
                                                f"cross-entropy over the {len(vocab):,}-token head weighted "
                                                f"exp(-(k - 1) / {self.decay:g}) for the k-th draft; {self.anchors} "

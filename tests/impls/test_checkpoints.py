@@ -501,9 +501,9 @@ def test_a_broken_int8_file_fails_in_one_line_naming_the_key(tmp_path, target, c
 
 
 def test_the_shipped_heads_stay_small():
-    """Every trained head for the embedded model ships in the repository: together the eleven stay
-    under 48 MB (int8 storage; the first ten in float16 were 69 MB), so a clone stays quick and a
-    retrain adds little history."""
+    """Every trained head for the embedded model ships in the repository: together the twelve stay
+    under 68 MB (int8 storage; the first ten in float16 were 69 MB; DFlash's five draft layers, its
+    paper's depth, are 19 MB of it), so a clone stays quick and a retrain adds little history."""
     folder = Path(__file__).resolve().parents[2] / "reference_impls" / "trained_heads"
     sizes = {path.relative_to(folder).as_posix(): path.stat().st_size for path in folder.rglob("*") if path.is_file()}
-    assert sum(sizes.values()) < 48e6, sorted(sizes.items(), key=lambda item: -item[1])[:5]
+    assert sum(sizes.values()) < 68e6, sorted(sizes.items(), key=lambda item: -item[1])[:5]
