@@ -8,8 +8,9 @@ STAMP := $(VENV)/.specatlas-installed
 PAPER ?= leviathan2023fast
 PEERS_STAMP := $(VENV)/.specatlas-peers
 PROMPT ?= Explain speculative decoding in two sentences.
+DEVICE ?= cuda
 
-.PHONY: setup peers demo test test-full test-quick site clean
+.PHONY: setup peers demo test test-full test-quick gpu-check site clean
 
 setup: $(STAMP)
 
@@ -61,6 +62,13 @@ test-full: setup peers
 
 test-quick: setup
 	$(BIN)/python -m pytest -n 2 -m "not model and not browser and not full" tests
+
+# On a GPU machine, `make gpu-check QUESTIONS=path/to/spec_bench/question.jsonl` (the defaults are
+# sized for under 10 minutes on one GPU): every method on DEVICE against plain decoding (identical
+# greedy output), then a small slice of QUESTIONS (else the bench's built-in prompts) benched into
+# results/ and checked as `specatlas results check` does.
+gpu-check: setup
+	$(BIN)/specatlas gpu-check --device $(DEVICE) $(if $(QUESTIONS),--questions "$(QUESTIONS)")
 
 clean:
 	rm -rf site build dist *.egg-info

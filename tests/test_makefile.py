@@ -46,3 +46,12 @@ def test_the_test_targets_install_the_peers(tmp_path, target):
 def test_ci_runs_the_readmes_test_command():
     assert (ROOT / ".ci" / "run").read_text().rstrip().endswith("make test")
     assert re.search(r"^make test\s", (ROOT / "README.md").read_text(), re.M)
+
+
+def test_gpu_check_runs_the_command_on_the_device_it_is_given(tmp_path):
+    commands = recipe("gpu-check", tmp_path)
+    assert "peers" not in extras(commands)
+    assert commands.rstrip().endswith("specatlas gpu-check --device cuda")
+    done = subprocess.run(["make", "-n", "gpu-check", "DEVICE=cuda:1", "QUESTIONS=q dir/question.jsonl"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30)
+    assert done.stdout.rstrip().endswith('specatlas gpu-check --device cuda:1 --questions "q dir/question.jsonl"')
