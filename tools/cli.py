@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "results": ("specatlas.bench.check", "check result files from any machine (provenance, lossless checks, numbers); backfill older runs' weights"),
     "run": ("specatlas.run_command", "run a method by paper id or alias"),
     "advise": ("specatlas.advise", "which method is fastest for your prompts on this machine, measured in a few minutes"),
+    "gpu-check": ("specatlas.gpu_check", "every method on an accelerator against plain decoding, then a small bench slice checked for the leaderboard"),
     "calibrate": ("specatlas.calibrate", "cost of one target forward by new tokens on this machine, and its kernels"),
     "datastore": ("specatlas.datastore", "build a REST/SAM datastore from a text or JSONL corpus"),
     "train": ("specatlas.train", "train a draft head (Medusa, EAGLE) on the target's own answers"),

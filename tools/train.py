@@ -69,6 +69,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens", type=number(int, 1, MAX_TOKENS), help="train on the first data shards holding this many answer tokens "
                                                    "(default: all, recorded in the model card's command as the count)")
     parser.add_argument("--seed", type=number(int, 0, MAX_SEED), default=0)
+    parser.add_argument("--replace-anyway", action="store_true",
+                        help="write over the shipped head even when the retrained one's held-out acceptance is no better "
+                             "than its model card's (without it such a head is refused, the shipped one kept)")
     add_trust_remote_code(parser)
 
 
@@ -134,7 +137,7 @@ def train_all(args, loaded, trainers: dict, output: Path | None, checked, epochs
     for name, trainer in trainers.items():
         try:  # the head folder is checked again when saved: something else may have written there since
             result = train_one(trainer, loaded, data, args.tokens, outputs[name], args.budget_minutes, args.steps,
-                               args.seed, card_command(args, name), args.stop_at, epochs, code)
+                               args.seed, card_command(args, name), args.stop_at, epochs, code, args.replace_anyway)
         except WriteError as exc:
             raise CommandError(str(exc)) from None
         print(f"specatlas train: wrote {outputs[name]} ({result})", file=sys.stderr)
@@ -168,10 +171,11 @@ def resolved(name: str) -> Family:
 
 def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: Path, budget_minutes: float,
               steps: int | None, seed: int, command: str, stop: int | None = None, epochs: float | None = None,
-              code: dict | None = None) -> str:
+              code: dict | None = None, replace_anyway: bool = False) -> str:
     """Train `trainer`'s module on the data in `data` (its first `tokens` answer tokens) and save it
     to `output`; `epochs` (instead of `steps`) resolves to steps on that data. `code`: the checkout
-    the command started in (`checkout`), for the model card."""
+    the command started in (`checkout`), for the model card. A shipped head is replaced only by a
+    better one, unless `replace_anyway` (`training.keep_better`)."""
     print(f"specatlas train: {trainer.paper} ({trainer.name}) for {loaded.name}; data in {data}", file=sys.stderr)
     shards, held_out = train_data.load(data, loaded.tokenizer, tokens)
     folder = training.features_folder(loaded.name)
@@ -192,7 +196,7 @@ def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: P
             raise CommandError(f"--stop-at {stop} is past the schedule's {steps} steps (--epochs {epochs})")
     draft_model = default_draft_model(loaded.model, None) if trainer.uses_draft_model else None
     return trainer.train(loaded, features, folder, output, budget_minutes, steps, seed, command, tqdm, draft_model, stop,
-                         epochs, code)
+                         epochs, code, replace_anyway)
 
 
 def checkout() -> dict:

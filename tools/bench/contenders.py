@@ -48,7 +48,7 @@ PEERS = {
     "hf-assisted": "transformers assisted generation",
     **LLAMACPP,
 }
-LLAMACPP_INSTALL = "run `make setup`, or pip install -e '.[peers]'"
+LLAMACPP_INSTALL = "install them with `make peers` (compiles llama.cpp, minutes), or pip install -e '.[peers]'"
 
 
 # Every decoder makes this generation untimed before it is measured (bench, advise, run --compare),
