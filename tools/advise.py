@@ -161,7 +161,7 @@ def ranked(candidates: list[Candidate]) -> list[Candidate]:
 
 def priors(results_dir: Path | None, hardware_label: str, device: str, model: str) -> tuple[dict[tuple[str, str], float], str]:
     """((paper id, policy) -> prior speedup, where the priors come from, in words)."""
-    from specatlas.bench.leaderboard import measured_here
+    from specatlas.bench.measured import measured_here
 
     rows, here = measured_here(results_dir, hardware_label, device, model) if results_dir else ([], False)
     if not rows:

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 from benchruns import CURVE, build_run, sample, turn
 
-from specatlas.bench.leaderboard import measured_markdown, targets_markdown
+from specatlas.bench.leaderboard_page import measured_markdown
+from specatlas.bench.targets import targets_markdown
 from specatlas.bench.results import (CURVE_TOLERANCE, SCHEMA_VERSION, Checkpoint, combine_curves, curve_warning, dumps,
                                      load, step_time)
 from specatlas.bench.run import _assemble

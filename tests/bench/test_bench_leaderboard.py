@@ -11,7 +11,7 @@ import pytest
 
 from benchruns import HARDWARE, build_run, sample, turn
 
-from specatlas.bench.leaderboard import measured_markdown, render_markdown
+from specatlas.bench.leaderboard_page import measured_markdown, render_markdown
 from specatlas.bench.published import SPEC_BENCH_FILE, PublishedDataError
 from specatlas.bench.results import config_hash
 from specatlas.bench.run import _arguments
@@ -214,7 +214,7 @@ def test_site_page_embeds_the_leaderboard_and_markdown_keeps_tables_and_charts(t
 
 
 def test_rows_under_another_policy_share_the_papers_id():
-    from specatlas.bench.leaderboard import method_paper_id
+    from specatlas.bench.aggregate import method_paper_id
 
     assert method_paper_id("saxena2023prompt@cost-aware") == "saxena2023prompt"
     assert method_paper_id("saxena2023prompt@fixed-4") == "saxena2023prompt"
@@ -263,7 +263,7 @@ def test_paper_settings_and_cost_aware_rows_side_by_side(write_run):
 
 
 def test_a_copied_or_linked_result_is_not_a_second_run(tmp_path):
-    from specatlas.bench.leaderboard import load_all
+    from specatlas.bench.aggregate import load_all
 
     committed = sorted((repo_root() / "results").glob("2026-*.json"))[-1]
     shutil.copy(committed, tmp_path / committed.name)
@@ -293,7 +293,7 @@ def test_chart_labels_stay_inside_the_drawing_area():
 
 
 def test_fastest_here_is_the_fastest_lossless_method_measured_on_this_hardware(write_run, tmp_path, capsys):
-    from specatlas.bench.leaderboard import fastest_here
+    from specatlas.bench.measured import fastest_here
     from specatlas.bench.provenance import label
 
     methods = ("baseline", "saxena2023prompt", "cai2024medusa", "hu2025sam@cost-aware", "fast")

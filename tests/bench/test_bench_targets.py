@@ -16,7 +16,8 @@ import pytest
 
 from benchruns import build_run, sample, turn
 
-from specatlas.bench.leaderboard import measured_markdown, targets_markdown
+from specatlas.bench.leaderboard_page import measured_markdown
+from specatlas.bench.targets import targets_markdown
 from specatlas.bench.results import LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Turn, load, predicted_speedup, step_time
 from specatlas.cli import main
 

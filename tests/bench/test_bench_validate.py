@@ -10,7 +10,8 @@ import pytest
 from benchruns import HARDWARE, build_run, sample, turn
 
 from specatlas.bench import results, validate_results
-from specatlas.bench.leaderboard import load_all, measured_markdown
+from specatlas.bench.aggregate import load_all
+from specatlas.bench.leaderboard_page import measured_markdown
 from specatlas.bench.results import config_hash, dumps, summarize
 from specatlas.bench.validate_results import ACCELERATOR, check_files, check_folder
 from specatlas.cli import main

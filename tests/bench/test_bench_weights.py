@@ -16,7 +16,7 @@ import pytest
 from benchruns import CURVE, build_run, sample, turn
 
 from specatlas.bench import earlier_weights, provenance
-from specatlas.bench.leaderboard import measured_markdown
+from specatlas.bench.leaderboard_page import measured_markdown
 from specatlas.bench.results import load
 from specatlas.cli import main
 from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY, shipped_in, shipped_label

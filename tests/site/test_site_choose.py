@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from sitecatalog import make_root
-from specatlas.bench.leaderboard import load_all, measured_rows
+from specatlas.bench.aggregate import load_all
+from specatlas.bench.measured import measured_rows
 from specatlas.bench.published import load_spec_bench
 from specatlas.paths import repo_root
 from specatlas.site import choose, pages, reported

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from sitecatalog import make_root
-from specatlas.bench.leaderboard import load_all
+from specatlas.bench.aggregate import load_all
 from specatlas.impls import coverage
 from specatlas.impls.registry import METHODS
 from specatlas.paths import repo_root

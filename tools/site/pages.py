@@ -19,7 +19,9 @@ from urllib.parse import urlencode
 from markupsafe import Markup
 
 from specatlas import bib
-from specatlas.bench.leaderboard import load_all, measured_by_method, measured_rows, render_markdown
+from specatlas.bench.aggregate import load_all
+from specatlas.bench.leaderboard_page import render_markdown
+from specatlas.bench.measured import measured_by_method, measured_rows
 from specatlas.bench.published import load_spec_bench
 from specatlas.catalog.recall import SweepError
 from specatlas.catalog.schema import ENGINE_NAMES, ID_PATTERN, Paper
@@ -157,7 +159,7 @@ def spec_bench_by_paper(catalog: Catalog) -> dict[str, list[reported.ResultRow]]
 def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | None = None,
                directory_urls: bool = True, third_party: list | None = None, trained: dict | None = None,
                repo_url: str | None = None) -> str:
-    """`measured`: the method's rows in the leaderboard's tables (see `leaderboard.measured_by_method`);
+    """`measured`: the method's rows in the leaderboard's tables (see `measured.measured_by_method`);
     `third_party`: Spec-Bench's published rows for it (`spec_bench_by_paper`); `trained`: `trained_here`."""
     from specatlas.impls.registry import METHODS
 
@@ -357,7 +359,7 @@ def lineage_page(catalog: Catalog, directory_urls: bool) -> str:
 # Leaderboard and contributing ----------------------------------------------------------------
 
 def measured_results(catalog: Catalog):
-    """The result files under results/ as `specatlas.bench.leaderboard.load_all` reads them, or
+    """The result files under results/ as `specatlas.bench.aggregate.load_all` reads them, or
     None when there are none."""
     results = catalog.root / "results"
     if not results.is_dir():
@@ -375,7 +377,7 @@ def leaderboard_page(catalog: Catalog, loaded=None) -> str:
             record = METHODS[method_id].record_id if method_id in METHODS else method_id
             return f"papers/{record}.md" if record in catalog.by_id else None
 
-        # Markdown that specatlas.bench.leaderboard escapes text by text, as results/LEADERBOARD.md
+        # Markdown that specatlas.bench.leaderboard_page escapes text by text, as results/LEADERBOARD.md
         tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded,
                                         raw=lambda name: f"{RAW_RESULTS}/{name}"))
     return _page("leaderboard.md.j2", tables=tables)
