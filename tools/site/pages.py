@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from specatlas import bib
 from specatlas.bench.aggregate import load_all
-from specatlas.bench.leaderboard_page import render_markdown
+from specatlas.bench.leaderboard_page import page_context
 from specatlas.bench.measured import measured_by_method, measured_rows
 from specatlas.bench.published import load_spec_bench
 from specatlas.catalog.recall import SweepError
@@ -369,18 +369,18 @@ def measured_results(catalog: Catalog):
 
 
 def leaderboard_page(catalog: Catalog, loaded=None) -> str:
-    tables = None
-    if loaded:
-        from specatlas.impls.registry import METHODS
+    """The measured tables and reported numbers (the templates results/LEADERBOARD.md renders from
+    too, see `specatlas.bench.leaderboard_page`), linked to the site's paper pages and the raw files."""
+    if not loaded:
+        return _page("leaderboard.md.j2", measured=None)
+    from specatlas.impls.registry import METHODS
 
-        def link(method_id: str) -> str | None:  # a registry variant (hu2025sam-eagle2) links its paper's record
-            record = METHODS[method_id].record_id if method_id in METHODS else method_id
-            return f"papers/{record}.md" if record in catalog.by_id else None
+    def link(method_id: str) -> str | None:  # a registry variant (hu2025sam-eagle2) links its paper's record
+        record = METHODS[method_id].record_id if method_id in METHODS else method_id
+        return f"papers/{record}.md" if record in catalog.by_id else None
 
-        # Markdown that specatlas.bench.leaderboard_page escapes text by text, as results/LEADERBOARD.md
-        tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded,
-                                        raw=lambda name: f"{RAW_RESULTS}/{name}"))
-    return _page("leaderboard.md.j2", tables=tables)
+    return _page("leaderboard.md.j2", **page_context(catalog.root / "results", link=link, papers=catalog.by_id,
+                                                     loaded=loaded, raw=lambda name: f"{RAW_RESULTS}/{name}"))
 
 
 def training_page(catalog: Catalog) -> str:
