@@ -51,13 +51,12 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from specatlas.bench import questions as qs
 from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Method, Run, Sample, curve_fields, predicted_speedup,
                                      summarize)
-from specatlas.bench.run import BenchError, chosen_ids, policies
-from specatlas.cli import CommandError, add_trust_remote_code, printable
+from specatlas.cli import (CommandError, add_trust_remote_code, chosen_methods, draft_length_policies, number_problem,
+                           printable)
 from specatlas.fsutil import NotUTF8, ReadError, parse_json, read_limited, text_lines
 from specatlas.impls.engine.draft_length import DraftLengthPolicy, relative
 from specatlas.impls.registry import METHODS, MethodSpec
 from specatlas.paths import repo_root
-from specatlas.run_command import number_problem
 
 if TYPE_CHECKING:
     from specatlas.bench.contenders import Contender, Turn
@@ -241,11 +240,8 @@ def execute(args: argparse.Namespace) -> int:
     problem = number_problem(max_new_tokens=args.max_new_tokens, temperature=0.0, seed=0)
     if problem:
         raise CommandError(problem)
-    try:
-        chosen_policies = policies(args.draft_length)
-        method_ids, peer_ids = chosen_ids(args.methods, not args.methods, peers=False)
-    except BenchError as exc:
-        raise CommandError(str(exc)) from None
+    chosen_policies = draft_length_policies(args.draft_length)
+    method_ids, peer_ids = chosen_methods(args.methods, not args.methods, peers=False)
     if peer_ids:
         raise CommandError(f"{peer_ids[0]} is a peer library, measured by `specatlas bench`; advise ranks SpecAtlas methods")
     prompts, source = read_prompts(args.prompts)
@@ -253,7 +249,6 @@ def execute(args: argparse.Namespace) -> int:
 
     from specatlas.bench import contenders as cs
     from specatlas.bench.provenance import hardware, label
-    from specatlas.bench.run import attempt, built
     from specatlas.impls.engine import cpu_kernels
     from specatlas.impls.engine.decoding import room_after
     from specatlas.impls.engine.kv import Unsupported
@@ -285,10 +280,10 @@ def execute(args: argparse.Namespace) -> int:
 
     def prepare(spec: MethodSpec, policy: DraftLengthPolicy) -> Contender:
         """Built and warmed up: first-call allocations and lazy initialisation must not be timed."""
-        contender = built(lambda: cs.specatlas_method(spec, target.model, None, policy), cs.contender_id(spec.id, policy),
+        contender = cs.built(lambda: cs.specatlas_method(spec, target.model, None, policy), cs.contender_id(spec.id, policy),
                           spec.name, "specatlas", spec.lossless, cs.policy_of(spec.id, policy))
         if not contender.error:
-            attempt(contender, lambda: contender.generate(warmup, cs.WARMUP, 0.0, 0, stop))
+            cs.attempt(contender, lambda: contender.generate(warmup, cs.WARMUP, 0.0, 0, stop))
         return contender
 
     baseline = prepare(METHODS[BASELINE], chosen_policies[0])
@@ -299,7 +294,7 @@ def execute(args: argparse.Namespace) -> int:
     run = empty_run(curve, baseline)
     measured_prompts = measure(
         run, baseline, candidates, encoded(), lambda c: prepare(c.spec, c.policy),
-        lambda c, ids: attempt(c, lambda: c.generate(ids, args.max_new_tokens, 0.0, 0, stop)), deadline)
+        lambda c, ids: cs.attempt(c, lambda: c.generate(ids, args.max_new_tokens, 0.0, 0, stop)), deadline)
 
     rows = ranked_rows(candidates, run)
     # The best is the fastest whose outputs were all plain decoding's: advise only recommends what it checked.

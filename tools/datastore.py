@@ -29,12 +29,11 @@ import sys
 import time
 from pathlib import Path
 
-from specatlas.cli import MAX_NEW_TOKENS, MAX_TOKENS, CommandError, add_trust_remote_code, number
+from specatlas.cli import MAX_NEW_TOKENS, MAX_TOKENS, TRAINING_DATA, CommandError, add_trust_remote_code, number
 from specatlas.fsutil import WriteError, output_file, writable_dir
 from specatlas.train_prompts import read_prompts
 
 INSTRUCTIONS = read_prompts("datastore")
-TRAINING_DATA = "training-data"  # what `--datastore` calls the datastore `build --training-data` writes
 # How a training-data datastore is made, in its cache name: a change to the recipe names a new file.
 RECIPE = "prompt+answer ids, EOS-separated, benchmark 8-grams dropped, v1"
 
@@ -170,14 +169,6 @@ def chosen_datastore(choice: str | Path | None, model: str) -> Path | None:
         command = "specatlas datastore build --training-data" + (f" --model {model}" if model != EMBEDDED else "")
         raise CommandError(f"no {TRAINING_DATA} datastore for {model} at {path}: build it with `{command}`", status=1)
     return path
-
-
-def add_datastore_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--datastore", metavar="PATH|training-data",
-                        type=lambda text: text if text == TRAINING_DATA else Path(text),
-                        help="REST's datastore and SAM-Decoding's static index: a .npz from `specatlas datastore build`, "
-                             f"or '{TRAINING_DATA}' for the one `specatlas datastore build --training-data` writes "
-                             "(default: the one shipped for the embedded model)")
 
 
 def training_documents(folder: Path, tokenizer, tokens: int | None) -> tuple[list[list[int]], dict]:

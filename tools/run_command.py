@@ -10,14 +10,14 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import math
 import re
 import resource
 import sys
 from pathlib import Path
 
-from specatlas.cli import MAX_NEW_TOKENS, MAX_SEED, CommandError, add_trust_remote_code, printable
-from specatlas.datastore import add_datastore_option, chosen_datastore
+from specatlas.cli import (MAX_NEW_TOKENS, MAX_SEED, CommandError, add_datastore_option, add_trust_remote_code,
+                           number_problem, printable)
+from specatlas.datastore import chosen_datastore
 from specatlas.fsutil import ReadError, read_limited
 from specatlas.impls.engine.draft_length import PAPER, DraftLengthPolicy
 from specatlas.impls.registry import all_names, implemented_ids, resolve
@@ -25,8 +25,6 @@ from specatlas.paths import papers_dir
 
 # Bounds on what a user can mean. Beyond them a value is a typo (1e9 for 1.0) or an attack, and
 # the run would only waste the model load: rejected up front.
-MAX_TEMPERATURE = 100.0  # logits / 100 is already all but uniform
-MAX_TOP_K = 1_000_000  # beyond any vocabulary
 MAX_PROMPT_BYTES = 16 * 1024 * 1024
 
 
@@ -222,22 +220,6 @@ class TextStream:
 def _check_numbers(args) -> str | None:
     return number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                           top_k=args.top_k, seed=args.seed)
-
-
-def number_problem(max_new_tokens: int, temperature: float, seed: int, top_p: float = 1.0, top_k: int = 0) -> str | None:
-    """The first out-of-range decoding setting, as a message; None when all are usable.
-    Shared by `specatlas run` and `specatlas bench`."""
-    if not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
-        return f"--max-new-tokens must be at least 1 and at most {MAX_NEW_TOKENS:,}, got {max_new_tokens}"
-    if not (math.isfinite(temperature) and 0 <= temperature <= MAX_TEMPERATURE):
-        return f"--temperature must be >= 0 and at most {MAX_TEMPERATURE:g} (0 decodes greedily), got {temperature}"
-    if not (math.isfinite(top_p) and 0 < top_p <= 1):
-        return f"--top-p must be in (0, 1], got {top_p}"
-    if not 0 <= seed <= MAX_SEED:
-        return f"--seed must be in 0..2**63-1, got {seed}"
-    if not 0 <= top_k <= MAX_TOP_K:
-        return f"--top-k must be in 0..{MAX_TOP_K:,} (0: no limit), got {top_k}"
-    return None
 
 
 def read_prompt(args) -> tuple[str, str | None]:

@@ -17,7 +17,7 @@ from benchruns import CURVE, build_run, sample, turn
 
 from specatlas.bench import earlier_weights, provenance
 from specatlas.bench.leaderboard_page import measured_markdown
-from specatlas.bench.results import load
+from specatlas.bench.result_files import load
 from specatlas.cli import main
 from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY, shipped_in, shipped_label
 from specatlas.paths import repo_root
@@ -352,7 +352,7 @@ def test_bench_records_the_weights_each_row_loaded(tmp_path, monkeypatch):
     gives the head: the name the backfill and the leaderboard look the head up by in older files."""
     torch = pytest.importorskip("torch")
     from specatlas.bench import contenders as cs
-    from specatlas.bench.run import built
+    from specatlas.bench.contenders import built
     from specatlas.impls.engine import checkpoints
     from specatlas.impls.engine.draft_length import DraftLengthPolicy
     from specatlas.impls.engine.models import EMBEDDED
