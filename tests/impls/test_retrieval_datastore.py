@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from specatlas import contamination, train_data
-from specatlas.bench.results import load
+from specatlas.bench.result_files import load
 from specatlas.cli import main
 from specatlas.datastore import chosen_datastore, training_data_store
 from specatlas.impls.drafters.model_free.retrieval import Datastore, RetrievalTree

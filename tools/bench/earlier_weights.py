@@ -25,7 +25,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specatlas.bench.provenance import COMMIT, shipped_weights
-from specatlas.bench.results import Run, Weights, load, schema_error, write_atomic
+from specatlas.bench.result_files import load, schema_error, write_atomic
+from specatlas.bench.results import Run, Weights
 from specatlas.fsutil import ReadError, WriteError, output_file, output_place, read_json, starts_with
 from specatlas.impls.engine.head_folders import shipped_in
 from specatlas.paths import repo_root

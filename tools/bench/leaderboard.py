@@ -16,7 +16,7 @@ from specatlas.bench.leaderboard_page import PAGE_FILE, PAGE_START, measured_mar
 from specatlas.bench.measured import fastest_here
 from specatlas.bench.provenance import label
 from specatlas.bench.published import PublishedDataError
-from specatlas.bench.results import write_atomic
+from specatlas.bench.result_files import write_atomic
 from specatlas.bench.targets import targets_markdown
 from specatlas.bench.validate_results import History, check_files
 from specatlas.fsutil import WriteError, output_file, output_place, starts_with
