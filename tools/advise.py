@@ -233,8 +233,9 @@ def empty_run(curve: dict[int, float], baseline: Contender) -> Run:
                sessions=sessions, **curve_fields(sessions), methods=[baseline.record], samples=[], summary={})
 
 
-def execute(args: argparse.Namespace) -> int:
-    clock = time.monotonic()
+def _checked(args: argparse.Namespace) -> tuple[list[DraftLengthPolicy], list[str]]:
+    """(the draft-length policies, the method ids with the baseline first) the arguments ask for, or a
+    CommandError before any model loads."""
     if not (math.isfinite(args.minutes) and 0 < args.minutes <= MAX_MINUTES):
         raise CommandError(f"--minutes must be a positive number of minutes, at most {MAX_MINUTES}, got {args.minutes:g}")
     problem = number_problem(max_new_tokens=args.max_new_tokens, temperature=0.0, seed=0)
@@ -244,32 +245,21 @@ def execute(args: argparse.Namespace) -> int:
     method_ids, peer_ids = chosen_methods(args.methods, not args.methods, peers=False)
     if peer_ids:
         raise CommandError(f"{peer_ids[0]} is a peer library, measured by `specatlas bench`; advise ranks SpecAtlas methods")
+    return chosen_policies, method_ids
+
+
+def execute(args: argparse.Namespace) -> int:
+    clock = time.monotonic()
+    chosen_policies, method_ids = _checked(args)
     prompts, source = read_prompts(args.prompts)
     deadline = clock + args.minutes * 60
 
     from specatlas.bench import contenders as cs
     from specatlas.bench.provenance import hardware, label
     from specatlas.impls.engine import cpu_kernels
-    from specatlas.impls.engine.decoding import room_after
-    from specatlas.impls.engine.kv import Unsupported
-    from specatlas.impls.engine.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
+    from specatlas.impls.engine.models import ModelLoadError, encode_chat, eos_ids
 
-    try:
-        device = pick_device(args.device)
-        target = load_model(args.model, device, pick_dtype(args.dtype, device), args.trust_remote_code)
-    except ModelLoadError as exc:
-        raise CommandError(str(exc), status=1) from None
-
-    def encoded():
-        """Each prompt's tokens when its turn comes: a budget spent tokenizing a large file would
-        measure nothing."""
-        for number, prompt in enumerate(prompts, 1):
-            try:
-                ids = encode_chat(target.tokenizer, prompt)
-                room_after(target.model, ids, args.max_new_tokens)
-            except (Unsupported, ModelLoadError) as exc:
-                raise CommandError(f"prompt {number} of {source}: {exc}") from None
-            yield ids
+    device, target = loaded_target(args)
 
     curve = cs.cost_curve(target.model)
     stop = eos_ids(target.model, target.tokenizer)
@@ -293,7 +283,8 @@ def execute(args: argparse.Namespace) -> int:
     candidates = waiting(method_ids[1:], chosen_policies, prior)
     run = empty_run(curve, baseline)
     measured_prompts = measure(
-        run, baseline, candidates, encoded(), lambda c: prepare(c.spec, c.policy),
+        run, baseline, candidates, encoded(target, prompts, source, args.max_new_tokens),
+        lambda c: prepare(c.spec, c.policy),
         lambda c, ids: cs.attempt(c, lambda: c.generate(ids, args.max_new_tokens, 0.0, 0, stop)), deadline)
 
     rows = ranked_rows(candidates, run)
@@ -315,14 +306,45 @@ def execute(args: argparse.Namespace) -> int:
         "best": {"id": best.id, "method": best.method, "policy": best.policy, "measured": best.measured,
                  "command": command} if best else None,
     }
-    if args.json:
+    show(report, args.json)
+    return 0
+
+
+def loaded_target(args: argparse.Namespace):
+    """(device, the target model) as the arguments ask; a model that cannot load is a CommandError."""
+    from specatlas.impls.engine.models import ModelLoadError, load_model, pick_device, pick_dtype
+
+    try:
+        device = pick_device(args.device)
+        return device, load_model(args.model, device, pick_dtype(args.dtype, device), args.trust_remote_code)
+    except ModelLoadError as exc:
+        raise CommandError(str(exc), status=1) from None
+
+
+def encoded(target, prompts: list[str], source: str, max_new_tokens: int):
+    """Each prompt's tokens when its turn comes: a budget spent tokenizing a large file would
+    measure nothing."""
+    from specatlas.impls.engine.decoding import room_after
+    from specatlas.impls.engine.kv import Unsupported
+    from specatlas.impls.engine.models import ModelLoadError, encode_chat
+
+    for number, prompt in enumerate(prompts, 1):
+        try:
+            ids = encode_chat(target.tokenizer, prompt)
+            room_after(target.model, ids, max_new_tokens)
+        except (Unsupported, ModelLoadError) as exc:
+            raise CommandError(f"prompt {number} of {source}: {exc}") from None
+        yield ids
+
+
+def show(report: dict, as_json: bool) -> None:
+    if as_json:
         print(json.dumps(report))
     else:  # the prompts' and the model's own text is shown escaped: it may hold terminal sequences
         shown = io.StringIO()
         with contextlib.redirect_stdout(shown):
             print_report(report)
         sys.stdout.write(printable(shown.getvalue()))
-    return 0
 
 
 def ranked_rows(candidates: list[Candidate], run: Run) -> list[Row]:
