@@ -15,8 +15,7 @@ FOLDERS = ("tools", "reference_impls")
 # Still over the bound: path (and function, by its qualified name) -> lines now.
 OVERSIZE = {
     "reference_impls/families/answers.py::generate": 119,
-    "tools/bench/run.py::_measure": 97,
-    "tools/train_curve.py::execute": 72,
+    "tools/bench/run.py::_measure": 81,
     "reference_impls/families/distillspec.py::DistillFamily.fit": 63,
 }
 

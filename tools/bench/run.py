@@ -245,29 +245,13 @@ def _measure(args, out: Path, prompt_set, chosen, chosen_policies, method_ids, p
     checkpoint.append({"session": {"started": now(), "git_commit": git["commit"], "git_dirty": git["dirty"],
                                    "cost_curve": cs.cost_curve(target.model)}})
 
-    draft_model = drafter.model if drafter else None
-    contenders = [cs.built(lambda s=METHODS[i], d=d: cs.specatlas_method(s, target.model, draft_model, d,
-                                                                     datastore if s.uses_datastore else None),
-                         cs.contender_id(i, d), METHODS[i].name, "specatlas", METHODS[i].lossless, cs.policy_of(i, d))
-                  for i in method_ids for d in (chosen_policies if i != BASELINE else [DraftLengthPolicy.paper()])]
     stop = eos_ids(target.model, target.tokenizer)
-    pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else min(stop)
-    contenders += [cs.built(lambda p=p: cs.peer(p, target.model, draft_model, pad), p, cs.PEERS[p], "peer", True)
-                   for p in peer_ids if p not in cs.LLAMACPP]
-    contenders += [cs.built(lambda p=p: cs.llamacpp_peer(p, torch.get_num_threads()), p, cs.PEERS[p], "peer", False,
-                         relative_to=cs.LLAMACPP_GREEDY)
-                   for p in peer_ids if p in cs.LLAMACPP]
+    contenders = _contenders(target, drafter.model if drafter else None, datastore, method_ids, chosen_policies, peer_ids, stop)
     if contenders[0].error:
         raise BenchError(f"the baseline cannot run: {contenders[0].error}")
 
     done = {(s["question_id"], s["repeat"], s["method"]) for s in checkpoint.items if "method" in s}
-    others = contenders[1:]
-    plan = []
-    for index, (question, repeat) in enumerate((q, r) for q in chosen for r in range(args.repeats)):
-        shift = index % len(others) if others else 0
-        for contender in [contenders[0], *others[shift:], *others[:shift]]:
-            if (question.id, repeat, contender.id) not in done:
-                plan.append((question, repeat, contender))
+    plan = _plan(contenders, chosen, args.repeats, done)
     if plan:  # untimed: first-call allocations and lazy initialisation must not count
         warmup = encode_conversation(target.tokenizer, [cs.WARMUP_PROMPT], [])
         for contender in contenders:
@@ -291,6 +275,38 @@ def _measure(args, out: Path, prompt_set, chosen, chosen_policies, method_ids, p
     checkpoint.path.unlink()
     _print_summary(run)
     return path
+
+
+def _contenders(target, draft_model, datastore, method_ids: list[str], chosen_policies, peer_ids: list[str], stop) -> list:
+    """Every row of the run, built (or holding why it could not be): the baseline first, each method
+    under each policy, then the transformers and llama.cpp peers."""
+    import torch
+
+    from specatlas.bench import contenders as cs
+
+    contenders = [cs.built(lambda s=METHODS[i], d=d: cs.specatlas_method(s, target.model, draft_model, d,
+                                                                     datastore if s.uses_datastore else None),
+                           cs.contender_id(i, d), METHODS[i].name, "specatlas", METHODS[i].lossless, cs.policy_of(i, d))
+                  for i in method_ids for d in (chosen_policies if i != BASELINE else [DraftLengthPolicy.paper()])]
+    pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else min(stop)
+    contenders += [cs.built(lambda p=p: cs.peer(p, target.model, draft_model, pad), p, cs.PEERS[p], "peer", True)
+                   for p in peer_ids if p not in cs.LLAMACPP]
+    contenders += [cs.built(lambda p=p: cs.llamacpp_peer(p, torch.get_num_threads()), p, cs.PEERS[p], "peer", False,
+                            relative_to=cs.LLAMACPP_GREEDY)
+                   for p in peer_ids if p in cs.LLAMACPP]
+    return contenders
+
+
+def _plan(contenders: list, chosen: list, repeats: int, done: set) -> list:
+    """(question, repeat, contender) still to measure: per question and repeat the baseline first, then
+    the others, rotated one place further each time so that no method always holds the same place."""
+    others, plan = contenders[1:], []
+    for index, (question, repeat) in enumerate((q, r) for q in chosen for r in range(repeats)):
+        shift = index % len(others) if others else 0
+        for contender in [contenders[0], *others[shift:], *others[:shift]]:
+            if (question.id, repeat, contender.id) not in done:
+                plan.append((question, repeat, contender))
+    return plan
 
 
 def _shown(path: Path) -> str:
