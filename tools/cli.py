@@ -130,7 +130,7 @@ TRAINING_DATA = "training-data"  # what `--datastore` calls the datastore `speca
 
 
 def add_datastore_option(parser: argparse.ArgumentParser) -> None:
-    """`--datastore` of run and bench (`specatlas.datastore.chosen_datastore` finds the file)."""
+    """`--datastore` of run and bench (`specatlas.data_shards.chosen_datastore` finds the file)."""
     parser.add_argument("--datastore", metavar="PATH|training-data",
                         type=lambda text: text if text == TRAINING_DATA else Path(text),
                         help="REST's datastore and SAM-Decoding's static index: a .npz from `specatlas datastore build`, "

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from specatlas.cli import CommandError, add_datastore_option, add_trust_remote_code, number_problem, printable
-from specatlas.datastore import chosen_datastore
+from specatlas.data_shards import chosen_datastore
 from specatlas.fsutil import ReadError, read_limited
 from specatlas.impls.engine.draft_length import PAPER, DraftLengthPolicy
 from specatlas.impls.registry import all_names, implemented_ids, resolve

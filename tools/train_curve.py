@@ -48,9 +48,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     import torch
 
-    from specatlas import train_data
+    from specatlas import data_shards
     from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, cache_root, load_model
-    from specatlas.train import checkout, train_one
+    from specatlas.bench.provenance import checkout_state
+    from specatlas.train import train_one
     from specatlas.train_eval import plain_outputs
 
     family, sizes = _family_and_sizes(args)
@@ -65,7 +66,7 @@ def execute(args: argparse.Namespace) -> int:
         writable_dir(path.parent, "the results folder")  # and so does a folder that takes no file
     except WriteError as exc:
         raise CommandError(str(exc)) from None
-    code = checkout()  # now: the run may outlive the checkout's state
+    code = checkout_state()  # now: the run may outlive the checkout's state
     try:
         loaded = load_model(None, torch.device("cpu"), torch.float32)
     except ModelLoadError as exc:
@@ -74,7 +75,7 @@ def execute(args: argparse.Namespace) -> int:
 
     try:  # one training job per target at a time: they share its cached states and checkpoints
         with training_lock(loaded.name):
-            data = train_data.default_folder(loaded.name)
+            data = data_shards.default_folder(loaded.name)
             # A point trained under other family settings (the code changed since) is measured again, so
             # every point of a curve comes from the one config the file is named for.
             done = {p["requested_tokens"] for p in curve["points"] if p.get("config", {}).get("settings") == family.settings()}
@@ -89,7 +90,7 @@ def execute(args: argparse.Namespace) -> int:
                           code=code)
                 card = json.loads((output / "training.json").read_text(encoding="utf-8"))
                 if plain is None:
-                    prompts, _ = train_data.held_out_prompts(data, loaded.tokenizer, args.prompts)
+                    prompts, _ = data_shards.held_out_prompts(data, loaded.tokenizer, args.prompts)
                     plain = plain_outputs(loaded.model, prompts, args.max_new_tokens)
                 point = {"requested_tokens": size, **_card_facts(card),
                          "paper_method": paper_method_acceptance(family, loaded, output, prompts, plain, args.max_new_tokens)}

@@ -27,7 +27,7 @@ from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Run, config_hash,
                                      references, summarize)
 from specatlas.cli import (add_datastore_option, add_trust_remote_code, chosen_methods, disk_error,
                            draft_length_policies, number, number_problem, printable)
-from specatlas.datastore import chosen_datastore
+from specatlas.data_shards import chosen_datastore
 from specatlas.fsutil import WriteError, create_unique, exclusive, output_place, writable_dir
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.chat import render_chat
