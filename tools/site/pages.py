@@ -334,7 +334,7 @@ def lineage_page(catalog: Catalog, directory_urls: bool) -> str:
     return render_page("lineage.md.j2", families=families)
 
 
-# Leaderboard and contributing ----------------------------------------------------------------
+# Leaderboard ---------------------------------------------------------------------------------
 
 def measured_results(catalog: Catalog):
     """The result files under results/ as `specatlas.bench.aggregate.load_all` reads them, or
