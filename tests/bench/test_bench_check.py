@@ -13,7 +13,7 @@ import yaml
 from benchruns import build_run, sample, turn
 
 from specatlas.bench import earlier_weights, results
-from specatlas.bench.leaderboard import measured_markdown
+from specatlas.bench.leaderboard_page import measured_markdown
 from specatlas.bench.results import config_hash, summarize
 from specatlas.cli import main
 from specatlas.paths import repo_root

@@ -9,7 +9,8 @@ from benchruns import build_run, sample, turn
 
 from specatlas.bench import contenders as cs
 from specatlas.bench.check import check
-from specatlas.bench.leaderboard import measured_markdown, measured_rows
+from specatlas.bench.leaderboard_page import measured_markdown
+from specatlas.bench.measured import measured_rows
 from specatlas.bench.run import encode_conversation, llamacpp_ids
 from specatlas.cli import main
 

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from specatlas import train_data
+from specatlas import data_shards
 from specatlas.impls.families import answers, training
 from specatlas.impls.families.answers import Conversation, text_sha
 from specatlas.impls.engine.checkpoints import load
@@ -225,9 +225,9 @@ def test_shipped_cards_of_stopped_runs_print_the_command_that_remakes_them():
         assert (args.steps, args.epochs, args.stop_at, args.seed) == (*schedule, stop, card["config"]["seed"]), card["family"]
         assert "--budget-minutes" not in argv
         # the data is pinned: the card's --tokens selects the shards it names (their combined hash)
-        chosen = train_data.selected(train_data.default_folder(card["base_model"]), args.tokens)
-        assert train_data.describe(train_data.default_folder(card["base_model"]), [(e["sha256"], []) for e in chosen],
-                                   train_data.HELD_OUT_SHARDS) == card["data_source"], card["family"]
+        chosen = data_shards.selected(data_shards.default_folder(card["base_model"]), args.tokens)
+        assert data_shards.describe(data_shards.default_folder(card["base_model"]), [(e["sha256"], []) for e in chosen],
+                                   data_shards.HELD_OUT_SHARDS) == card["data_source"], card["family"]
 
 
 def test_epochs_resolve_to_the_steps_that_draw_the_training_data_that_often(tmp_path, loaded):

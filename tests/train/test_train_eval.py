@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from specatlas import train_data, train_eval
+from specatlas import data_shards, train_eval
 from specatlas.cli import CommandError, main
 from specatlas.impls.engine import models
 from specatlas.impls.engine.models import LoadedModel
@@ -31,7 +31,7 @@ def tiny(tmp_path, monkeypatch):
     make_folder(tmp_path / "data", shards=3, per_shard=3, answer=10)
     monkeypatch.setattr(models, "load_model", lambda *args, **kwargs: LoadedModel(
         world.target, range(world.target.config.vocab_size), "tiny"))  # a tokenizer's length is all loading reads
-    monkeypatch.setattr(train_data, "default_folder", lambda name: tmp_path / "data")
+    monkeypatch.setattr(data_shards, "default_folder", lambda name: tmp_path / "data")
     monkeypatch.setattr(train_eval, "results_file", lambda model: tmp_path / "results" / "tiny-held-out-acceptance.json")
     monkeypatch.setattr(train_eval, "build", functools.partial(train_eval.build, draft_model=world.draft_model,
                                                                heads=world.heads))
