@@ -356,7 +356,7 @@ def built(build, method_id: str, name: str, kind: str, lossless: bool, policy: s
     with the sha256 of every trained head, adapter or drafter its build loaded, by name: shipped
     heads are retrained, and the leaderboard averages only runs of the same weights."""
     from specatlas.bench.contenders import Contender
-    from specatlas.impls.engine.checkpoints import recording
+    from specatlas.impls.families.checkpoints import recording
 
     with recording() as loaded:
         try:
