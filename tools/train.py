@@ -18,7 +18,7 @@ family's `paper` and `aliases`).
 Data: the target's greedy answers built by `specatlas train-data` (shipped for the embedded
 model); the target's hidden states over them are computed once and cached under the user cache
 dir, where training checkpoints too, so an interrupted run resumes where it stopped. The result is a float16 checkpoint in the
-published layout of the head's family (loadable with `specatlas.impls.engine.checkpoints.load`) plus a
+published layout of the head's family (loadable with `specatlas.impls.families.checkpoints.load`) plus a
 model card (README.md) with the data, steps, time, loss and held-out acceptance.
 """
 
@@ -40,7 +40,7 @@ from specatlas.cli import (MAX_EPOCHS, MAX_MINUTES, MAX_SEED, MAX_STEPS, MAX_TOK
                            disk_error, epochs_given, number)
 from specatlas.fsutil import WriteError, output_dir
 from specatlas.impls.families import training
-from specatlas.impls.engine.checkpoints import SHIPPED_HEADS, shipped_head_folder
+from specatlas.impls.families.checkpoints import SHIPPED_HEADS, shipped_head_folder
 from specatlas.impls.families import FAMILIES, Family
 from specatlas.impls.families.base import HEAD_MARKER, earlier_head
 from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model, pick_device

@@ -106,7 +106,7 @@ def build(spec, target, draft_model=None, heads: dict[str, Path] | None = None):
     family, and `draft_model`), and the sha256 of every weight file it loaded (by checkpoint name),
     which say whether an earlier measurement still holds."""
     from specatlas.bench.provenance import loaded_weights
-    from specatlas.impls.engine.checkpoints import recording
+    from specatlas.impls.families.checkpoints import recording
     from specatlas.impls.engine.draft_length import DraftLengthPolicy
     from specatlas.impls.engine.models import ModelLoadError
 

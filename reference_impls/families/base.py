@@ -128,7 +128,7 @@ class Family:
 | Training | {card['steps']} steps{_schedule(card)}{_epochs(card)}, {card['train_seconds'] / 60:.1f} min (float32, CPU), final loss {card['final_loss']} |
 | Held-out acceptance by draft position (top-1 chain, given the earlier drafts accepted) | {by_position} |
 | Held-out mean accepted tokens per step (top-1 chain, bonus token included) | {held['mean_accepted_tokens_chain']} |{extra_rows}
-| Weights | int8 matrices with a float16 scale per row, vectors float16 (`weight_storage`; the acceptance above is measured on them), in the family's published key layout (loads with `specatlas.impls.engine.checkpoints.load`) |
+| Weights | int8 matrices with a float16 scale per row, vectors float16 (`weight_storage`; the acceptance above is measured on them), in the family's published key layout (loads with `specatlas.impls.families.checkpoints.load`) |
 | torch | {card['torch']} |{_checkout_row(card)}
 
 Reproduce (writes this folder):

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import copy
 
-from specatlas.impls.engine.checkpoints import load_head, shipped_head_folder
+from specatlas.impls.families.checkpoints import load_head, shipped_head_folder
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import FIXED, DraftLengthPolicy, FixedLength
 from specatlas.impls.engine.drafting import ModelDrafter, PromptLookup
 from specatlas.impls.engine.models import is_embedded, shallow_slice
-from specatlas.impls.engine.tree_search import MAX_LEVELS, SequoiaDrafter
-from specatlas.impls.engine.pipeline import Pearl
+from specatlas.impls.drafters.draft_structure.tree_search import MAX_LEVELS, SequoiaDrafter
+from specatlas.impls.drafters.draft_structure.pipeline import Pearl
 from specatlas.impls.engine.verification import (BlockVerification, KSequential, RejectionSampling, SpecHub,
                                                  TraversalVerification, Verifier)
 from specatlas.impls.families.online import PROPOSED as OSD_PROPOSED, OnlineDistillation

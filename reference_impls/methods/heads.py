@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from specatlas.impls.engine import kv
-from specatlas.impls.engine.checkpoints import HeadNotShipped, load_head, record, shipped_head_folder
+from specatlas.impls.families.checkpoints import HeadNotShipped, load_head, record, shipped_head_folder
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.drafting import ModelDrafter
@@ -43,7 +43,7 @@ from specatlas.impls.families.pass_tokens import PassDrafter
 from specatlas.impls.families.redrafter import BEAM_LENGTH, BEAM_WIDTH, ReDrafterDrafter
 from specatlas.impls.families.specdecpp import PredictedRejection
 from specatlas.impls.methods.core import default_draft_model
-from specatlas.impls.engine.layer_view import Kangaroo
+from specatlas.impls.families.kangaroo import Kangaroo
 from specatlas.impls.drafters.model_free.recycling import template_nodes
 from specatlas.impls.engine.verification import GreedyMatch, TopKAcceptance, TypicalAcceptance
 

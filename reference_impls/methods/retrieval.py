@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specatlas.impls.engine.checkpoints import load_head, record
+from specatlas.impls.families.checkpoints import load_head, record
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.errors import first_line

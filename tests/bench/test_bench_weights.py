@@ -354,7 +354,7 @@ def test_bench_records_the_weights_each_row_loaded(tmp_path, monkeypatch):
     torch = pytest.importorskip("torch")
     from specatlas.bench import contenders as cs
     from specatlas.bench.contenders import built
-    from specatlas.impls.engine import checkpoints
+    from specatlas.impls.families import checkpoints
     from specatlas.impls.engine.draft_length import DraftLengthPolicy
     from specatlas.impls.engine.models import EMBEDDED
     from specatlas.impls.families import FAMILIES

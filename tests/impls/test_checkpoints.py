@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specatlas.impls.engine.checkpoints import CheckpointError, _read_weights, load
+from specatlas.impls.families.checkpoints import CheckpointError, _read_weights, load
 from specatlas.impls.families import FAMILIES
 from specatlas.impls.families.eagle import EagleHead
 from specatlas.impls.families.eagle3 import Eagle3Head

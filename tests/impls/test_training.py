@@ -8,7 +8,7 @@ import torch
 from specatlas import data_shards
 from specatlas.impls.families import answers, training
 from specatlas.impls.families.answers import Conversation, text_sha
-from specatlas.impls.engine.checkpoints import load
+from specatlas.impls.families.checkpoints import load
 from specatlas.impls.engine.weight_storage import stored
 from specatlas.impls.families import FAMILIES
 from specatlas.impls.families.distillspec import DraftLayers
@@ -366,7 +366,7 @@ def test_distilled_drafter_round_trips_through_its_shipped_format(tmp_path, load
 
 
 def test_the_shipped_distilled_drafter_is_the_embedded_models_default_draft_model(tmp_path, monkeypatch):
-    from specatlas.impls.engine import checkpoints
+    from specatlas.impls.families import checkpoints
     from specatlas.impls.methods import core as methods
     from specatlas.impls.engine.decoding import SpeculativeDecoder
     from specatlas.impls.engine.models import EMBEDDED

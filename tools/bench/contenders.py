@@ -163,7 +163,8 @@ def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
         else:  # pure temperature sampling, as ours: transformers would otherwise default to top_k=50
             sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
         torch.manual_seed(seed)
-        with default_kernels(), counting_forwards(target) as widths:
+        models = [target] + [extra["assistant_model"]] * ("assistant_model" in extra)  # transformers' kernels for both
+        with default_kernels(*models), counting_forwards(target) as widths:
             start = time.perf_counter()
             out = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
                                   eos_token_id=sorted(stop), pad_token_id=pad_token_id, **sampling, **extra)
@@ -257,7 +258,7 @@ def built(build, method_id: str, name: str, kind: str, lossless: bool, policy: s
     a method that needs what this model lacks): a long run must not die for one row. Either way
     with the sha256 of every trained head, adapter or drafter its build loaded, by name: shipped
     heads are retrained, and the leaderboard averages only runs of the same weights."""
-    from specatlas.impls.engine.checkpoints import recording
+    from specatlas.impls.families.checkpoints import recording
 
     with recording() as loaded:
         try:

@@ -32,7 +32,7 @@ import torch
 from specatlas.fsutil import CACHE_BYTES, ReadError, read_json
 from specatlas.impls.engine import kv
 from specatlas.impls.drafters.self_drafting.bayes import GaussianProcess
-from specatlas.impls.engine.checkpoints import SHIPPED_HEADS
+from specatlas.impls.engine.head_folders import SHIPPED_HEADS
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.drafting import Draft, Drafter, ModelDrafter, TargetLayers
 from specatlas.impls.engine.layer_view import LayerView
