@@ -59,13 +59,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     from specatlas.bench import questions
-    from specatlas.bench.run import BenchError, chosen_ids
+    from specatlas.bench.run import BenchError, chosen_ids, results_folder
+    from specatlas.fsutil import WriteError
 
     try:  # bad input is answered before the model loads
         method_ids, peers = chosen_ids(args.methods or [], args.methods is None, peers=False)
         bench_ids, bench_peers = chosen_ids(args.bench_methods, False, peers=False)
         questions.load(args.questions)
-    except (BenchError, questions.QuestionsError) as exc:
+        results_folder(args.out)
+    except (BenchError, questions.QuestionsError, WriteError) as exc:
         raise CommandError(str(exc)) from None
     if peers or bench_peers:
         raise CommandError(f"{(peers or bench_peers)[0]} is a peer library (`specatlas bench` measures it); "

@@ -215,7 +215,7 @@ def bench(args) -> Path:
     chosen_policies = policies(args.draft_length)
     prompt_set = qs.load(args.questions)
     chosen = qs.select(prompt_set.questions, args.categories, args.limit_per_category)
-    out = writable_dir(output_place(args.out or _default_out(), "results", allowed=_default_out()), "results folder")
+    out = results_folder(args.out)
     method_ids, peer_ids = chosen_ids(args.methods, args.all, not args.no_peers)
     peer_ids = llamacpp_ids(peer_ids, args.model, args.methods)
     check_datastore(args.datastore, method_ids)
@@ -337,6 +337,12 @@ def _shown(path: Path) -> str:
 
 def _default_out() -> Path:
     return repo_root() / "results"
+
+
+def results_folder(out: Path | None) -> Path:
+    """Where a bench writes, `out` or results/: a WriteError, before anything loads, when it is no
+    place for the bench's files (`fsutil.output_place`) or cannot be written."""
+    return writable_dir(output_place(out or _default_out(), "results", allowed=_default_out()), "results folder")
 
 
 def _arguments(args) -> dict:
