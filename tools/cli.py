@@ -139,6 +139,16 @@ def add_datastore_option(parser: argparse.ArgumentParser) -> None:
                              "(default: the one shipped for the embedded model)")
 
 
+def results_folder(out: Path | None) -> Path:
+    """Where a bench writes (bench, gpu-check), `out` or results/: a WriteError, before anything
+    loads, when it is no place for the bench's files (`fsutil.output_place`) or cannot be written."""
+    from specatlas.fsutil import output_place, writable_dir
+    from specatlas.paths import repo_root
+
+    default = repo_root() / "results"
+    return writable_dir(output_place(out or default, "results", allowed=default), "results folder")
+
+
 def chosen_methods(names: list[str], everything: bool, peers: bool) -> tuple[list[str], list[str]]:
     """The methods named on the command line (bench, advise): (registry ids with the baseline first,
     peer ids), or a CommandError naming the closest ids."""

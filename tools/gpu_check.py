@@ -59,13 +59,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     from specatlas.bench import questions
-    from specatlas.bench.run import BenchError, chosen_ids
+    from specatlas.cli import chosen_methods, results_folder
+    from specatlas.fsutil import WriteError
 
     try:  # bad input is answered before the model loads
-        method_ids, peers = chosen_ids(args.methods or [], args.methods is None, peers=False)
-        bench_ids, bench_peers = chosen_ids(args.bench_methods, False, peers=False)
+        method_ids, peers = chosen_methods(args.methods or [], args.methods is None, peers=False)
+        bench_ids, bench_peers = chosen_methods(args.bench_methods, False, peers=False)
         questions.load(args.questions)
-    except (BenchError, questions.QuestionsError) as exc:
+        results_folder(args.out)
+    except (questions.QuestionsError, WriteError) as exc:
         raise CommandError(str(exc)) from None
     if peers or bench_peers:
         raise CommandError(f"{(peers or bench_peers)[0]} is a peer library (`specatlas bench` measures it); "
@@ -76,9 +78,9 @@ def execute(args: argparse.Namespace) -> int:
     print(f"specatlas gpu-check: {len(method_ids) - len(problems)} of {len(method_ids)} methods identical to plain "
           f"decoding on {args.device} ({time.monotonic() - started:.0f} s)", file=sys.stderr)
     path = bench_slice(args, bench_ids)
-    from specatlas.bench.check import check
+    from specatlas.bench.validate_results import check_files
 
-    fit = check(path)
+    fit = check_files([path])[path][0].problems
     problems += [f"{path}: {problem}" for problem in fit]
     print(f"specatlas gpu-check: {path}: {'not fit for the leaderboard' if fit else 'ok'} "
           f"({time.monotonic() - started:.0f} s in all)", file=sys.stderr)

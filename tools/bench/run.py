@@ -25,7 +25,7 @@ from specatlas.bench import questions as qs
 from specatlas.bench.result_files import Checkpoint, dumps
 from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Run, config_hash, curve_fields, curve_warning,
                                      references, summarize)
-from specatlas.cli import (add_datastore_option, add_trust_remote_code, chosen_methods, disk_error,
+from specatlas.cli import (add_datastore_option, results_folder, add_trust_remote_code, chosen_methods, disk_error,
                            draft_length_policies, number, number_problem, printable)
 from specatlas.data_shards import chosen_datastore
 from specatlas.fsutil import WriteError, create_unique, exclusive, output_place, writable_dir
@@ -182,7 +182,7 @@ def bench(args) -> Path:
     chosen_policies = draft_length_policies(args.draft_length)
     prompt_set = qs.load(args.questions)
     chosen = qs.select(prompt_set.questions, args.categories, args.limit_per_category)
-    out = writable_dir(output_place(args.out or _default_out(), "results", allowed=_default_out()), "results folder")
+    out = results_folder(args.out)
     method_ids, peer_ids = chosen_methods(args.methods, args.all, not args.no_peers)
     peer_ids = llamacpp_ids(peer_ids, args.model, args.methods)
     check_datastore(args.datastore, method_ids)
@@ -316,10 +316,6 @@ def _shown(path: Path) -> str:
         return str(path.resolve().relative_to(repo_root()))
     except ValueError:
         return path.name
-
-
-def _default_out() -> Path:
-    return repo_root() / "results"
 
 
 def _arguments(args) -> dict:
