@@ -299,10 +299,11 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec(id="an2025pard", name="PARD: parallel draft model adaptation", aliases=("pard",),
                    drafting=("independent-fine-tuned", "multi-token-prediction"), verification=("greedy-verification",),
                    lossless=True, builder="heads:pard", trained_head="pard",
-                   settings="K = {draft_depth} tokens drafted by one drafter forward over 7 mask tokens, trained with "
-                            "COD retention 0.7 a mask depth, floor 0.2 (its code's training config, para_num 8); the "
-                            "drafter adapted here is the distilled 2-layer drafter",
-                   draft=(8, 8)),
+                   constants={"block": 8, "retain": 0.7, "floor": 0.2},
+                   settings="K = {block} tokens drafted by one drafter forward over 7 mask tokens, trained with "
+                            "COD retention {retain} a mask depth, floor {floor} (its code's training config, para_num "
+                            "{block}); the drafter adapted here is the distilled 2-layer drafter",
+                   draft=chain("block")),
         MethodSpec(id="ankner2024hydra", name="Hydra: sequentially dependent draft heads", aliases=("hydra",),
                    drafting=("extra-heads", "token-tree"), verification=("token-tree-verification",),
                    lossless=True, builder="heads:hydra", trained_head="hydra",
@@ -325,12 +326,12 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec(id="zhang2024recurrent", name="ReDrafter: recurrent drafter, beam search, dynamic tree attention",
                    aliases=("redrafter",), drafting=("feature-level-drafting", "token-tree"),
                    verification=("token-tree-verification",), lossless=True, builder="heads:redrafter",
-                   trained_head="redrafter",
-                   settings="beam width 45, beam length 5 (the target's token + {draft_depth} drafts), each beam "
-                            "extended by its 50 likeliest tokens (its README's MT-Bench command, warp_logits); beams "
+                   trained_head="redrafter", constants={"width": 45, "length": 5, "top_k": 50},
+                   settings="beam width {width}, beam length {length} (the target's token + {draft_depth} drafts), each "
+                            "beam extended by its {top_k} likeliest tokens (its README's MT-Bench command, warp_logits); beams "
                             "merged into a prefix tree (dynamic tree attention), exact verification; sampling: "
                             "recursive rejection over the tree (lossless), not its code's approximate per-beam rule",
-                   draft=(4, 180), draft_exact=False),
+                   draft=lambda c: (c.length - 1, c.width * (c.length - 1)), draft_exact=False),
         MethodSpec(id="luo2025turning", name="Token Recycling", aliases=("token-recycling",),
                    drafting=("ngram-pool", "token-tree"), verification=("token-tree-verification",),
                    lossless=True, builder="parallel:token_recycling",
@@ -347,18 +348,24 @@ METHODS: dict[str, MethodSpec] = {
                    drafting=("early-exit-layer-skip", "adaptive-draft-length"),
                    verification=("greedy-verification", "speculative-sampling"),
                    lossless=True, builder="self_speculative:draft_and_verify",
-                   settings="skipped layers by Bayesian optimisation, 1000 iterations on 8 prompts x 32 tokens "
-                            "(search.ipynb; on a CPU 48 iterations on 2 prompts), whole layers; at most "
-                            "{draft_depth} draft tokens, adaptive exit threshold from 0.6 (evaluate_sum.ipynb)",
-                   draft=(12, 12), draft_exact=False),
+                   constants={"iterations": 1000, "prompts": 8, "tokens": 32, "iterations_cpu": 48, "prompts_cpu": 2,
+                              "max_draft": 12, "threshold": 0.6},
+                   settings="skipped layers by Bayesian optimisation, {iterations} iterations on {prompts} prompts x "
+                            "{tokens} tokens (search.ipynb; on a CPU {iterations_cpu} iterations on {prompts_cpu} "
+                            "prompts), whole layers; at most {max_draft} draft tokens, adaptive exit threshold from "
+                            "{threshold} (evaluate_sum.ipynb)",
+                   draft=chain("max_draft"), draft_exact=False),
         MethodSpec(id="xia2025swift", name="SWIFT: on-the-fly self-speculative decoding", aliases=("swift",),
                    drafting=("early-exit-layer-skip", "adaptive-draft-length"),
                    verification=("greedy-verification", "speculative-sampling", "token-tree-verification"),
                    lossless=True, builder="self_speculative:swift",
-                   settings="context window 50, skip ratio 0.45, Bayesian step every 25, stop at matchness 0.93 / 300 "
-                            "idle / 1000 steps; exit below confidence 0.8, at most {draft_depth} draft tokens, "
-                            "3/5/8/10 candidates per depth",
-                   source="eval_llama.sh and its code", draft=(25, 250), draft_exact=False),
+                   constants={"window": 50, "skip_ratio": 0.45, "bayes_every": 25, "max_score": 0.93, "tolerance": 300,
+                              "max_iterations": 1000, "stop": 0.8, "max_draft": 25, "candidates": (3, 5, 8, 10)},
+                   settings="context window {window}, skip ratio {skip_ratio}, Bayesian step every {bayes_every}, stop "
+                            "at matchness {max_score} / {tolerance} idle / {max_iterations} steps; exit below "
+                            "confidence {stop}, at most {max_draft} draft tokens, {candidates:/} candidates per depth",
+                   source="eval_llama.sh and its code",
+                   draft=lambda c: (c.max_draft, c.max_draft * max(c.candidates)), draft_exact=False),
         MethodSpec(id="spector2023accelerating", name="Staged speculative decoding",
                    aliases=("staged-speculative-decoding",),
                    drafting=("cascaded-drafting", "token-tree"),
@@ -410,11 +417,11 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec(id="liu2024online", name="Online speculative decoding: the drafter distilled on the queries it serves",
                    aliases=("osd", "online-sd"), drafting=("independent-fine-tuned",),
                    verification=("speculative-sampling",), lossless=True, builder="core:online_speculative_decoding",
-                   uses_draft_model=True,
-                   settings="{draft_depth} proposed tokens; the target's distributions at every rejected draft token "
-                            "kept per request, one AdamW step of forward KL on them every 8 requests, learning rate "
-                            "1e-4 constant, no weight decay, then the buffer emptied",
-                   source="its code: bash_scripts/*/online.sh, distill/distill_trainer.py", draft=(5, 5)),
+                   uses_draft_model=True, constants={"proposed": 5, "interval": 8},
+                   settings="{proposed} proposed tokens; the target's distributions at every rejected draft token "
+                            "kept per request, one AdamW step of forward KL on them every {interval} requests, learning "
+                            "rate 1e-4 constant, no weight decay, then the buffer emptied",
+                   source="its code: bash_scripts/*/online.sh, distill/distill_trainer.py", draft=chain("proposed")),
         MethodSpec(id="liu2025parallel", name="PEARL: parallel speculative decoding with adaptive draft length",
                    aliases=("pearl",),
                    drafting=("independent-tuning-free", "parallel-drafting-pipeline", "adaptive-draft-length"),

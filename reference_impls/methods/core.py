@@ -19,7 +19,7 @@ from specatlas.impls.engine.tree_search import MAX_LEVELS, SequoiaDrafter
 from specatlas.impls.engine.pipeline import Pearl
 from specatlas.impls.engine.verification import (BlockVerification, KSequential, RejectionSampling, SpecHub,
                                                  TraversalVerification, Verifier)
-from specatlas.impls.families.online import PROPOSED as OSD_PROPOSED, OnlineDistillation
+from specatlas.impls.families.online import OnlineDistillation
 from specatlas.impls.registry import METHODS, expansion_nodes
 
 
@@ -142,7 +142,7 @@ def online_speculative_decoding(target, draft_model=None, policy=DraftLengthPoli
         model = shallow_slice(target, layers, copy.deepcopy(target.model.layers[:layers]))
         trainable = list(model.model.layers.parameters())
     return SpeculativeDecoder(target, OnlineDistillation(model, trainable, label),
-                              draft_length=policy.controller(target, OSD_PROPOSED))
+                              draft_length=policy.controller(target, METHODS["liu2024online"].paper.proposed))
 
 
 def pearl(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:

@@ -37,9 +37,9 @@ from specatlas.impls.families.eagle3 import Eagle3Drafter
 from specatlas.impls.families.fr_spec import FR_SPEC_FRACTION
 from specatlas.impls.families.hydra import HYDRA_TREE, HydraDrafter
 from specatlas.impls.families.medusa import MEDUSA_TREE, MedusaDrafter
-from specatlas.impls.families.pard import PARD_BLOCK, PARD_MAX_BLOCK, ParallelDrafter
+from specatlas.impls.families.pard import PARD_MAX_BLOCK, ParallelDrafter
 from specatlas.impls.families.pass_tokens import PassDrafter
-from specatlas.impls.families.redrafter import BEAM_LENGTH, BEAM_WIDTH, ReDrafterDrafter
+from specatlas.impls.families.redrafter import ReDrafterDrafter
 from specatlas.impls.families.specdecpp import PredictedRejection
 from specatlas.impls.methods.core import default_draft_model
 from specatlas.impls.engine.layer_view import Kangaroo
@@ -194,7 +194,7 @@ def pard(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_che
     drafter = ParallelDrafter(head.drafter(target), head.mask_id(target), head.embed(target),
                               label=f"PARD drafter ({head.describe()}; {checkpoint.describe()})")
     return SpeculativeDecoder(target, drafter,
-                              draft_length=policy.controller(target, PARD_BLOCK, max_depth=PARD_MAX_BLOCK,
+                              draft_length=policy.controller(target, METHODS["an2025pard"].paper.block, max_depth=PARD_MAX_BLOCK,
                                                              source="PARD's trained block"))
 
 
@@ -226,5 +226,6 @@ def redrafter(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafte
     checkpoint = load_head(target, "redrafter", drafter_checkpoint)
     drafter = ReDrafterDrafter(checkpoint.head, target.model.embed_tokens.weight, checkpoint.hidden_layers[0],
                                label=checkpoint.describe())
-    depth = BEAM_LENGTH - 1
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, lambda d: BEAM_WIDTH * d, depth))
+    paper = METHODS["zhang2024recurrent"].paper
+    depth = paper.length - 1
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, lambda d: paper.width * d, depth))

@@ -11,29 +11,30 @@ from specatlas.impls.engine.decoding import InnerDecoder, SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.engine.drafting import PromptLookup
 from specatlas.impls.methods.core import default_draft_model
-from specatlas.impls.drafters.self_drafting.layer_skip import (DV_MAX_DRAFT, DV_THRESHOLD, SWIFT_CANDIDATES, SWIFT_MAX_DRAFT, ExitThreshold,
-                                              LayerSkip, Swift, skipped_layers)
+from specatlas.impls.drafters.self_drafting.layer_skip import ExitThreshold, LayerSkip, Swift, skipped_layers
 from specatlas.impls.registry import METHODS
 
 
 def draft_and_verify(target, draft_model=None, policy=DraftLengthPolicy.paper(), skipped=None) -> SpeculativeDecoder:
     """Zhang et al. 2024: draft with the target minus the layers its Bayesian search skips (run once
     per model and cached; `skipped` overrides it), stop drafting below an adaptive confidence
-    threshold, verify with the full target. Paper defaults: at most 12 draft tokens, threshold
-    from 0.6 (its evaluation notebooks)."""
+    threshold, verify with the full target."""
+    paper = METHODS["zhang2024draft"].paper
     skipped = skipped_layers(target) if skipped is None else skipped
-    drafter = LayerSkip(target, skipped, ExitThreshold(DV_THRESHOLD, adaptive=True))
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, DV_MAX_DRAFT, max_depth=DV_MAX_DRAFT))
+    drafter = LayerSkip(target, skipped, ExitThreshold(paper.threshold, adaptive=True))
+    return SpeculativeDecoder(target, drafter,
+                              draft_length=policy.controller(target, paper.max_draft, max_depth=paper.max_draft))
 
 
 def swift(target, draft_model=None, policy=DraftLengthPolicy.paper(), window=None) -> SpeculativeDecoder:
     """Xia et al. 2025: the skipped layers are optimised during decoding on the text generated so far
-    (`window`: the tokens scored, its context window); drafting stops below confidence 0.8 and the
+    (`window`: the tokens scored, its context window); drafting stops below a confidence and the
     draft's top candidates at each depth are verified as a tree."""
+    paper = METHODS["xia2025swift"].paper
     drafter = Swift(target) if window is None else Swift(target, window)
-    narrowest = min(SWIFT_CANDIDATES[True])
+    narrowest = min(paper.candidates)
     return SpeculativeDecoder(target, drafter, draft_length=policy.controller(
-        target, SWIFT_MAX_DRAFT, lambda k: narrowest * k, max_depth=SWIFT_MAX_DRAFT))
+        target, paper.max_draft, lambda k: narrowest * k, max_depth=paper.max_draft))
 
 
 def staged(target, draft_model=None, policy=DraftLengthPolicy.paper(), tree_nodes=None) -> SpeculativeDecoder:
