@@ -91,7 +91,9 @@ def execute(args: argparse.Namespace) -> int:
     settings = spec.paper_settings if policy.name == PAPER and spec.paper_settings else ""
     header = (f"{spec.id} ({spec.name}) | target {target.name} on {device.type} {str(dtype).removeprefix('torch.')} "
               f"| drafter: {drafter} | {decoder.draft_length.describe() if decoder.drafter else 'no drafting'}"
-              + (f" | paper settings: {settings}" if settings else "") + f" | {sampling.describe()}"
+              + (f" | paper settings: {settings}" if settings else "")
+              + (f" | {sized.describe()}" if (sized := spec.sized_for(policy, target.model)) else "")
+              + f" | {sampling.describe()}"
               + (f" ({sampling.notice()})" if sampling.notice() else "")
               + (" | relaxed acceptance: not lossless" if relaxed else ""))
     header += _ignored(spec, args)

@@ -442,7 +442,7 @@ def test_a_family_defined_in_one_file_and_one_table_line_trains_saves_loads_and_
         "# linear head for tiny\n\na linear head on the target's final state, trained by `specatlas train`")
     checkpoint = load(tmp_path / "linear", loaded.model, "tiny")
     assert checkpoint.family == "linear" and isinstance(checkpoint.head, LinearHead)
-    spec = MethodSpec("linear-toy", "a linear head", (), (), (), True, "tests.impls.linear_family:linear_method",
+    spec = MethodSpec(id="linear-toy", name="a linear head", lossless=True, builder="tests.impls.linear_family:linear_method",
                       trained_head="linear")
     decoder = spec.build(loaded.model, None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=tmp_path / "linear")
     prompt = [1, 2, 3, 4]

@@ -73,7 +73,7 @@ def test_each_method_is_measured_on_the_held_out_prompts_checked_against_plain_d
     assert main(["train-eval", "medusa", "--max-new-tokens", "12"]) == 0
     assert "skipped" not in capsys.readouterr().err
     assert json.loads(path.read_text())["methods"]["cai2024medusa"]["weights"] != methods["cai2024medusa"]["weights"]
-    monkeypatch_settings = dataclasses.replace(METHODS["li2024eagle2"], paper_settings="another tree")
+    monkeypatch_settings = dataclasses.replace(METHODS["li2024eagle2"], settings="another tree", source="")
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(METHODS, "li2024eagle2", monkeypatch_settings)
         assert main(["train-eval", "eagle2", "--max-new-tokens", "12", "--prompts", "2"]) == 0

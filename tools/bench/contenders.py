@@ -139,6 +139,8 @@ def specatlas_method(spec: MethodSpec, target, draft_model, policy: DraftLengthP
     setup = decoder.drafter.describe() + "; " + decoder.draft_length.describe() if decoder.drafter else "no drafter"
     if policy.name == PAPER and spec.paper_settings:
         setup += f"; paper settings: {spec.paper_settings}"
+    if sized := spec.sized_for(policy, target):
+        setup += f"; {sized.describe()}"
     return Contender(contender_id(spec.id, policy), spec.name, "specatlas", spec.lossless, setup, generate,
                      policy=policy_of(spec.id, policy))
 
