@@ -99,7 +99,7 @@ def test_rows_samples_and_questions_are_bounded_before_the_metrics(monkeypatch, 
     path = write_run(build_run([sample("baseline", "1", "qa", turn([1], 1.0)), *(sample(f"m{i}", "1", "qa", turn([1], 1.0))
                                                                                for i in range(5))],
                                methods=("baseline", *(f"m{i}" for i in range(5)))))
-    monkeypatch.setattr(results, "MAX_METHODS", 4)
+    monkeypatch.setattr(result_files, "MAX_METHODS", 4)
     with pytest.raises(ValueError, match="methods: 6 entries; a result file holds at most 4"):
         result_files.load(path)
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from specatlas import contamination, train_data
+from specatlas import contamination, data_shards
 from specatlas.bench.result_files import load
 from specatlas.cli import main
 from specatlas.data_shards import chosen_datastore, training_data_store

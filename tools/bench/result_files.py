@@ -17,9 +17,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from specatlas.bench.results import (MAX_METHODS, MAX_QUESTIONS, MAX_SAMPLES, Provenance, Run, RunConfig, Sample,
-                                     combine_curves, config_hash, summarize)
+from specatlas.bench.results import Provenance, Run, RunConfig, Sample, combine_curves, config_hash, summarize
 from specatlas.fsutil import ReadError, append_line, atomic_write, locked_file, read_json
+
+# Rows, samples and questions one file may hold: the page's work grows with rows times samples.
+MAX_METHODS, MAX_SAMPLES, MAX_QUESTIONS = 256, 100_000, 10_000
 
 
 def dumps(run: Run) -> str:

@@ -34,8 +34,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-# Rows, samples and questions one file may hold: the page's work grows with rows times samples.
-MAX_METHODS, MAX_SAMPLES, MAX_QUESTIONS = 256, 100_000, 10_000
 # Keys of a method's summary besides its categories; a category may not take these names.
 RESERVED_CATEGORIES = ("overall", "lossless")
 
