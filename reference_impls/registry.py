@@ -1,33 +1,96 @@
 """Every runnable method, by paper id: importable without torch.
 
-The catalog validator and the site read ids, aliases, taxonomy nodes and the lossless flag from
-here; `build` imports the composition (and torch) only when a method actually runs.
+One definition per method (`MethodSpec`, keyword fields): its tags, its builder, and its paper's
+constants with where they come from. The settings text (`paper_settings`), the widest draft under
+them (`paper_draft`) and the numbers the builder runs (`constants_for`) are all derived from those
+constants, so each is written once. The catalog validator and the site read ids, aliases,
+taxonomy nodes and the lossless flag from here; `build` imports the composition (and torch) only
+when a method actually runs.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+import string
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Callable, Mapping
 
 
 @dataclass(frozen=True)
+class Sized:
+    """A structure sized for the hardware, not the paper's: an engineering variant of this project
+    that the cost-aware policy runs (only on a CPU where `cpu_only`). `name` labels it; `constants`
+    replace (or add to) the paper's."""
+
+    name: str
+    why: str
+    constants: Mapping[str, object] = field(hash=False)
+    cpu_only: bool = False
+
+    def describe(self) -> str:
+        return f"hardware-sized structure {self.name} ({self.why}), not the paper's"
+
+
+def chain(name: str) -> Callable[[SimpleNamespace], tuple[int, int]]:
+    """`draft` for a chain of the constant `name` tokens."""
+    return lambda c: (getattr(c, name), getattr(c, name))
+
+
+def expansion_nodes(widths: tuple[int, ...]) -> Callable[[int], int]:
+    """Draft nodes of an expansion tree (SpecInfer's: widths[d] children per node at depth d) of
+    depth k, as a function of k."""
+
+    def nodes(depth: int) -> int:
+        total, level = 0, 1
+        for d in range(depth):
+            level *= widths[d] if d < len(widths) else 1
+            total += level
+        return total
+
+    return nodes
+
+
+def expansion(name: str) -> Callable[[SimpleNamespace], tuple[int, int]]:
+    """`draft` for an expansion tree whose widths are the constant `name`."""
+    return lambda c: (len(getattr(c, name)), expansion_nodes(getattr(c, name))(len(getattr(c, name))))
+
+
+class _Text(string.Formatter):
+    """`str.format` that writes a tuple as its items joined by the field's spec (", " by default)."""
+
+    def format_field(self, value, format_spec):
+        if isinstance(value, tuple):
+            return (format_spec or ", ").join(map(str, value))
+        return super().format_field(value, format_spec)
+
+
+@dataclass(frozen=True, kw_only=True)
 class MethodSpec:
     id: str  # a paper id (papers/<id>.yaml), or a non-paper id such as "baseline"
     name: str
-    aliases: tuple[str, ...]
-    drafting: tuple[str, ...]  # taxonomy nodes (taxonomy/drafting.yaml) this composition implements
-    verification: tuple[str, ...]  # taxonomy nodes (taxonomy/verification.yaml)
+    aliases: tuple[str, ...] = ()
+    drafting: tuple[str, ...] = ()  # taxonomy nodes (taxonomy/drafting.yaml) this composition implements
+    verification: tuple[str, ...] = ()  # taxonomy nodes (taxonomy/verification.yaml)
     lossless: bool
-    builder: str  # "module:function": (target, draft model, DraftLengthPolicy, ...) -> SpeculativeDecoder
+    # "module:function", the module under `methods/` unless dotted: (target, draft model,
+    # DraftLengthPolicy, ...) -> SpeculativeDecoder
+    builder: str
     uses_draft_model: bool = False
     has_paper: bool = True
-    paper_settings: str = ""  # the paper's defaults that `specatlas run` uses, and where they come from
     trained_head: str = ""  # the head family (a `families.FAMILIES` name) a `--drafter-checkpoint` must hold
     uses_datastore: bool = False  # its builder takes `datastore=` (a loaded retrieval datastore: `--datastore`)
-    # The widest draft one verification checks under the paper's settings, as (depth, nodes): what
-    # `paper_settings` says in numbers; exact for static structures, a bound for adaptive ones.
-    paper_draft: tuple[int, int] | None = None
-    paper_draft_exact: bool = True
+    # The paper's numbers the builder runs, by name (the builder reads them with `constants_for`).
+    constants: Mapping[str, object] = field(default_factory=dict, hash=False)
+    # The paper's defaults that `specatlas run` uses, in words: `{name}` stands for a constant,
+    # `{draft_depth}` / `{draft_nodes}` for `paper_draft`; `source` says where they come from.
+    settings: str = ""
+    source: str = ""
+    # The widest draft one verification checks under the paper's settings, as (depth, nodes), or a
+    # function of the constants giving it: exact for static structures, a bound for adaptive ones.
+    draft: tuple[int, int] | Callable[[SimpleNamespace], tuple[int, int]] | None = None
+    draft_exact: bool = True
+    sized: Sized | None = None  # the hardware-sized structure the cost-aware policy runs instead
     # A labelled variant of another paper's method (that paper's id): its record, which its tags must
     # equal, is that paper's; its id and aliases are its own.
     variant_of: str = ""
@@ -40,249 +103,343 @@ class MethodSpec:
         """The paper record this composition implements (papers/<record_id>.yaml)."""
         return self.variant_of or self.id
 
+    @property
+    def paper(self) -> SimpleNamespace:
+        """The paper's constants, as attributes."""
+        return SimpleNamespace(**self.constants)
+
+    @property
+    def paper_draft(self) -> tuple[int, int] | None:
+        return self.draft(self.paper) if callable(self.draft) else self.draft
+
+    @property
+    def paper_settings(self) -> str:
+        depth, nodes = self.paper_draft or (None, None)
+        text = _Text().format(self.settings, draft_depth=depth, draft_nodes=nodes, **self.constants)
+        return f"{text} ({self.source})" if self.source else text
+
+    def sized_for(self, policy, target=None) -> Sized | None:
+        """The hardware-sized variant a run uses: the method's `sized`, under the cost-aware policy
+        only (and on a CPU `target` where it is `cpu_only`). The one place a policy changes a
+        structure; every other policy runs the paper's."""
+        sized = self.sized
+        if sized is None or not policy.is_cost_aware or (sized.cpu_only and target.device.type != "cpu"):
+            return None
+        return sized
+
+    def constants_for(self, policy, target=None) -> SimpleNamespace:
+        """The constants a run uses: the paper's, with the hardware-sized variant's (`sized_for`) over them."""
+        sized = self.sized_for(policy, target)
+        return SimpleNamespace(**{**self.constants, **sized.constants}) if sized else self.paper
+
     def builder_function(self):
         """The composition's builder (importing it imports torch)."""
         module, function = self.builder.split(":")
-        return getattr(importlib.import_module(module), function)
+        return getattr(importlib.import_module(module if "." in module else f"{_M}.{module}"), function)
 
     def build(self, *args, **kwargs):
         return self.builder_function()(*args, **kwargs)
 
 
 _M = "specatlas.impls.methods"
+
+# EAGLE-2's dynamic tree (its code's defaults, EaModel's for EAGLE-3 too): top-k per level, depth, nodes kept.
+EAGLE2_TREE = {"top_k": 10, "depth": 7, "total": 60}
+# The cost-aware policy's trees for draft-model methods: 2 x 2 candidates for the two most
+# uncertain positions, then chains.
+TWO_BY_TWO = Sized("2x2-then-chains", "2 x 2 candidates at the first two depths, then chains", {"widths": (2, 2)})
+# REST's node budget on the cost-aware policy: k levels of up to 3 branches each on average (the
+# paper's 64 nodes suit a GPU, where width is nearly free; a CPU is not).
+THREE_PER_LEVEL = Sized("3-nodes-per-level", "at most 3 tree nodes per drafted level", {"nodes_per_level": 3})
+
 METHODS: dict[str, MethodSpec] = {
     spec.id: spec
     for spec in [
-        MethodSpec("baseline", "Autoregressive decoding (no speculation)", ("autoregressive", "ar"),
-                   (), (), True, f"{_M}.core:autoregressive", has_paper=False),
-        MethodSpec("leviathan2023fast", "Speculative decoding", ("speculative-decoding", "sd"),
-                   ("independent-tuning-free",), ("speculative-sampling", "greedy-verification"),
-                   True, f"{_M}.core:speculative_sampling", uses_draft_model=True,
-                   paper_settings="γ = 7 (Table 2: T5-XXL drafted by T5-small on WMT EnDe)",
-                   paper_draft=(7, 7)),
-        MethodSpec("chen2023accelerating", "Speculative sampling", ("sps", "speculative-sampling"),
-                   ("independent-tuning-free",), ("speculative-sampling",),
-                   True, f"{_M}.core:chen_speculative_sampling", uses_draft_model=True,
-                   paper_settings="K = 4 (its Chinchilla 70B experiments)",
-                   paper_draft=(4, 4)),
-        MethodSpec("sun2025block", "Block verification", ("block-verification",),
-                   ("independent-tuning-free",), ("block-verification",),
-                   True, f"{_M}.core:block_verification", uses_draft_model=True,
-                   paper_settings="γ = 8, ours: the paper compares several block lengths and its table was not checked here; "
-                                  "greedy decoding verifies by exact match",
-                   paper_draft=(8, 8)),
-        MethodSpec("miao2024specinfer", "SpecInfer token-tree verification", ("specinfer",),
-                   ("independent-tuning-free", "token-tree", "multi-draft"),
-                   ("token-tree-verification", "multi-draft-sampling"),
-                   True, f"{_M}.core:specinfer", uses_draft_model=True,
-                   paper_settings="token tree expansion <1, 1, 3, 1, 1, 1, 1, 1> (depth 8, 3 branches at depth 3)",
-                   paper_draft=(8, 20)),
-        MethodSpec("yang2024multi", "MCSD: multi-candidate speculative decoding", ("mcsd",),
-                   ("independent-tuning-free", "multi-draft", "token-tree"),
-                   ("multi-draft-sampling", "token-tree-verification"),
-                   True, f"{_M}.core:multi_candidate", uses_draft_model=True,
-                   paper_settings="k-config 4,2,2 (28 candidates, depth 3), drawn without replacement "
-                                  "(its code's README and defaults)",
-                   paper_draft=(3, 28)),
-        MethodSpec("sun2023spectr", "SpecTr: draft selection via optimal transport", ("spectr",),
-                   ("independent-tuning-free", "multi-draft"), ("optimal-transport-verification", "multi-draft-sampling"),
-                   True, f"{_M}.core:spectr", uses_draft_model=True,
-                   paper_settings="ours, not the paper's: k = 4 i.i.d. drafts of L = 4 tokens; K-SEQ selection with "
-                                  "ρ solving ρβ(ρ) = 1 - (1 - β(ρ))^k",
-                   paper_draft=(4, 16)),
-        MethodSpec("sun2024spechub", "SpecHub: hub-centred multi-draft verification", ("spechub",),
-                   ("independent-tuning-free", "multi-draft"), ("optimal-transport-verification",),
-                   True, f"{_M}.core:spechub", uses_draft_model=True,
-                   paper_settings="binary tree of depth 4 (30 drafts; its README's growmap k-ary_trees/2^5), each "
-                                  "node's two children a hub pair; greedy decoding verifies by exact match",
-                   paper_draft=(4, 30)),
-        MethodSpec("weng2025traversal", "Traversal verification", ("traversal-verification",),
-                   ("token-tree",), ("token-tree-verification", "block-verification"),
-                   True, f"{_M}.core:traversal_verification", uses_draft_model=True,
-                   paper_settings="ours, not the paper's: a binary tree of depth 4 (30 nodes), siblings drawn without "
-                                  "replacement; leaf-to-root traversal verification (its Algorithm 3); greedy "
-                                  "decoding verifies by exact match",
-                   paper_draft=(4, 30)),
-        MethodSpec("saxena2023prompt", "Prompt lookup decoding", ("pld", "prompt-lookup", "prompt-lookup-decoding"),
-                   ("context-copy",), ("greedy-verification", "speculative-sampling"), True, f"{_M}.core:prompt_lookup",
-                   paper_settings="max_ngram_size = 3, num_pred_tokens = 10 (its reference code)",
-                   paper_draft=(10, 10), paper_draft_exact=False),
-        MethodSpec("yang2023inference", "LLMA: inference with reference", ("llma",),
-                   ("context-copy",), ("greedy-verification",), True, f"{_M}.retrieval:llma",
-                   paper_settings="trigger n-grams 5..1, copy 20 tokens (its released code)",
-                   paper_draft=(20, 20), paper_draft_exact=False),
-        MethodSpec("he2024rest", "REST: retrieval-based speculative decoding", ("rest",),
-                   ("retrieval-drafting", "token-tree"), ("token-tree-verification", "greedy-verification"),
-                   True, f"{_M}.retrieval:rest", uses_datastore=True,
-                   paper_settings="suffixes 16..2, 5000 retrieved entries, 10 tokens each, 64-node tree",
-                   paper_draft=(10, 64), paper_draft_exact=False),
-        MethodSpec("hu2025sam", "SAM-Decoding: suffix automaton drafts", ("sam-decoding",),
-                   ("retrieval-drafting", "context-copy", "token-tree"), ("greedy-verification", "token-tree-verification"),
-                   True, f"{_M}.retrieval:sam_decoding", uses_datastore=True,
-                   paper_settings="l_bias = 4, l_threshold = 4, 10 draft tokens, Token Recycling's 80-node tree (its code)",
-                   paper_draft=(10, 80), paper_draft_exact=False),
-        MethodSpec("oliaro2025suffixdecoding", "SuffixDecoding: suffix trees over prompts and earlier outputs",
-                   ("suffixdecoding", "suffix-decoding"),
-                   ("retrieval-drafting", "context-copy", "dynamic-tree", "adaptive-draft-length"),
-                   ("token-tree-verification",), True, f"{_M}.retrieval:suffix_decoding",
-                   paper_settings="suffix trees of depth 64 over the request and earlier outputs; a pattern of p "
-                                  "tokens grows at most α·p nodes (α = 1, at most 64) of estimated probability "
-                                  ">= 0.1, the best-scoring tree wins (its simulator's defaults, ArcticInference); "
-                                  "so at most 32 deep (p nodes, 64 - p levels left in the tree) and 58 nodes "
-                                  "(at most 10 per level of D >= 0.1)",
-                   paper_draft=(32, 58), paper_draft_exact=False),
-        MethodSpec("santilli2023accelerating", "Jacobi decoding", ("jacobi-decoding",),
-                   ("mask-predict-jacobi",), ("greedy-verification",), True, f"{_M}.parallel:jacobi_decoding",
-                   paper_settings="window of 8 guesses (ours: the paper's MT blocks do not carry over)",
-                   paper_draft=(8, 8)),
-        MethodSpec("fu2024break", "Lookahead decoding", ("lookahead-decoding", "lookahead"),
-                   ("mask-predict-jacobi", "ngram-pool"), ("greedy-verification", "speculative-sampling"),
-                   True, f"{_M}.parallel:lookahead_decoding",
-                   paper_settings="W = 15, N = 5, G = 15 (its 7B setting on an A100)",
-                   paper_draft=(4, 60), paper_draft_exact=False),
-        MethodSpec("cai2024medusa", "Medusa: multiple decoding heads", ("medusa",),
-                   ("extra-heads", "token-tree"), ("token-tree-verification", "greedy-verification", "typical-acceptance"),
-                   False, f"{_M}.heads:medusa", trained_head="medusa",
-                   paper_settings="4 heads, 63-node tree mc_sim_7b_63 (depth 4); sampling: typical acceptance, "
-                                  "epsilon 0.09, delta 0.3 (its code)",
-                   paper_draft=(4, 63)),
-        MethodSpec("stern2018blockwise", "Blockwise parallel decoding", ("blockwise-parallel-decoding", "bpd", "blockwise"),
-                   ("extra-heads",), ("greedy-verification", "top-k-acceptance"), True, f"{_M}.heads:blockwise",
-                   trained_head="medusa",
-                   paper_settings="top-1 block of the heads' tokens, exact greedy acceptance (top-k acceptance opt-in)",
-                   paper_draft=(4, 4), variant="frozen base model, exact greedy acceptance"),
-        MethodSpec("li2024eagle", "EAGLE: feature-level draft head, static tree", ("eagle", "eagle-1"),
-                   ("feature-level-drafting", "token-tree"),
-                   ("token-tree-verification", "speculative-sampling", "greedy-verification"), True, f"{_M}.heads:eagle",
-                   trained_head="eagle",
-                   paper_settings="25-node static tree of depth 5 (its code)",
-                   paper_draft=(5, 25)),
-        MethodSpec("li2024eagle2", "EAGLE-2: dynamic draft trees", ("eagle-2", "eagle2"),
-                   ("feature-level-drafting", "dynamic-tree"), ("speculative-sampling", "token-tree-verification"),
-                   True, f"{_M}.heads:eagle2", trained_head="eagle",
-                   paper_settings="dynamic tree: top-10 per level, depth 7, 60 nodes kept (its code's defaults)",
-                   paper_draft=(7, 60)),
-        MethodSpec("liu2024kangaroo", "Kangaroo: double early exiting", ("kangaroo",),
-                   ("early-exit-layer-skip", "adaptive-draft-length"), ("greedy-verification",), True,
-                   f"{_M}.heads:kangaroo", trained_head="kangaroo",
-                   paper_settings="exit after layer 2 (of Vicuna-7B's 32; here of 30), at most 6 draft tokens, stop "
-                                  "drafting below top-1 confidence 0.6 (its README's command)",
-                   paper_draft=(6, 6), paper_draft_exact=False),
-        MethodSpec("an2025pard", "PARD: parallel draft model adaptation", ("pard",),
-                   ("independent-fine-tuned", "multi-token-prediction"), ("greedy-verification",), True,
-                   f"{_M}.heads:pard", trained_head="pard",
-                   paper_settings="K = 8 tokens drafted by one drafter forward over 7 mask tokens, trained with COD "
-                                  "retention 0.7 a mask depth, floor 0.2 (its code's training config, para_num 8); "
-                                  "the drafter adapted here is the distilled 2-layer drafter",
-                   paper_draft=(8, 8)),
-        MethodSpec("chen2026dflash", "DFlash: block diffusion drafter", ("dflash",),
-                   ("independent-fine-tuned",), ("greedy-verification",), True,
-                   f"{_M}.heads:dflash", trained_head="dflash",
-                   paper_settings="blocks of 16 (15 drafts) from one forward of 5 draft layers, each reading the "
-                                  "target's states at 5 layers spread from layer 1 to the fourth-last, fused and "
-                                  "injected as keys and values; loss weights exp(-(k - 1) / 7) (its released "
-                                  "b16 drafters and code)",
-                   paper_draft=(15, 15)),
-        MethodSpec("ankner2024hydra", "Hydra: sequentially dependent draft heads", ("hydra",),
-                   ("extra-heads", "token-tree"), ("token-tree-verification",), True, f"{_M}.heads:hydra",
-                   trained_head="hydra",
-                   paper_settings="4 grounded MLP heads, Medusa's 63-node tree mc_sim_7b_63 (its code's default); "
-                                  "exact verification",
-                   paper_draft=(4, 63)),
-        MethodSpec("li2025eagle", "EAGLE-3: fused features, training-time test", ("eagle3", "eagle-3"),
-                   ("feature-level-drafting", "dynamic-tree"), ("token-tree-verification",), True, f"{_M}.heads:eagle3",
-                   trained_head="eagle3",
-                   paper_settings="EAGLE-2's dynamic tree: top-10 per level, depth 7, 60 nodes kept (EaModel's defaults)",
-                   paper_draft=(7, 60)),
-        MethodSpec("zhao2025fr", "FR-Spec: frequency-ranked draft vocabulary", ("fr-spec",),
-                   ("feature-level-drafting",), ("greedy-verification", "speculative-sampling", "token-tree-verification"),
-                   True, f"{_M}.heads:fr_spec", trained_head="eagle",
-                   paper_settings="EAGLE-2 drafting from the most frequent quarter of the vocabulary (32k of "
-                                  "Llama-3's 128k in the paper; here at most 12,288: the tokens the target chose in "
-                                  "its training answers), dynamic tree top-10, depth 7, 60 nodes",
-                   paper_draft=(7, 60)),
-        MethodSpec("zhang2024recurrent", "ReDrafter: recurrent drafter, beam search, dynamic tree attention", ("redrafter",),
-                   ("feature-level-drafting", "token-tree"), ("token-tree-verification",), True, f"{_M}.heads:redrafter",
-                   trained_head="redrafter",
-                   paper_settings="beam width 45, beam length 5 (the target's token + 4 drafts), each beam extended by "
-                                  "its 50 likeliest tokens (its README's MT-Bench command, warp_logits); beams merged "
-                                  "into a prefix tree (dynamic tree attention), exact verification; sampling: recursive "
-                                  "rejection over the tree (lossless), not its code's approximate per-beam rule",
-                   paper_draft=(4, 180), paper_draft_exact=False),
-        MethodSpec("luo2025turning", "Token Recycling", ("token-recycling",),
-                   ("ngram-pool", "token-tree"), ("token-tree-verification",), True, f"{_M}.parallel:token_recycling",
-                   paper_settings="top-8 adjacency table, static 80-node tree of depth 6",
-                   paper_draft=(6, 80)),
-        MethodSpec("zhang2024draft", "Draft & Verify: self-speculative decoding by layer skipping",
-                   ("draft-and-verify", "self-speculative"), ("early-exit-layer-skip", "adaptive-draft-length"),
-                   ("greedy-verification", "speculative-sampling"), True, f"{_M}.self_speculative:draft_and_verify",
-                   paper_settings="skipped layers by Bayesian optimisation, 1000 iterations on 8 prompts x 32 tokens "
-                                  "(search.ipynb; on a CPU 48 iterations on 2 prompts), whole layers; at most 12 draft "
-                                  "tokens, adaptive exit threshold from 0.6 (evaluate_sum.ipynb)",
-                   paper_draft=(12, 12), paper_draft_exact=False),
-        MethodSpec("xia2025swift", "SWIFT: on-the-fly self-speculative decoding", ("swift",),
-                   ("early-exit-layer-skip", "adaptive-draft-length"),
-                   ("greedy-verification", "speculative-sampling", "token-tree-verification"), True, f"{_M}.self_speculative:swift",
-                   paper_settings="context window 50, skip ratio 0.45, Bayesian step every 25, stop at matchness 0.93 "
-                                  "/ 300 idle / 1000 steps; exit below confidence 0.8, at most 25 draft tokens, "
-                                  "3/5/8/10 candidates per depth (eval_llama.sh and its code)",
-                   paper_draft=(25, 250), paper_draft_exact=False),
-        MethodSpec("spector2023accelerating", "Staged speculative decoding", ("staged-speculative-decoding",),
-                   ("cascaded-drafting", "token-tree"), ("token-tree-verification", "greedy-verification"),
-                   True, f"{_M}.self_speculative:staged", uses_draft_model=True,
-                   paper_settings="ours (the paper sizes neither for this model): the draft model's 8-token greedy chain "
-                                  "by speculative decoding with prompt lookup (for its n-gram model), 16 most probable "
-                                  "tree nodes",
-                   paper_draft=(8, 16), paper_draft_exact=False),
-        MethodSpec("chen2024sequoia", "Sequoia: hardware-aware optimal token trees", ("sequoia",),
-                   ("independent-tuning-free", "dynamic-tree"), ("multi-draft-sampling", "token-tree-verification"),
-                   True, f"{_M}.core:sequoia", uses_draft_model=True,
-                   paper_settings="acceptance vector over W = 16 children (tests/test_accept.py), measured per target, "
-                                  "drafter and sampling; the tree of most expected tokens per second among at most "
-                                  "128 nodes and 10 levels, root included (tree_search.py, demo-config.json), sized "
-                                  "on this machine's measured cost curves; siblings drawn without replacement",
-                   paper_draft=(9, 127), paper_draft_exact=False),
-        MethodSpec("hu2025sam-eagle2", "SAM-Decoding[EAGLE-2]: suffix automaton drafts, EAGLE-2 trees after short matches",
-                   ("sam-decoding-eagle2",),
-                   ("retrieval-drafting", "context-copy", "token-tree"), ("greedy-verification", "token-tree-verification"),
-                   True, f"{_M}.retrieval:sam_decoding_eagle2", trained_head="eagle", variant_of="hu2025sam",
-                   uses_datastore=True,
-                   paper_settings="15 draft tokens, l_threshold = 5, l_bias = 5; below the threshold EAGLE-2's dynamic "
-                                  "tree with total_tokens 63, depth 5, top_k 8 (its code at 061897e, the commit of "
-                                  "its Spec-Bench table: evaluation/inference_samd.py, Eagle2Model's defaults)",
-                   paper_draft=(15, 63), paper_draft_exact=False),
-        MethodSpec("monea2023pass", "PaSS: parallel speculative sampling with look-ahead tokens", ("pass",),
-                   ("learnable-draft-tokens",), ("speculative-sampling",), True, f"{_M}.heads:pass_tokens",
-                   trained_head="pass",
-                   paper_settings="k = 6 learned look-ahead tokens appended to the frozen target's forward, our "
-                                  "choice: the paper ablates their number and summaries of it say the running time "
-                                  "falls up to 6, but its text was not reachable to cite a section or a stated "
-                                  "default; a fully accepted draft's forward drafts the next, else the next forward "
-                                  "drafts only",
-                   paper_draft=(6, 6)),
-        MethodSpec("huang2024specdec", "SpecDec++: adaptive candidate lengths", ("specdec++",),
-                   ("independent-tuning-free", "adaptive-draft-length"), ("speculative-sampling",), True,
-                   f"{_M}.heads:specdec_pp", uses_draft_model=True, trained_head="specdecpp",
-                   paper_settings="acceptance head of 3 ResBlocks trained with rejected tokens weighted 6 (its README's "
-                                  "training command); stop once the predicted P(some draft rejected) > h = 0.7, "
-                                  "candidate length bounded to [2, 20] (specdec_pp/sample.py)",
-                   paper_draft=(20, 20), paper_draft_exact=False),
-        MethodSpec("liu2024online", "Online speculative decoding: the drafter distilled on the queries it serves",
-                   ("osd", "online-sd"), ("independent-fine-tuned",), ("speculative-sampling",),
-                   True, f"{_M}.core:online_speculative_decoding", uses_draft_model=True,
-                   paper_settings="5 proposed tokens; the target's distributions at every rejected draft token kept "
-                                  "per request, one AdamW step of forward KL on them every 8 requests, learning rate "
-                                  "1e-4 constant, no weight decay, then the buffer emptied (its code: "
-                                  "bash_scripts/*/online.sh, distill/distill_trainer.py)",
-                   paper_draft=(5, 5)),
-        MethodSpec("liu2025parallel", "PEARL: parallel speculative decoding with adaptive draft length", ("pearl",),
-                   ("independent-tuning-free", "parallel-drafting-pipeline", "adaptive-draft-length"),
-                   ("speculative-sampling",), True, f"{_M}.core:pearl", uses_draft_model=True,
-                   paper_settings="γ = 5 drafted per round while the target verifies the last round's (its README's "
-                                  "command and run_para_sd.sh, 7B drafting 70B); pre-verify / post-verify; greedy "
-                                  "decoding verifies by exact match. Here the drafter runs on a thread beside the "
-                                  "target's forward (the paper: two GPUs)",
-                   paper_draft=(5, 5), paper_draft_exact=False),
+        MethodSpec(id="baseline", name="Autoregressive decoding (no speculation)", aliases=("autoregressive", "ar"),
+                   lossless=True, builder="core:autoregressive", has_paper=False),
+        MethodSpec(id="leviathan2023fast", name="Speculative decoding", aliases=("speculative-decoding", "sd"),
+                   drafting=("independent-tuning-free",), verification=("speculative-sampling", "greedy-verification"),
+                   lossless=True, builder="core:speculative_sampling", uses_draft_model=True,
+                   constants={"gamma": 7}, settings="γ = {gamma}",
+                   source="Table 2: T5-XXL drafted by T5-small on WMT EnDe", draft=chain("gamma")),
+        MethodSpec(id="chen2023accelerating", name="Speculative sampling", aliases=("sps", "speculative-sampling"),
+                   drafting=("independent-tuning-free",), verification=("speculative-sampling",),
+                   lossless=True, builder="core:chen_speculative_sampling", uses_draft_model=True,
+                   constants={"k": 4}, settings="K = {k}", source="its Chinchilla 70B experiments", draft=chain("k")),
+        MethodSpec(id="sun2025block", name="Block verification", aliases=("block-verification",),
+                   drafting=("independent-tuning-free",), verification=("block-verification",),
+                   lossless=True, builder="core:block_verification", uses_draft_model=True,
+                   constants={"gamma": 8},
+                   settings="γ = {gamma}, ours: the paper compares several block lengths and its table was not checked "
+                            "here; greedy decoding verifies by exact match",
+                   draft=chain("gamma")),
+        MethodSpec(id="miao2024specinfer", name="SpecInfer token-tree verification", aliases=("specinfer",),
+                   drafting=("independent-tuning-free", "token-tree", "multi-draft"),
+                   verification=("token-tree-verification", "multi-draft-sampling"),
+                   lossless=True, builder="core:specinfer", uses_draft_model=True,
+                   constants={"widths": (1, 1, 3, 1, 1, 1, 1, 1)},
+                   settings="token tree expansion <{widths}> (depth {draft_depth}, 3 branches at depth 3)",
+                   draft=expansion("widths"), sized=TWO_BY_TWO),
+        MethodSpec(id="yang2024multi", name="MCSD: multi-candidate speculative decoding", aliases=("mcsd",),
+                   drafting=("independent-tuning-free", "multi-draft", "token-tree"),
+                   verification=("multi-draft-sampling", "token-tree-verification"),
+                   lossless=True, builder="core:multi_candidate", uses_draft_model=True,
+                   constants={"k_config": (4, 2, 2)},
+                   settings="k-config {k_config:,} ({draft_nodes} candidates, depth {draft_depth}), drawn without "
+                            "replacement",
+                   source="its code's README and defaults", draft=expansion("k_config")),
+        MethodSpec(id="sun2023spectr", name="SpecTr: draft selection via optimal transport", aliases=("spectr",),
+                   drafting=("independent-tuning-free", "multi-draft"),
+                   verification=("optimal-transport-verification", "multi-draft-sampling"),
+                   lossless=True, builder="core:spectr", uses_draft_model=True,
+                   constants={"drafts": 4, "length": 4},
+                   settings="ours, not the paper's: k = {drafts} i.i.d. drafts of L = {length} tokens; K-SEQ selection "
+                            "with ρ solving ρβ(ρ) = 1 - (1 - β(ρ))^k",
+                   draft=lambda c: (c.length, c.drafts * c.length)),
+        MethodSpec(id="sun2024spechub", name="SpecHub: hub-centred multi-draft verification", aliases=("spechub",),
+                   drafting=("independent-tuning-free", "multi-draft"), verification=("optimal-transport-verification",),
+                   lossless=True, builder="core:spechub", uses_draft_model=True,
+                   constants={"widths": (2, 2, 2, 2)},
+                   settings="binary tree of depth {draft_depth} ({draft_nodes} drafts; its README's growmap "
+                            "k-ary_trees/2^5), each node's two children a hub pair; greedy decoding verifies by exact match",
+                   draft=expansion("widths"), sized=TWO_BY_TWO),
+        MethodSpec(id="weng2025traversal", name="Traversal verification", aliases=("traversal-verification",),
+                   drafting=("token-tree",), verification=("token-tree-verification", "block-verification"),
+                   lossless=True, builder="core:traversal_verification", uses_draft_model=True,
+                   constants={"widths": (2, 2, 2, 2)},
+                   settings="ours, not the paper's: a binary tree of depth {draft_depth} ({draft_nodes} nodes), "
+                            "siblings drawn without replacement; leaf-to-root traversal verification (its Algorithm "
+                            "3); greedy decoding verifies by exact match",
+                   draft=expansion("widths"), sized=TWO_BY_TWO),
+        MethodSpec(id="saxena2023prompt", name="Prompt lookup decoding",
+                   aliases=("pld", "prompt-lookup", "prompt-lookup-decoding"),
+                   drafting=("context-copy",), verification=("greedy-verification", "speculative-sampling"),
+                   lossless=True, builder="core:prompt_lookup",
+                   constants={"ngram": 3, "tokens": 10},
+                   settings="max_ngram_size = {ngram}, num_pred_tokens = {tokens}", source="its reference code",
+                   draft=chain("tokens"), draft_exact=False),
+        MethodSpec(id="yang2023inference", name="LLMA: inference with reference", aliases=("llma",),
+                   drafting=("context-copy",), verification=("greedy-verification",),
+                   lossless=True, builder="retrieval:llma",
+                   constants={"copy": 20}, settings="trigger n-grams 5..1, copy {copy} tokens",
+                   source="its released code", draft=chain("copy"), draft_exact=False),
+        MethodSpec(id="he2024rest", name="REST: retrieval-based speculative decoding", aliases=("rest",),
+                   drafting=("retrieval-drafting", "token-tree"),
+                   verification=("token-tree-verification", "greedy-verification"),
+                   lossless=True, builder="retrieval:rest", uses_datastore=True,
+                   constants={"depth": 10, "nodes": 64},
+                   settings="suffixes 16..2, 5000 retrieved entries, {depth} tokens each, {nodes}-node tree",
+                   draft=lambda c: (c.depth, c.nodes), draft_exact=False, sized=THREE_PER_LEVEL),
+        MethodSpec(id="hu2025sam", name="SAM-Decoding: suffix automaton drafts", aliases=("sam-decoding",),
+                   drafting=("retrieval-drafting", "context-copy", "token-tree"),
+                   verification=("greedy-verification", "token-tree-verification"),
+                   lossless=True, builder="retrieval:sam_decoding", uses_datastore=True,
+                   constants={"bias": 4, "threshold": 4, "tokens": 10},
+                   settings="l_bias = {bias}, l_threshold = {threshold}, {tokens} draft tokens, Token Recycling's "
+                            "{draft_nodes}-node tree",
+                   source="its code", draft=lambda c: (c.tokens, 80), draft_exact=False),
+        MethodSpec(id="oliaro2025suffixdecoding", name="SuffixDecoding: suffix trees over prompts and earlier outputs",
+                   aliases=("suffixdecoding", "suffix-decoding"),
+                   drafting=("retrieval-drafting", "context-copy", "dynamic-tree", "adaptive-draft-length"),
+                   verification=("token-tree-verification",), lossless=True, builder="retrieval:suffix_decoding",
+                   constants={"depth": 64, "factor": 1.0, "nodes": 64, "min_probability": 0.1},
+                   settings="suffix trees of depth {depth} over the request and earlier outputs; a pattern of p tokens "
+                            "grows at most α·p nodes (α = {factor:g}, at most {nodes}) of estimated probability >= "
+                            "{min_probability}, the best-scoring tree wins (its simulator's defaults, ArcticInference); "
+                            "so at most {draft_depth} deep (p nodes, {depth} - p levels left in the tree) and "
+                            "{draft_nodes} nodes (at most 10 per level of D >= {min_probability})",
+                   draft=(32, 58), draft_exact=False, sized=THREE_PER_LEVEL),
+        MethodSpec(id="santilli2023accelerating", name="Jacobi decoding", aliases=("jacobi-decoding",),
+                   drafting=("mask-predict-jacobi",), verification=("greedy-verification",),
+                   lossless=True, builder="parallel:jacobi_decoding",
+                   constants={"window": 8},
+                   settings="window of {window} guesses (ours: the paper's MT blocks do not carry over)",
+                   draft=chain("window")),
+        MethodSpec(id="fu2024break", name="Lookahead decoding", aliases=("lookahead-decoding", "lookahead"),
+                   drafting=("mask-predict-jacobi", "ngram-pool"), verification=("greedy-verification", "speculative-sampling"),
+                   lossless=True, builder="parallel:lookahead_decoding",
+                   constants={"window": 15, "ngram": 5, "guess_set": 15},
+                   settings="W = {window}, N = {ngram}, G = {guess_set}", source="its 7B setting on an A100",
+                   draft=lambda c: (c.ngram - 1, c.guess_set * (c.ngram - 1)), draft_exact=False,
+                   # On a CPU every verified token costs ~11% of a step: the smallest window that still harvests 3-grams.
+                   sized=Sized("cpu-window", "W = 3, N = 3, G = 3 on a CPU", {"window": 3, "ngram": 3, "guess_set": 3},
+                               cpu_only=True)),
+        MethodSpec(id="cai2024medusa", name="Medusa: multiple decoding heads", aliases=("medusa",),
+                   drafting=("extra-heads", "token-tree"),
+                   verification=("token-tree-verification", "greedy-verification", "typical-acceptance"),
+                   lossless=False, builder="heads:medusa", trained_head="medusa",
+                   settings="4 heads, {draft_nodes}-node tree mc_sim_7b_63 (depth {draft_depth}); sampling: typical "
+                            "acceptance, epsilon 0.09, delta 0.3",
+                   source="its code", draft=(4, 63)),
+        MethodSpec(id="stern2018blockwise", name="Blockwise parallel decoding",
+                   aliases=("blockwise-parallel-decoding", "bpd", "blockwise"),
+                   drafting=("extra-heads",), verification=("greedy-verification", "top-k-acceptance"),
+                   lossless=True, builder="heads:blockwise", trained_head="medusa",
+                   constants={"block": 4},
+                   settings="top-1 block of the heads' tokens, exact greedy acceptance (top-k acceptance opt-in)",
+                   draft=chain("block"), variant="frozen base model, exact greedy acceptance"),
+        MethodSpec(id="li2024eagle", name="EAGLE: feature-level draft head, static tree", aliases=("eagle", "eagle-1"),
+                   drafting=("feature-level-drafting", "token-tree"),
+                   verification=("token-tree-verification", "speculative-sampling", "greedy-verification"),
+                   lossless=True, builder="heads:eagle", trained_head="eagle",
+                   settings="{draft_nodes}-node static tree of depth {draft_depth}", source="its code", draft=(5, 25)),
+        MethodSpec(id="li2024eagle2", name="EAGLE-2: dynamic draft trees", aliases=("eagle-2", "eagle2"),
+                   drafting=("feature-level-drafting", "dynamic-tree"),
+                   verification=("speculative-sampling", "token-tree-verification"),
+                   lossless=True, builder="heads:eagle2", trained_head="eagle", constants=EAGLE2_TREE,
+                   settings="dynamic tree: top-{top_k} per level, depth {depth}, {total} nodes kept",
+                   source="its code's defaults", draft=lambda c: (c.depth, c.total)),
+        MethodSpec(id="liu2024kangaroo", name="Kangaroo: double early exiting", aliases=("kangaroo",),
+                   drafting=("early-exit-layer-skip", "adaptive-draft-length"), verification=("greedy-verification",),
+                   lossless=True, builder="heads:kangaroo", trained_head="kangaroo",
+                   constants={"steps": 6, "threshold": 0.6},
+                   settings="exit after layer 2 (of Vicuna-7B's 32; here of 30), at most {steps} draft tokens, stop "
+                            "drafting below top-1 confidence {threshold}",
+                   source="its README's command", draft=chain("steps"), draft_exact=False),
+        MethodSpec(id="an2025pard", name="PARD: parallel draft model adaptation", aliases=("pard",),
+                   drafting=("independent-fine-tuned", "multi-token-prediction"), verification=("greedy-verification",),
+                   lossless=True, builder="heads:pard", trained_head="pard",
+                   constants={"block": 8, "retain": 0.7, "floor": 0.2},
+                   settings="K = {block} tokens drafted by one drafter forward over 7 mask tokens, trained with "
+                            "COD retention {retain} a mask depth, floor {floor} (its code's training config, para_num "
+                            "{block}); the drafter adapted here is the distilled 2-layer drafter",
+                   draft=chain("block")),
+        MethodSpec(id="chen2026dflash", name="DFlash: block diffusion drafter", aliases=("dflash",),
+                   drafting=("independent-fine-tuned",), verification=("greedy-verification",),
+                   lossless=True, builder="heads:dflash", trained_head="dflash",
+                   constants={"block": 16, "draft_layers": 5, "decay": 7},
+                   settings="blocks of {block} from one forward of {draft_layers} draft layers, each reading the "
+                            "target's states at {draft_layers} layers spread from layer 1 to the fourth-last, fused "
+                            "and injected as keys and values; loss weights exp(-(k - 1) / {decay})",
+                   source="its released b16 drafters and code", draft=lambda c: (c.block - 1, c.block - 1)),
+        MethodSpec(id="ankner2024hydra", name="Hydra: sequentially dependent draft heads", aliases=("hydra",),
+                   drafting=("extra-heads", "token-tree"), verification=("token-tree-verification",),
+                   lossless=True, builder="heads:hydra", trained_head="hydra",
+                   settings="4 grounded MLP heads, Medusa's {draft_nodes}-node tree mc_sim_7b_63 (its code's default); "
+                            "exact verification",
+                   draft=(4, 63)),
+        MethodSpec(id="li2025eagle", name="EAGLE-3: fused features, training-time test", aliases=("eagle3", "eagle-3"),
+                   drafting=("feature-level-drafting", "dynamic-tree"), verification=("token-tree-verification",),
+                   lossless=True, builder="heads:eagle3", trained_head="eagle3", constants=EAGLE2_TREE,
+                   settings="EAGLE-2's dynamic tree: top-{top_k} per level, depth {depth}, {total} nodes kept",
+                   source="EaModel's defaults", draft=lambda c: (c.depth, c.total)),
+        MethodSpec(id="zhao2025fr", name="FR-Spec: frequency-ranked draft vocabulary", aliases=("fr-spec",),
+                   drafting=("feature-level-drafting",),
+                   verification=("greedy-verification", "speculative-sampling", "token-tree-verification"),
+                   lossless=True, builder="heads:fr_spec", trained_head="eagle", constants=EAGLE2_TREE,
+                   settings="EAGLE-2 drafting from the most frequent quarter of the vocabulary (32k of Llama-3's 128k "
+                            "in the paper; here at most 12,288: the tokens the target chose in its training answers), "
+                            "dynamic tree top-{top_k}, depth {depth}, {total} nodes",
+                   draft=lambda c: (c.depth, c.total)),
+        MethodSpec(id="zhang2024recurrent", name="ReDrafter: recurrent drafter, beam search, dynamic tree attention",
+                   aliases=("redrafter",), drafting=("feature-level-drafting", "token-tree"),
+                   verification=("token-tree-verification",), lossless=True, builder="heads:redrafter",
+                   trained_head="redrafter", constants={"width": 45, "length": 5, "top_k": 50},
+                   settings="beam width {width}, beam length {length} (the target's token + {draft_depth} drafts), each "
+                            "beam extended by its {top_k} likeliest tokens (its README's MT-Bench command, warp_logits); beams "
+                            "merged into a prefix tree (dynamic tree attention), exact verification; sampling: "
+                            "recursive rejection over the tree (lossless), not its code's approximate per-beam rule",
+                   draft=lambda c: (c.length - 1, c.width * (c.length - 1)), draft_exact=False),
+        MethodSpec(id="luo2025turning", name="Token Recycling", aliases=("token-recycling",),
+                   drafting=("ngram-pool", "token-tree"), verification=("token-tree-verification",),
+                   lossless=True, builder="parallel:token_recycling",
+                   constants={"top_k": 8, "depth": 6, "nodes": 80},
+                   settings="top-{top_k} adjacency table, static {nodes}-node tree of depth {depth}",
+                   draft=lambda c: (c.depth, c.nodes),
+                   # On 16 Spec-Bench prompts (SmolLM2-135M, the full tree, 1.66 tokens per step) the accepted
+                   # path went through candidate (0,) in 21% of steps, (0, 0) in 7.5%, every other node in at
+                   # most 5.5%: at ~11% of a step per verified token on a CPU only the top-1 chain pays.
+                   sized=Sized("cpu-top-1-path", "the tree's top-1 path on a CPU",
+                               {"tree": tuple((0,) * depth for depth in range(1, 7))}, cpu_only=True)),
+        MethodSpec(id="zhang2024draft", name="Draft & Verify: self-speculative decoding by layer skipping",
+                   aliases=("draft-and-verify", "self-speculative"),
+                   drafting=("early-exit-layer-skip", "adaptive-draft-length"),
+                   verification=("greedy-verification", "speculative-sampling"),
+                   lossless=True, builder="self_speculative:draft_and_verify",
+                   constants={"iterations": 1000, "prompts": 8, "tokens": 32, "iterations_cpu": 48, "prompts_cpu": 2,
+                              "max_draft": 12, "threshold": 0.6},
+                   settings="skipped layers by Bayesian optimisation, {iterations} iterations on {prompts} prompts x "
+                            "{tokens} tokens (search.ipynb; on a CPU {iterations_cpu} iterations on {prompts_cpu} "
+                            "prompts), whole layers; at most {max_draft} draft tokens, adaptive exit threshold from "
+                            "{threshold} (evaluate_sum.ipynb)",
+                   draft=chain("max_draft"), draft_exact=False),
+        MethodSpec(id="xia2025swift", name="SWIFT: on-the-fly self-speculative decoding", aliases=("swift",),
+                   drafting=("early-exit-layer-skip", "adaptive-draft-length"),
+                   verification=("greedy-verification", "speculative-sampling", "token-tree-verification"),
+                   lossless=True, builder="self_speculative:swift",
+                   constants={"window": 50, "skip_ratio": 0.45, "bayes_every": 25, "max_score": 0.93, "tolerance": 300,
+                              "max_iterations": 1000, "stop": 0.8, "max_draft": 25, "candidates": (3, 5, 8, 10)},
+                   settings="context window {window}, skip ratio {skip_ratio}, Bayesian step every {bayes_every}, stop "
+                            "at matchness {max_score} / {tolerance} idle / {max_iterations} steps; exit below "
+                            "confidence {stop}, at most {max_draft} draft tokens, {candidates:/} candidates per depth",
+                   source="eval_llama.sh and its code",
+                   draft=lambda c: (c.max_draft, c.max_draft * max(c.candidates)), draft_exact=False),
+        MethodSpec(id="spector2023accelerating", name="Staged speculative decoding",
+                   aliases=("staged-speculative-decoding",),
+                   drafting=("cascaded-drafting", "token-tree"),
+                   verification=("token-tree-verification", "greedy-verification"),
+                   lossless=True, builder="self_speculative:staged", uses_draft_model=True,
+                   constants={"depth": 8, "nodes": 16},
+                   settings="ours (the paper sizes neither for this model): the draft model's {depth}-token greedy "
+                            "chain by speculative decoding with prompt lookup (for its n-gram model), {nodes} most "
+                            "probable tree nodes",
+                   draft=lambda c: (c.depth, c.nodes), draft_exact=False),
+        MethodSpec(id="chen2024sequoia", name="Sequoia: hardware-aware optimal token trees", aliases=("sequoia",),
+                   drafting=("independent-tuning-free", "dynamic-tree"),
+                   verification=("multi-draft-sampling", "token-tree-verification"),
+                   lossless=True, builder="core:sequoia", uses_draft_model=True,
+                   settings="acceptance vector over W = 16 children (tests/test_accept.py), measured per target, "
+                            "drafter and sampling; the tree of most expected tokens per second among at most 128 "
+                            "nodes and 10 levels, root included (tree_search.py, demo-config.json), sized on this "
+                            "machine's measured cost curves; siblings drawn without replacement",
+                   draft=(9, 127), draft_exact=False),
+        MethodSpec(id="hu2025sam-eagle2",
+                   name="SAM-Decoding[EAGLE-2]: suffix automaton drafts, EAGLE-2 trees after short matches",
+                   aliases=("sam-decoding-eagle2",),
+                   drafting=("retrieval-drafting", "context-copy", "token-tree"),
+                   verification=("greedy-verification", "token-tree-verification"),
+                   lossless=True, builder="retrieval:sam_decoding_eagle2", trained_head="eagle",
+                   variant_of="hu2025sam", uses_datastore=True,
+                   constants={"tokens": 15, "threshold": 5, "bias": 5, "total": 63, "depth": 5, "top_k": 8},
+                   settings="{tokens} draft tokens, l_threshold = {threshold}, l_bias = {bias}; below the threshold "
+                            "EAGLE-2's dynamic tree with total_tokens {total}, depth {depth}, top_k {top_k}",
+                   source="its code at 061897e, the commit of its Spec-Bench table: evaluation/inference_samd.py, "
+                          "Eagle2Model's defaults",
+                   draft=lambda c: (c.tokens, c.total), draft_exact=False),
+        MethodSpec(id="monea2023pass", name="PaSS: parallel speculative sampling with look-ahead tokens",
+                   aliases=("pass",), drafting=("learnable-draft-tokens",), verification=("speculative-sampling",),
+                   lossless=True, builder="heads:pass_tokens", trained_head="pass",
+                   settings="k = {draft_depth} learned look-ahead tokens appended to the frozen target's forward, our "
+                            "choice: the paper ablates their number and summaries of it say the running time falls "
+                            "up to 6, but its text was not reachable to cite a section or a stated default; a fully "
+                            "accepted draft's forward drafts the next, else the next forward drafts only",
+                   draft=(6, 6)),
+        MethodSpec(id="huang2024specdec", name="SpecDec++: adaptive candidate lengths", aliases=("specdec++",),
+                   drafting=("independent-tuning-free", "adaptive-draft-length"), verification=("speculative-sampling",),
+                   lossless=True, builder="heads:specdec_pp", uses_draft_model=True, trained_head="specdecpp",
+                   constants={"threshold": 0.7, "min_length": 2, "max_length": 20},
+                   settings="acceptance head of 3 ResBlocks trained with rejected tokens weighted 6 (its README's "
+                            "training command); stop once the predicted P(some draft rejected) > h = {threshold}, "
+                            "candidate length bounded to [{min_length}, {max_length}]",
+                   source="specdec_pp/sample.py", draft=chain("max_length"), draft_exact=False),
+        MethodSpec(id="liu2024online", name="Online speculative decoding: the drafter distilled on the queries it serves",
+                   aliases=("osd", "online-sd"), drafting=("independent-fine-tuned",),
+                   verification=("speculative-sampling",), lossless=True, builder="core:online_speculative_decoding",
+                   uses_draft_model=True, constants={"proposed": 5, "interval": 8},
+                   settings="{proposed} proposed tokens; the target's distributions at every rejected draft token "
+                            "kept per request, one AdamW step of forward KL on them every {interval} requests, learning "
+                            "rate 1e-4 constant, no weight decay, then the buffer emptied",
+                   source="its code: bash_scripts/*/online.sh, distill/distill_trainer.py", draft=chain("proposed")),
+        MethodSpec(id="liu2025parallel", name="PEARL: parallel speculative decoding with adaptive draft length",
+                   aliases=("pearl",),
+                   drafting=("independent-tuning-free", "parallel-drafting-pipeline", "adaptive-draft-length"),
+                   verification=("speculative-sampling",), lossless=True, builder="core:pearl", uses_draft_model=True,
+                   constants={"gamma": 5},
+                   settings="γ = {gamma} drafted per round while the target verifies the last round's (its README's "
+                            "command and run_para_sd.sh, 7B drafting 70B); pre-verify / post-verify; greedy decoding "
+                            "verifies by exact match. Here the drafter runs on a thread beside the target's forward "
+                            "(the paper: two GPUs)",
+                   draft=chain("gamma"), draft_exact=False),
     ]
 }
 

@@ -51,13 +51,12 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from specatlas.bench import questions as qs
 from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Method, Run, Sample, curve_fields, predicted_speedup,
                                      summarize)
-from specatlas.bench.run import BenchError, chosen_ids, policies
-from specatlas.cli import CommandError, add_trust_remote_code, printable
+from specatlas.cli import (CommandError, add_trust_remote_code, chosen_methods, draft_length_policies, number_problem,
+                           printable)
 from specatlas.fsutil import NotUTF8, ReadError, parse_json, read_limited, text_lines
 from specatlas.impls.engine.draft_length import DraftLengthPolicy, relative
 from specatlas.impls.registry import METHODS, MethodSpec
 from specatlas.paths import repo_root
-from specatlas.run_command import number_problem
 
 if TYPE_CHECKING:
     from specatlas.bench.contenders import Contender, Turn
@@ -161,7 +160,7 @@ def ranked(candidates: list[Candidate]) -> list[Candidate]:
 
 def priors(results_dir: Path | None, hardware_label: str, device: str, model: str) -> tuple[dict[tuple[str, str], float], str]:
     """((paper id, policy) -> prior speedup, where the priors come from, in words)."""
-    from specatlas.bench.leaderboard import measured_here
+    from specatlas.bench.measured import measured_here
 
     rows, here = measured_here(results_dir, hardware_label, device, model) if results_dir else ([], False)
     if not rows:
@@ -234,47 +233,33 @@ def empty_run(curve: dict[int, float], baseline: Contender) -> Run:
                sessions=sessions, **curve_fields(sessions), methods=[baseline.record], samples=[], summary={})
 
 
-def execute(args: argparse.Namespace) -> int:
-    clock = time.monotonic()
+def _checked(args: argparse.Namespace) -> tuple[list[DraftLengthPolicy], list[str]]:
+    """(the draft-length policies, the method ids with the baseline first) the arguments ask for, or a
+    CommandError before any model loads."""
     if not (math.isfinite(args.minutes) and 0 < args.minutes <= MAX_MINUTES):
         raise CommandError(f"--minutes must be a positive number of minutes, at most {MAX_MINUTES}, got {args.minutes:g}")
     problem = number_problem(max_new_tokens=args.max_new_tokens, temperature=0.0, seed=0)
     if problem:
         raise CommandError(problem)
-    try:
-        chosen_policies = policies(args.draft_length)
-        method_ids, peer_ids = chosen_ids(args.methods, not args.methods, peers=False)
-    except BenchError as exc:
-        raise CommandError(str(exc)) from None
+    chosen_policies = draft_length_policies(args.draft_length)
+    method_ids, peer_ids = chosen_methods(args.methods, not args.methods, peers=False)
     if peer_ids:
         raise CommandError(f"{peer_ids[0]} is a peer library, measured by `specatlas bench`; advise ranks SpecAtlas methods")
+    return chosen_policies, method_ids
+
+
+def execute(args: argparse.Namespace) -> int:
+    clock = time.monotonic()
+    chosen_policies, method_ids = _checked(args)
     prompts, source = read_prompts(args.prompts)
     deadline = clock + args.minutes * 60
 
     from specatlas.bench import contenders as cs
     from specatlas.bench.provenance import hardware, label
-    from specatlas.bench.run import attempt, built
     from specatlas.impls.engine import cpu_kernels
-    from specatlas.impls.engine.decoding import room_after
-    from specatlas.impls.engine.kv import Unsupported
-    from specatlas.impls.engine.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
+    from specatlas.impls.engine.models import ModelLoadError, encode_chat, eos_ids
 
-    try:
-        device = pick_device(args.device)
-        target = load_model(args.model, device, pick_dtype(args.dtype, device), args.trust_remote_code)
-    except ModelLoadError as exc:
-        raise CommandError(str(exc), status=1) from None
-
-    def encoded():
-        """Each prompt's tokens when its turn comes: a budget spent tokenizing a large file would
-        measure nothing."""
-        for number, prompt in enumerate(prompts, 1):
-            try:
-                ids = encode_chat(target.tokenizer, prompt)
-                room_after(target.model, ids, args.max_new_tokens)
-            except (Unsupported, ModelLoadError) as exc:
-                raise CommandError(f"prompt {number} of {source}: {exc}") from None
-            yield ids
+    device, target = loaded_target(args)
 
     curve = cs.cost_curve(target.model)
     stop = eos_ids(target.model, target.tokenizer)
@@ -285,10 +270,10 @@ def execute(args: argparse.Namespace) -> int:
 
     def prepare(spec: MethodSpec, policy: DraftLengthPolicy) -> Contender:
         """Built and warmed up: first-call allocations and lazy initialisation must not be timed."""
-        contender = built(lambda: cs.specatlas_method(spec, target.model, None, policy), cs.contender_id(spec.id, policy),
+        contender = cs.built(lambda: cs.specatlas_method(spec, target.model, None, policy), cs.contender_id(spec.id, policy),
                           spec.name, "specatlas", spec.lossless, cs.policy_of(spec.id, policy))
         if not contender.error:
-            attempt(contender, lambda: contender.generate(warmup, cs.WARMUP, 0.0, 0, stop))
+            cs.attempt(contender, lambda: contender.generate(warmup, cs.WARMUP, 0.0, 0, stop))
         return contender
 
     baseline = prepare(METHODS[BASELINE], chosen_policies[0])
@@ -298,8 +283,9 @@ def execute(args: argparse.Namespace) -> int:
     candidates = waiting(method_ids[1:], chosen_policies, prior)
     run = empty_run(curve, baseline)
     measured_prompts = measure(
-        run, baseline, candidates, encoded(), lambda c: prepare(c.spec, c.policy),
-        lambda c, ids: attempt(c, lambda: c.generate(ids, args.max_new_tokens, 0.0, 0, stop)), deadline)
+        run, baseline, candidates, encoded(target, prompts, source, args.max_new_tokens),
+        lambda c: prepare(c.spec, c.policy),
+        lambda c, ids: cs.attempt(c, lambda: c.generate(ids, args.max_new_tokens, 0.0, 0, stop)), deadline)
 
     rows = ranked_rows(candidates, run)
     # The best is the fastest whose outputs were all plain decoding's: advise only recommends what it checked.
@@ -320,14 +306,45 @@ def execute(args: argparse.Namespace) -> int:
         "best": {"id": best.id, "method": best.method, "policy": best.policy, "measured": best.measured,
                  "command": command} if best else None,
     }
-    if args.json:
+    show(report, args.json)
+    return 0
+
+
+def loaded_target(args: argparse.Namespace):
+    """(device, the target model) as the arguments ask; a model that cannot load is a CommandError."""
+    from specatlas.impls.engine.models import ModelLoadError, load_model, pick_device, pick_dtype
+
+    try:
+        device = pick_device(args.device)
+        return device, load_model(args.model, device, pick_dtype(args.dtype, device), args.trust_remote_code)
+    except ModelLoadError as exc:
+        raise CommandError(str(exc), status=1) from None
+
+
+def encoded(target, prompts: list[str], source: str, max_new_tokens: int):
+    """Each prompt's tokens when its turn comes: a budget spent tokenizing a large file would
+    measure nothing."""
+    from specatlas.impls.engine.decoding import room_after
+    from specatlas.impls.engine.kv import Unsupported
+    from specatlas.impls.engine.models import ModelLoadError, encode_chat
+
+    for number, prompt in enumerate(prompts, 1):
+        try:
+            ids = encode_chat(target.tokenizer, prompt)
+            room_after(target.model, ids, max_new_tokens)
+        except (Unsupported, ModelLoadError) as exc:
+            raise CommandError(f"prompt {number} of {source}: {exc}") from None
+        yield ids
+
+
+def show(report: dict, as_json: bool) -> None:
+    if as_json:
         print(json.dumps(report))
     else:  # the prompts' and the model's own text is shown escaped: it may hold terminal sequences
         shown = io.StringIO()
         with contextlib.redirect_stdout(shown):
             print_report(report)
         sys.stdout.write(printable(shown.getvalue()))
-    return 0
 
 
 def ranked_rows(candidates: list[Candidate], run: Run) -> list[Row]:

@@ -46,7 +46,7 @@ def execute(args: argparse.Namespace) -> int:
                            f"{positions} positions")
     curves = {}
     for kernels in (DEFAULT, MEASURED) if args.kernels == BOTH else (args.kernels,):
-        with cpu_kernels.default_kernels() if kernels == DEFAULT else nullcontext():
+        with cpu_kernels.default_kernels(model) if kernels == DEFAULT else nullcontext():
             curves[kernels] = calibrate(model, args.max_width, args.context, widths=range(1, args.max_width + 1))
     here = cpu_kernels.machine()
     print(f"{loaded.name} on {model.device} ({model.dtype}), {here['cpu']}, {here['threads']} threads, "

@@ -1,17 +1,20 @@
 """The `specatlas` command. Each subcommand lives in its own module, imported only when used,
-so `specatlas validate` never pays for importing torch."""
+so `specatlas validate` never pays for importing torch. Commands never import one another: what
+they share (errors, argument checks and bounds) lives here."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import math
 import re
 import sys
+from pathlib import Path
 
 # name -> (module, one-line help). A module defines configure(parser) and execute(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "validate": ("specatlas.catalog.validate", "check paper records (file:line: field: problem)"),
+    "validate": ("specatlas.catalog.validate_command", "check paper records (file:line: field: problem)"),
     "new": ("specatlas.catalog.scaffold", "scaffold a new paper record (--arxiv / --doi fill the facts from the web)"),
     "freshness": ("specatlas.catalog.freshness", "recent arXiv papers matching the field's queries that the catalog lacks"),
     "check-links": ("specatlas.catalog.links", "check that every url, pdf, code and links URL still answers"),
@@ -27,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "results": ("specatlas.bench.check", "check result files from any machine (provenance, lossless checks, numbers); backfill older runs' weights"),
     "run": ("specatlas.run_command", "run a method by paper id or alias"),
     "advise": ("specatlas.advise", "which method is fastest for your prompts on this machine, measured in a few minutes"),
+    "gpu-check": ("specatlas.gpu_check", "every method on an accelerator against plain decoding, then a small bench slice checked for the leaderboard"),
     "calibrate": ("specatlas.calibrate", "cost of one target forward by new tokens on this machine, and its kernels"),
     "datastore": ("specatlas.datastore", "build a REST/SAM datastore from a text or JSONL corpus"),
     "train": ("specatlas.train", "train a draft head (Medusa, EAGLE) on the target's own answers"),
@@ -101,6 +105,87 @@ def number(kind: type, low: float, high: float, above: bool = False):
         return value
     parse.__name__ = "whole number" if kind is int else "number"
     return parse
+
+
+# Decoding settings (run, bench, advise): a temperature of 100 is already all but uniform; no
+# vocabulary is larger than a million tokens.
+MAX_TEMPERATURE, MAX_TOP_K = 100.0, 1_000_000
+
+
+def number_problem(max_new_tokens: int, temperature: float, seed: int, top_p: float = 1.0, top_k: int = 0) -> str | None:
+    """The first out-of-range decoding setting, as a message; None when all are usable."""
+    if not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
+        return f"--max-new-tokens must be at least 1 and at most {MAX_NEW_TOKENS:,}, got {max_new_tokens}"
+    if not (math.isfinite(temperature) and 0 <= temperature <= MAX_TEMPERATURE):
+        return f"--temperature must be >= 0 and at most {MAX_TEMPERATURE:g} (0 decodes greedily), got {temperature}"
+    if not (math.isfinite(top_p) and 0 < top_p <= 1):
+        return f"--top-p must be in (0, 1], got {top_p}"
+    if not 0 <= seed <= MAX_SEED:
+        return f"--seed must be in 0..2**63-1, got {seed}"
+    if not 0 <= top_k <= MAX_TOP_K:
+        return f"--top-k must be in 0..{MAX_TOP_K:,} (0: no limit), got {top_k}"
+    return None
+
+
+TRAINING_DATA = "training-data"  # what `--datastore` calls the datastore `specatlas datastore build --training-data` writes
+
+
+def add_datastore_option(parser: argparse.ArgumentParser) -> None:
+    """`--datastore` of run and bench (`specatlas.data_shards.chosen_datastore` finds the file)."""
+    parser.add_argument("--datastore", metavar="PATH|training-data",
+                        type=lambda text: text if text == TRAINING_DATA else Path(text),
+                        help="REST's datastore and SAM-Decoding's static index: a .npz from `specatlas datastore build`, "
+                             f"or '{TRAINING_DATA}' for the one `specatlas datastore build --training-data` writes "
+                             "(default: the one shipped for the embedded model)")
+
+
+def results_folder(out: Path | None) -> Path:
+    """Where a bench writes (bench, gpu-check), `out` or results/: a WriteError, before anything
+    loads, when it is no place for the bench's files (`fsutil.output_place`) or cannot be written."""
+    from specatlas.fsutil import output_place, writable_dir
+    from specatlas.paths import repo_root
+
+    default = repo_root() / "results"
+    return writable_dir(output_place(out or default, "results", allowed=default), "results folder")
+
+
+def chosen_methods(names: list[str], everything: bool, peers: bool) -> tuple[list[str], list[str]]:
+    """The methods named on the command line (bench, advise): (registry ids with the baseline first,
+    peer ids), or a CommandError naming the closest ids."""
+    from specatlas.bench.contenders import PEERS
+    from specatlas.bench.results import BASELINE
+    from specatlas.impls.registry import all_names, implemented_ids, resolve
+
+    if not names and not everything:
+        raise CommandError("name methods to measure, or --all (specatlas bench --list shows the ids)")
+    methods, peer_ids = [BASELINE], []
+    if everything:
+        methods += implemented_ids()
+        peer_ids += list(PEERS) if peers else []
+    for name in names:
+        spec = resolve(name)
+        if spec:
+            methods.append(spec.id)
+        elif name.strip().lower() in PEERS:
+            peer_ids.append(name.strip().lower())
+        else:
+            close = difflib.get_close_matches(name.strip().lower(), [*all_names(), *PEERS], n=3, cutoff=0.5)
+            hint = f"; did you mean {' or '.join(close)}?" if close else "; specatlas bench --list shows the ids"
+            raise CommandError(f"unknown method {name!r}{hint}")
+    return list(dict.fromkeys(methods)), list(dict.fromkeys(peer_ids))
+
+
+def draft_length_policies(draft_length: str) -> list:
+    """`--draft-length` (bench, advise): the `DraftLengthPolicy`s each method runs under; 'both' is
+    the paper's settings and the cost-aware policy."""
+    from specatlas.impls.engine.draft_length import CHOICES, DraftLengthPolicy
+
+    if draft_length == "both":
+        return [DraftLengthPolicy.paper(), DraftLengthPolicy.cost_aware()]
+    try:
+        return [DraftLengthPolicy.parse(draft_length)]
+    except ValueError:
+        raise CommandError(f"--draft-length must be 'both', {CHOICES}, got {draft_length[:40]!r}") from None
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:

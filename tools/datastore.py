@@ -23,20 +23,17 @@ Every document sharing a word 8-gram or a whole text with a benchmark this proje
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
 from pathlib import Path
 
-from specatlas.cli import MAX_NEW_TOKENS, MAX_TOKENS, CommandError, add_trust_remote_code, number
+from specatlas.cli import MAX_NEW_TOKENS, MAX_TOKENS, TRAINING_DATA, CommandError, add_trust_remote_code, number
 from specatlas.fsutil import WriteError, output_file, writable_dir
+from specatlas.data_shards import RECIPE, default_folder, load, selected, training_data_store
 from specatlas.train_prompts import read_prompts
 
 INSTRUCTIONS = read_prompts("datastore")
-TRAINING_DATA = "training-data"  # what `--datastore` calls the datastore `build --training-data` writes
-# How a training-data datastore is made, in its cache name: a change to the recipe names a new file.
-RECIPE = "prompt+answer ids, EOS-separated, benchmark 8-grams dropped, v1"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -138,53 +135,13 @@ def default_output(args: argparse.Namespace) -> Path:
 
 
 def data_folder(args: argparse.Namespace) -> Path:
-    from specatlas.train_data import default_folder
-
     return args.data or default_folder(model_name(args.model))
-
-
-def training_data_store(model: str, folder: Path, tokens: int | None = None) -> Path:
-    """Where `build --training-data` keeps the datastore of `folder`'s training shards (those
-    `tokens` selects) for `model`: the user cache, named by the shards' hashes and the recipe."""
-    from specatlas.impls.engine.models import cache_root
-    from specatlas.train_data import HELD_OUT_SHARDS, safe, selected
-
-    shards = selected(folder, tokens)[HELD_OUT_SHARDS:]
-    digest = hashlib.sha256((RECIPE + "".join(entry["sha256"] for entry in shards)).encode()).hexdigest()[:12]
-    return cache_root() / "datastores" / f"{safe(model)}-{TRAINING_DATA}-{digest}.npz"
-
-
-def chosen_datastore(choice: str | Path | None, model: str) -> Path | None:
-    """The file `--datastore` names for `model` (`specatlas run`, `specatlas bench`): None for the
-    shipped one, the training-data datastore for `training-data` (a one-line CommandError naming
-    the command that builds it when it is not built), else the path given."""
-    from specatlas.impls.engine.models import EMBEDDED
-    from specatlas.train_data import default_folder
-
-    if choice is None:
-        return None
-    if choice != TRAINING_DATA:
-        return Path(choice).expanduser()
-    path = training_data_store(model, default_folder(model))
-    if not path.is_file():
-        command = "specatlas datastore build --training-data" + (f" --model {model}" if model != EMBEDDED else "")
-        raise CommandError(f"no {TRAINING_DATA} datastore for {model} at {path}: build it with `{command}`", status=1)
-    return path
-
-
-def add_datastore_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--datastore", metavar="PATH|training-data",
-                        type=lambda text: text if text == TRAINING_DATA else Path(text),
-                        help="REST's datastore and SAM-Decoding's static index: a .npz from `specatlas datastore build`, "
-                             f"or '{TRAINING_DATA}' for the one `specatlas datastore build --training-data` writes "
-                             "(default: the one shipped for the embedded model)")
 
 
 def training_documents(folder: Path, tokenizer, tokens: int | None) -> tuple[list[list[int]], dict]:
     """Each training conversation of `folder` (the held-out shards left out) as its prompt's and
     answer's token ids, the answer's closing EOS left to the datastore's separator; and what they are."""
     from specatlas.paths import repo_root
-    from specatlas.train_data import load, selected
 
     shards, held_out = load(folder, tokenizer, tokens)
     entries = selected(folder, tokens)

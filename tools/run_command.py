@@ -10,14 +10,13 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import math
 import re
 import resource
 import sys
 from pathlib import Path
 
-from specatlas.cli import MAX_NEW_TOKENS, MAX_SEED, CommandError, add_trust_remote_code, printable
-from specatlas.datastore import add_datastore_option, chosen_datastore
+from specatlas.cli import CommandError, add_datastore_option, add_trust_remote_code, number_problem, printable
+from specatlas.data_shards import chosen_datastore
 from specatlas.fsutil import ReadError, read_limited
 from specatlas.impls.engine.draft_length import PAPER, DraftLengthPolicy
 from specatlas.impls.registry import all_names, implemented_ids, resolve
@@ -25,8 +24,6 @@ from specatlas.paths import papers_dir
 
 # Bounds on what a user can mean. Beyond them a value is a typo (1e9 for 1.0) or an attack, and
 # the run would only waste the model load: rejected up front.
-MAX_TEMPERATURE = 100.0  # logits / 100 is already all but uniform
-MAX_TOP_K = 1_000_000  # beyond any vocabulary
 MAX_PROMPT_BYTES = 16 * 1024 * 1024
 
 
@@ -59,7 +56,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_trust_remote_code(parser)
 
 
-def execute(args: argparse.Namespace) -> int:
+def _checked(args: argparse.Namespace):
+    """(the method's spec, its draft-length policy, the prompt), each as the arguments give it, or a
+    CommandError saying what is wrong before any model loads."""
     spec = resolve(args.method)
     if spec is None:
         _unknown_method(args.method, all_names(), implemented_ids())
@@ -73,43 +72,31 @@ def execute(args: argparse.Namespace) -> int:
     prompt_text, problem = read_prompt(args)
     if problem:
         raise CommandError(problem)
+    return spec, policy, prompt_text
+
+
+def execute(args: argparse.Namespace) -> int:
+    spec, policy, prompt_text = _checked(args)
 
     from specatlas.impls.engine.decoding import room_after
     from specatlas.impls.engine.kv import Unsupported
-    from specatlas.impls.engine.models import ModelLoadError, encode_chat, eos_ids, load_model, pick_device, pick_dtype
+    from specatlas.impls.engine.models import ModelLoadError, encode_chat, eos_ids
     from specatlas.impls.engine.sampling import Randomness, Sampling
-    from specatlas.impls.methods.retrieval import datastore_for
 
     sampling = Sampling(args.temperature, args.top_p, args.top_k)
-    try:
-        device = pick_device(args.device)
-        dtype = pick_dtype(args.dtype, device)
-        target = load_model(args.model, device, dtype, args.trust_remote_code)
-        draft = (load_model(args.draft_model, device, dtype, args.trust_remote_code)
-                 if args.draft_model and spec.uses_draft_model else None)
-        if draft and draft.model.config.vocab_size != target.model.config.vocab_size:
-            raise ModelLoadError(f"draft model {draft.name!r} has a different vocabulary from {target.name!r}")
-        head = {"drafter_checkpoint": args.drafter_checkpoint} if args.drafter_checkpoint and spec.trained_head else {}
-        if args.datastore and spec.uses_datastore:
-            head["datastore"] = datastore_for(target.model, chosen_datastore(args.datastore, target.name))
-        decoder = spec.build(target.model, draft.model if draft else None, policy, **head)
-    except ModelLoadError as exc:
-        raise CommandError(str(exc), status=1)
+    device, dtype, target, decoder = _loaded(spec, args, policy)
 
     drafter = decoder.drafter.describe() if decoder.drafter else "none"
     relaxed = decoder.verifier(sampling).relaxed
     settings = spec.paper_settings if policy.name == PAPER and spec.paper_settings else ""
     header = (f"{spec.id} ({spec.name}) | target {target.name} on {device.type} {str(dtype).removeprefix('torch.')} "
               f"| drafter: {drafter} | {decoder.draft_length.describe() if decoder.drafter else 'no drafting'}"
-              + (f" | paper settings: {settings}" if settings else "") + f" | {sampling.describe()}"
+              + (f" | paper settings: {settings}" if settings else "")
+              + (f" | {sized.describe()}" if (sized := spec.sized_for(policy, target.model)) else "")
+              + f" | {sampling.describe()}"
               + (f" ({sampling.notice()})" if sampling.notice() else "")
               + (" | relaxed acceptance: not lossless" if relaxed else ""))
-    if args.draft_model and not spec.uses_draft_model:
-        header += f" | --draft-model ignored: {spec.id} uses none"
-    if args.drafter_checkpoint and not spec.trained_head:
-        header += f" | --drafter-checkpoint ignored: {spec.id} uses no trained head"
-    if args.datastore and not spec.uses_datastore:
-        header += f" | --datastore ignored: {spec.id} reads no datastore"
+    header += _ignored(spec, args)
     try:  # before the header, so that the error is the only line
         prompt = encode_chat(target.tokenizer, prompt_text)
         room_after(target.model, prompt, args.max_new_tokens)
@@ -131,32 +118,69 @@ def execute(args: argparse.Namespace) -> int:
         raise CommandError(str(exc))
     except ModelLoadError as exc:  # the chat template, on the warm-up prompt
         raise CommandError(f"model {target.name}: {exc}", status=1)
-    stats = output.stats
     comparison = compared(plain, output, sampling.greedy and not relaxed) if plain else None
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     if args.json:
-        text = target.tokenizer.decode(output.tokens, skip_special_tokens=True)
         print(json.dumps({"method": spec.id, "model": target.name, "drafter": drafter, "device": device.type,
                           "policy": policy.name, "draft_length": decoder.draft_length.describe() if decoder.drafter else None,
                           "paper_settings": settings or None, "sampling": sampling.describe(),
-                          "sampling_notice": sampling.notice(),
-                          "relaxed_acceptance": relaxed, "seed": args.seed, "text": text, "tokens": output.tokens,
-                          "peak_rss_mb": round(peak_mb), **stats.as_dict(),
+                          "sampling_notice": sampling.notice(), "relaxed_acceptance": relaxed, "seed": args.seed,
+                          "text": target.tokenizer.decode(output.tokens, skip_special_tokens=True), "tokens": output.tokens,
+                          "peak_rss_mb": round(peak_mb), **output.stats.as_dict(),
                           **({"compare": comparison} if comparison else {})}))
     else:
-        if stream:
-            stream.finish()
-        else:
-            print(printable(target.tokenizer.decode(output.tokens, skip_special_tokens=True)))
-        print(f"[{stats.new_tokens} tokens, {stats.tokens_per_second:.1f} tokens/s, "
-              f"{stats.mean_accepted:.2f} mean accepted tokens per step, {stats.target_forwards} target forward passes, "
-              f"draft {stats.draft_seconds:.2f}s / verify {stats.verify_seconds:.2f}s "
-              f"(target forwards {stats.forward_seconds:.2f}s of it)"
-              + (f" ({stats.overlapped_seconds:.2f}s of them at once)" if round(stats.overlapped_seconds, 2) else "")
-              + f", peak RSS {peak_mb:.0f} MB]")
-        if comparison:
-            print(describe_comparison(spec.id, comparison))
+        _print_text(spec.id, target.tokenizer, output, stream, peak_mb, comparison)
     return 0
+
+
+def _loaded(spec, args: argparse.Namespace, policy):
+    """(device, dtype, target, decoder) as the arguments ask; a model that cannot load is a CommandError."""
+    from specatlas.impls.engine.models import ModelLoadError, load_model, pick_device, pick_dtype
+    from specatlas.impls.methods.retrieval import datastore_for
+
+    try:
+        device = pick_device(args.device)
+        dtype = pick_dtype(args.dtype, device)
+        target = load_model(args.model, device, dtype, args.trust_remote_code)
+        draft = (load_model(args.draft_model, device, dtype, args.trust_remote_code)
+                 if args.draft_model and spec.uses_draft_model else None)
+        if draft and draft.model.config.vocab_size != target.model.config.vocab_size:
+            raise ModelLoadError(f"draft model {draft.name!r} has a different vocabulary from {target.name!r}")
+        head = {"drafter_checkpoint": args.drafter_checkpoint} if args.drafter_checkpoint and spec.trained_head else {}
+        if args.datastore and spec.uses_datastore:
+            head["datastore"] = datastore_for(target.model, chosen_datastore(args.datastore, target.name))
+        return device, dtype, target, spec.build(target.model, draft.model if draft else None, policy, **head)
+    except ModelLoadError as exc:
+        raise CommandError(str(exc), status=1)
+
+
+def _ignored(spec, args: argparse.Namespace) -> str:
+    """The header's notes on options the method has no use for."""
+    notes = []
+    if args.draft_model and not spec.uses_draft_model:
+        notes.append(f"--draft-model ignored: {spec.id} uses none")
+    if args.drafter_checkpoint and not spec.trained_head:
+        notes.append(f"--drafter-checkpoint ignored: {spec.id} uses no trained head")
+    if args.datastore and not spec.uses_datastore:
+        notes.append(f"--datastore ignored: {spec.id} reads no datastore")
+    return "".join(f" | {note}" for note in notes)
+
+
+def _print_text(method_id: str, tokenizer, output, stream, peak_mb: float, comparison: dict | None) -> None:
+    """The text (unless it was streamed), then the run's numbers and the comparison, if any."""
+    stats = output.stats
+    if stream:
+        stream.finish()
+    else:
+        print(printable(tokenizer.decode(output.tokens, skip_special_tokens=True)))
+    print(f"[{stats.new_tokens} tokens, {stats.tokens_per_second:.1f} tokens/s, "
+          f"{stats.mean_accepted:.2f} mean accepted tokens per step, {stats.target_forwards} target forward passes, "
+          f"draft {stats.draft_seconds:.2f}s / verify {stats.verify_seconds:.2f}s "
+          f"(target forwards {stats.forward_seconds:.2f}s of it)"
+          + (f" ({stats.overlapped_seconds:.2f}s of them at once)" if round(stats.overlapped_seconds, 2) else "")
+          + f", peak RSS {peak_mb:.0f} MB]")
+    if comparison:
+        print(describe_comparison(method_id, comparison))
 
 
 def compare_baseline(target, decoder, prompt: list[int], args, sampling, stop):
@@ -222,22 +246,6 @@ class TextStream:
 def _check_numbers(args) -> str | None:
     return number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                           top_k=args.top_k, seed=args.seed)
-
-
-def number_problem(max_new_tokens: int, temperature: float, seed: int, top_p: float = 1.0, top_k: int = 0) -> str | None:
-    """The first out-of-range decoding setting, as a message; None when all are usable.
-    Shared by `specatlas run` and `specatlas bench`."""
-    if not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
-        return f"--max-new-tokens must be at least 1 and at most {MAX_NEW_TOKENS:,}, got {max_new_tokens}"
-    if not (math.isfinite(temperature) and 0 <= temperature <= MAX_TEMPERATURE):
-        return f"--temperature must be >= 0 and at most {MAX_TEMPERATURE:g} (0 decodes greedily), got {temperature}"
-    if not (math.isfinite(top_p) and 0 < top_p <= 1):
-        return f"--top-p must be in (0, 1], got {top_p}"
-    if not 0 <= seed <= MAX_SEED:
-        return f"--seed must be in 0..2**63-1, got {seed}"
-    if not 0 <= top_k <= MAX_TOP_K:
-        return f"--top-k must be in 0..{MAX_TOP_K:,} (0: no limit), got {top_k}"
-    return None
 
 
 def read_prompt(args) -> tuple[str, str | None]:

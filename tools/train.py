@@ -18,7 +18,7 @@ family's `paper` and `aliases`).
 Data: the target's greedy answers built by `specatlas train-data` (shipped for the embedded
 model); the target's hidden states over them are computed once and cached under the user cache
 dir, where training checkpoints too, so an interrupted run resumes where it stopped. The result is a float16 checkpoint in the
-published layout of the head's family (loadable with `specatlas.impls.engine.checkpoints.load`) plus a
+published layout of the head's family (loadable with `specatlas.impls.families.checkpoints.load`) plus a
 model card (README.md) with the data, steps, time, loss and held-out acceptance.
 """
 
@@ -34,16 +34,17 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from specatlas import data_shards
+from specatlas.bench.provenance import checkout_state
 from specatlas.cli import (MAX_EPOCHS, MAX_MINUTES, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError, add_trust_remote_code,
                            disk_error, epochs_given, number)
 from specatlas.fsutil import WriteError, output_dir
 from specatlas.impls.families import training
-from specatlas.impls.engine.checkpoints import SHIPPED_HEADS, shipped_head_folder
+from specatlas.impls.families.checkpoints import SHIPPED_HEADS, shipped_head_folder
 from specatlas.impls.families import FAMILIES, Family
 from specatlas.impls.families.base import HEAD_MARKER, earlier_head
 from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model, pick_device
 from specatlas.impls.methods.core import default_draft_model
-from specatlas import train_data
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +70,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens", type=number(int, 1, MAX_TOKENS), help="train on the first data shards holding this many answer tokens "
                                                    "(default: all, recorded in the model card's command as the count)")
     parser.add_argument("--seed", type=number(int, 0, MAX_SEED), default=0)
+    parser.add_argument("--replace-anyway", action="store_true",
+                        help="write over the shipped head even when the retrained one's held-out acceptance is no better "
+                             "than its model card's (without it such a head is refused, the shipped one kept)")
     add_trust_remote_code(parser)
 
 
@@ -105,7 +109,7 @@ def execute(args: argparse.Namespace) -> int:
             raise CommandError(str(exc)) from None
 
     output = args.output and checked(args.output, next(iter(trainers.values())))  # a given folder before the model loads
-    code = checkout()  # now: a multi-hour run may outlive the checkout's state
+    code = checkout_state()  # now: a multi-hour run may outlive the checkout's state
     try:
         loaded = load_model(args.model, pick_device(args.device), torch.float32, args.trust_remote_code)
     except ModelLoadError as exc:
@@ -122,19 +126,19 @@ def execute(args: argparse.Namespace) -> int:
 def train_all(args, loaded, trainers: dict, output: Path | None, checked, epochs, code) -> int:
     """`train` from the model load on, under the training lock."""
     outputs = {name: output or checked(default_output(trainer, loaded.name), trainer) for name, trainer in trainers.items()}
-    data = args.data or train_data.default_folder(loaded.name)
+    data = args.data or data_shards.default_folder(loaded.name)
     # "All the data" changes meaning when `specatlas train-data` appends shards: the run, and the
     # command its card prints, name the answer tokens that select today's shards.
-    args.tokens = args.tokens or train_data.training_tokens(data)
+    args.tokens = args.tokens or data_shards.training_tokens(data)
     if len(trainers) > 1:  # one pass of the target caches every layer the families read (each would run its own)
-        shards, _ = train_data.load(data, loaded.tokenizer, args.tokens)
+        shards, _ = data_shards.load(data, loaded.tokenizer, args.tokens)
         layers = tuple({layer for trainer in trainers.values() for layer in trainer.layers(loaded.model) or ()})
         for shard in tqdm(shards, desc="target states", unit="shard"):  # one at a time: only the cache keeps them
             training.features(loaded, [shard], layers, training.features_folder(loaded.name))
     for name, trainer in trainers.items():
         try:  # the head folder is checked again when saved: something else may have written there since
             result = train_one(trainer, loaded, data, args.tokens, outputs[name], args.budget_minutes, args.steps,
-                               args.seed, card_command(args, name), args.stop_at, epochs, code)
+                               args.seed, card_command(args, name), args.stop_at, epochs, code, args.replace_anyway)
         except WriteError as exc:
             raise CommandError(str(exc)) from None
         print(f"specatlas train: wrote {outputs[name]} ({result})", file=sys.stderr)
@@ -168,15 +172,16 @@ def resolved(name: str) -> Family:
 
 def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: Path, budget_minutes: float,
               steps: int | None, seed: int, command: str, stop: int | None = None, epochs: float | None = None,
-              code: dict | None = None) -> str:
+              code: dict | None = None, replace_anyway: bool = False) -> str:
     """Train `trainer`'s module on the data in `data` (its first `tokens` answer tokens) and save it
     to `output`; `epochs` (instead of `steps`) resolves to steps on that data. `code`: the checkout
-    the command started in (`checkout`), for the model card."""
+    the command started in (`provenance.checkout_state`), for the model card. A shipped head is
+    replaced only by a better one, unless `replace_anyway` (`training.keep_better`)."""
     print(f"specatlas train: {trainer.paper} ({trainer.name}) for {loaded.name}; data in {data}", file=sys.stderr)
-    shards, held_out = train_data.load(data, loaded.tokenizer, tokens)
+    shards, held_out = data_shards.load(data, loaded.tokenizer, tokens)
     folder = training.features_folder(loaded.name)
     features = training.features(loaded, shards, trainer.layers(loaded.model), folder, tqdm)
-    features.source = train_data.describe(data, shards, held_out)
+    features.source = data_shards.describe(data, shards, held_out)
     features.held_out = list(range(sum(len(conversations) for _, conversations in shards[:held_out])))
     answer_tokens = sum(len(t) - p for t, p in zip(features.tokens, features.prompt_lengths))
     print(f"specatlas train: data: {len(features.tokens)} conversations ({len(features.held_out)} held out), "
@@ -192,20 +197,7 @@ def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: P
             raise CommandError(f"--stop-at {stop} is past the schedule's {steps} steps (--epochs {epochs})")
     draft_model = default_draft_model(loaded.model, None) if trainer.uses_draft_model else None
     return trainer.train(loaded, features, folder, output, budget_minutes, steps, seed, command, tqdm, draft_model, stop,
-                         epochs, code)
-
-
-def checkout() -> dict:
-    """The commit of the checkout this code runs from and whether its files differ from it, as a
-    model card records them (None where it is no checkout: an installed wheel); the shipped heads
-    and results/, which the training commands themselves rewrite (a later family or size still
-    trains after an earlier one is written), do not count as a difference."""
-    from specatlas.bench.provenance import git_state
-    from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY
-    from specatlas.paths import source_checkout
-
-    root = source_checkout()
-    return git_state(root, excluding=(SHIPPED_IN_REPOSITORY, "results")) if root else {"commit": None, "dirty": None}
+                         epochs, code, replace_anyway)
 
 
 def card_command(args: argparse.Namespace, method: str) -> str:

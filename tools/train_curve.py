@@ -48,23 +48,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     import torch
 
-    from specatlas import train_data
+    from specatlas import data_shards
     from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, cache_root, load_model
-    from specatlas.train import checkout, resolve, train_one
+    from specatlas.bench.provenance import checkout_state
+    from specatlas.train import train_one
     from specatlas.train_eval import plain_outputs
 
-    from specatlas.impls.registry import resolve as method
-
-    family = resolve(args.method)
-    if family is None or getattr(method(family.paper), "trained_head", None) != family.name:
-        raise CommandError(f"{args.method!r} is not a head family whose paper method runs here with its head "
-                           "(eagle, eagle3, medusa, hydra, kangaroo)")
-    try:
-        sizes = sorted({int(part) for part in args.tokens.split(",")})
-    except ValueError:
-        raise CommandError(f"--tokens must be comma-separated whole numbers, got {args.tokens!r}") from None
-    if not sizes or not 1 <= min(sizes) <= max(sizes) <= MAX_TOKENS:
-        raise CommandError(f"--tokens must be positive and at most {MAX_TOKENS:,}")
+    family, sizes = _family_and_sizes(args)
     epochs = epochs_given(args)
     schedule = {"schedule": "epochs", "epochs": epochs} if epochs is not None else \
         {"schedule": "fixed-steps", "steps": args.steps or family.default_steps}
@@ -76,7 +66,7 @@ def execute(args: argparse.Namespace) -> int:
         writable_dir(path.parent, "the results folder")  # and so does a folder that takes no file
     except WriteError as exc:
         raise CommandError(str(exc)) from None
-    code = checkout()  # now: the run may outlive the checkout's state
+    code = checkout_state()  # now: the run may outlive the checkout's state
     try:
         loaded = load_model(None, torch.device("cpu"), torch.float32)
     except ModelLoadError as exc:
@@ -85,7 +75,7 @@ def execute(args: argparse.Namespace) -> int:
 
     try:  # one training job per target at a time: they share its cached states and checkpoints
         with training_lock(loaded.name):
-            data = train_data.default_folder(loaded.name)
+            data = data_shards.default_folder(loaded.name)
             # A point trained under other family settings (the code changed since) is measured again, so
             # every point of a curve comes from the one config the file is named for.
             done = {p["requested_tokens"] for p in curve["points"] if p.get("config", {}).get("settings") == family.settings()}
@@ -100,15 +90,10 @@ def execute(args: argparse.Namespace) -> int:
                           code=code)
                 card = json.loads((output / "training.json").read_text(encoding="utf-8"))
                 if plain is None:
-                    prompts, _ = train_data.held_out_prompts(data, loaded.tokenizer, args.prompts)
+                    prompts, _ = data_shards.held_out_prompts(data, loaded.tokenizer, args.prompts)
                     plain = plain_outputs(loaded.model, prompts, args.max_new_tokens)
-                point = {
-                    "requested_tokens": size, "train_answer_tokens": card["train_answer_tokens"],
-                    "train_conversations": card["train_conversations"], "steps": card["steps"],
-                    "epochs_seen": card["epochs_seen"], "stopped_by": card["stopped_by"], "final_loss": card["final_loss"],
-                    "config": card["config"], "code": card.get("code"),
-                    "chain": card["held_out"], "paper_method": paper_method_acceptance(family, loaded, output, prompts, plain,
-                                                                                      args.max_new_tokens)}
+                point = {"requested_tokens": size, **_card_facts(card),
+                         "paper_method": paper_method_acceptance(family, loaded, output, prompts, plain, args.max_new_tokens)}
                 curve = update_json(path, lambda saved, point=point: with_point(
                     (saved if _is_curve(saved, family.name) else curve) | schedule, point))
                 print(f"specatlas train-curve: {size} tokens -> {json.dumps(point['paper_method'])}", file=sys.stderr)
@@ -117,6 +102,30 @@ def execute(args: argparse.Namespace) -> int:
     except OSError as exc:  # a full disk: checkpoints, heads and curves are replaced whole, never cut short
         raise CommandError(disk_error(exc), status=1) from None
     return 0
+
+
+def _family_and_sizes(args: argparse.Namespace):
+    """(the head family, the training data sizes in tokens, ascending) the arguments ask for, or a CommandError."""
+    from specatlas.impls.registry import resolve as method
+    from specatlas.train import resolve
+
+    family = resolve(args.method)
+    if family is None or getattr(method(family.paper), "trained_head", None) != family.name:
+        raise CommandError(f"{args.method!r} is not a head family whose paper method runs here with its head "
+                           "(eagle, eagle3, medusa, hydra, kangaroo)")
+    try:
+        sizes = sorted({int(part) for part in args.tokens.split(",")})
+    except ValueError:
+        raise CommandError(f"--tokens must be comma-separated whole numbers, got {args.tokens!r}") from None
+    if not sizes or not 1 <= min(sizes) <= max(sizes) <= MAX_TOKENS:
+        raise CommandError(f"--tokens must be positive and at most {MAX_TOKENS:,}")
+    return family, sizes
+
+
+def _card_facts(card: dict) -> dict:
+    """What a curve point copies from the trained head's card: how it trained and its held-out chain acceptance."""
+    keys = ("train_answer_tokens", "train_conversations", "steps", "epochs_seen", "stopped_by", "final_loss", "config")
+    return {**{key: card[key] for key in keys}, "code": card.get("code"), "chain": card["held_out"]}
 
 
 def with_point(curve: dict, point: dict) -> dict:

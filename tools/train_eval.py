@@ -52,10 +52,10 @@ def default_methods() -> list[str]:
 def execute(args: argparse.Namespace) -> int:
     import torch
 
-    from specatlas import train_data
+    from specatlas import data_shards
     from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model
     from specatlas.impls.registry import resolve
-    from specatlas.train import checkout
+    from specatlas.bench.provenance import checkout_state
 
     specs = {}
     for name in args.method or default_methods():
@@ -73,12 +73,12 @@ def execute(args: argparse.Namespace) -> int:
         writable_dir(path.parent, "the results folder")
     except WriteError as exc:
         raise CommandError(str(exc)) from None
-    code = checkout()
+    code = checkout_state()
     try:
         loaded = load_model(None, torch.device("cpu"), torch.float32)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
-    prompts, held_out_shards = train_data.held_out_prompts(train_data.default_folder(loaded.name), loaded.tokenizer,
+    prompts, held_out_shards = data_shards.held_out_prompts(data_shards.default_folder(loaded.name), loaded.tokenizer,
                                                            args.prompts)
     plain = None  # decoded once, when the first method needs measuring
     for spec in specs.values():
@@ -106,7 +106,7 @@ def build(spec, target, draft_model=None, heads: dict[str, Path] | None = None):
     family, and `draft_model`), and the sha256 of every weight file it loaded (by checkpoint name),
     which say whether an earlier measurement still holds."""
     from specatlas.bench.provenance import loaded_weights
-    from specatlas.impls.engine.checkpoints import recording
+    from specatlas.impls.families.checkpoints import recording
     from specatlas.impls.engine.draft_length import DraftLengthPolicy
     from specatlas.impls.engine.models import ModelLoadError
 

@@ -34,7 +34,6 @@ from specatlas.fsutil import CACHE_BYTES, ReadError, read_json, update_json
 # choice of the one below it, and the default kernel's cost jumps between neighbouring counts), then a spread.
 ROWS = (*range(1, 33), 48, 64, 96, 128)
 DEFAULT, PACKED = "mkl", "onednn-packed"  # torch's default float32 kernel; oneDNN on a weight packed once
-_suspended = 0  # > 0 inside `default_kernels()`
 
 
 def available() -> bool:
@@ -62,6 +61,7 @@ class PackedLinear(nn.Linear):
         super().__init__(linear.in_features, linear.out_features, linear.bias is not None, device="meta")
         self.weight, self.bias = linear.weight, linear.bias  # shared, so tied embeddings stay tied
         self.packed_rows = frozenset(packed_rows)
+        self.suspended = 0  # > 0 inside `default_kernels` of a model holding this layer
         self.register_buffer("packed", None, persistent=False)
         self._repack()
 
@@ -78,7 +78,7 @@ class PackedLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // x.shape[-1]
         # The packed kernel has no backward: a gradient through the frozen target (PaSS's training) takes F.linear.
-        if self.packed is None or _suspended or _measured_row(rows) not in self.packed_rows or \
+        if self.packed is None or self.suspended or _measured_row(rows) not in self.packed_rows or \
                 (x.requires_grad and torch.is_grad_enabled()):
             return F.linear(x, self.weight, self.bias)
         out = _packed_product(x.reshape(rows, x.shape[-1]), self.packed, self.bias)
@@ -224,17 +224,20 @@ def _ranges(rows: list[int]) -> str:
     return ", ".join(parts)
 
 
-def suspended() -> bool:
-    """Whether packed layers run the default kernel now (inside `default_kernels()`)."""
-    return _suspended > 0
+def suspended(model: nn.Module) -> bool:
+    """Whether `model`'s packed layers run the default kernel now (inside `default_kernels`)."""
+    return any(module.suspended for module in model.modules() if isinstance(module, PackedLinear))
 
 
 @contextmanager
-def default_kernels():
-    """Packed layers use the default kernel while inside: how transformers as shipped runs."""
-    global _suspended
-    _suspended += 1
+def default_kernels(*models: nn.Module):
+    """The packed layers of `models` use the default kernel while inside: how transformers as
+    shipped runs them. Other models, on any thread, keep their kernels."""
+    layers = [module for model in models for module in model.modules() if isinstance(module, PackedLinear)]
+    for layer in layers:
+        layer.suspended += 1
     try:
         yield
     finally:
-        _suspended -= 1
+        for layer in layers:
+            layer.suspended -= 1

@@ -8,6 +8,8 @@ with no drafter. The target forward is pluggable (`kv.forward`'s signature), so 
 the target or an inner session can take its place. Self-speculative drafters reach the target's
 layers only through `Prefill.target` (a scratch of the cache, see `drafting.TargetLayers`), and
 a draft that carries an early exit's states (`Draft.exit_states`) is verified from its exit layer.
+`SpeculativeDecoder.step` (draft, verify, accept, record) is the one step every loop runs: the
+decoder's own, an inner decoder's (staged speculation) and PEARL's overlapped rounds.
 """
 
 from __future__ import annotations
@@ -75,9 +77,9 @@ class Stats:
             "wall_seconds": round(self.wall_seconds, 4),
         }
 
-    def record(self, draft: Draft, accepted: list[int], committed: int | None = None) -> None:
-        """One verification of `draft`; `committed`: the tokens it committed when not the accepted
-        drafts and a target token (PEARL's post-verify may commit its drafts alone)."""
+    def record(self, draft: Draft, accepted: list[int], committed: int) -> None:
+        """One verification of `draft` that committed `committed` tokens: the accepted drafts and
+        the target's token, or the drafts alone (PEARL's post-verify)."""
         reached = min(draft.depth, len(accepted) + 1)
         for position in range(reached):
             if position == len(self.drafted_at):
@@ -85,7 +87,18 @@ class Stats:
                 self.accepted_at.append(0)
             self.drafted_at[position] += 1
             self.accepted_at[position] += position < len(accepted)
-        self.accepted_lengths.append(len(accepted) + 1 if committed is None else committed)
+        self.accepted_lengths.append(committed)
+
+
+@dataclass
+class Round:
+    """What a step verifies: its `draft` and the target's verification forward over it (`Session.score`:
+    [pending] + its nodes, the last one unscored in PEARL's post-verify), with the seconds each took
+    (drafting, then verifying; or at once, PEARL's overlap)."""
+    draft: Draft
+    scored: kv.ForwardOutput
+    draft_seconds: float
+    verify_seconds: float
 
 
 @dataclass
@@ -227,8 +240,6 @@ class SpeculativeDecoder:
             if done is not None:
                 new = new[: done + 1]
             stats.new_tokens += len(new)
-            if self.drafter:
-                self.drafter.observe(step)
             if on_tokens:
                 on_tokens(new)
             if done is not None:
@@ -239,22 +250,39 @@ class SpeculativeDecoder:
         return Output(list(session.tokens[len(prompt) :][: stats.new_tokens]), stats)
 
     def steps(self, session: Session, sampling: Sampling, limit: int, stats: Stats) -> Iterator[Verified]:
-        """Draft, then verify, until `limit` new tokens (`stats.new_tokens`, counted by the caller)."""
-        clock = self.clock
+        """Steps until `limit` new tokens (`stats.new_tokens`, counted by the caller)."""
         while stats.new_tokens < limit:
-            begin = clock()
-            self.draft_length.at(len(session.tokens))  # attention's cost grows with the context
-            depth = min(self.draft_length.choose(), limit - stats.new_tokens - 1) if self.drafter else 0
-            draft = self.draft_length.trim(self.drafter.propose(session.tokens, depth, sampling, session.rng)) if depth > 0 else Draft()
-            drafted = clock()
-            step = session.step(draft)
-            verified = clock()
+            yield self.step(session, sampling, limit - stats.new_tokens - 1, stats)
 
-            stats.draft_seconds += drafted - begin
-            stats.verify_seconds += verified - drafted
-            stats.record(draft, step.accepted)
-            self.draft_length.record(draft, len(step.accepted), drafted - begin, verified - drafted, 1 + len(draft.tokens))
-            yield step
+    def step(self, session: Session, sampling: Sampling, room: int, stats: Stats | None = None,
+             draw: Callable[[Session, int, Sampling], Round] | None = None) -> Verified:
+        """The step every loop runs: a draft of at most `room` tokens, its verification, acceptance
+        and commit, recorded in `stats`, the draft-length policy and the drafter. `draw(session,
+        depth, sampling)` makes the draft and its verification forward: `draft_then_score` unless
+        a loop overlaps the two (PEARL)."""
+        self.draft_length.at(len(session.tokens))  # attention's cost grows with the context
+        depth = max(0, min(self.draft_length.choose(), room)) if self.drafter else 0
+        drawn = (draw or self.draft_then_score)(session, depth, sampling)
+        before, begin = len(session.tokens), self.clock()
+        step = session.settle(drawn.draft, drawn.scored)
+        verify_seconds = drawn.verify_seconds + self.clock() - begin  # acceptance and commit included
+        if stats is not None:
+            stats.draft_seconds += drawn.draft_seconds
+            stats.verify_seconds += verify_seconds
+            stats.record(drawn.draft, step.accepted, len(step.committed) - before)
+        self.draft_length.record(drawn.draft, len(step.accepted), drawn.draft_seconds, verify_seconds,
+                                 len(drawn.scored.logits))
+        if self.drafter:
+            self.drafter.observe(step)
+        return step
+
+    def draft_then_score(self, session: Session, depth: int, sampling: Sampling) -> Round:
+        """The drafter's draft of `depth` tokens (none at 0), then the target's forward over it."""
+        begin = self.clock()
+        draft = self.draft_length.trim(self.drafter.propose(session.tokens, depth, sampling, session.rng)) if depth else Draft()
+        drafted = self.clock()
+        scored = session.score(draft)
+        return Round(draft, scored, drafted - begin, self.clock() - drafted)
 
 
 class InnerDecoder(Drafter):
@@ -289,14 +317,8 @@ class InnerDecoder(Drafter):
         self.agreed = start = len(context)
         rows = []  # the draft model's logits that chose each token drafted now
         while len(session.tokens) - start < depth:
-            room = depth - (len(session.tokens) - start) - 1
-            inner.draft_length.at(len(session.tokens))
-            inner_depth = min(inner.draft_length.choose(), room) if inner.drafter else 0
-            draft = inner.drafter.propose(session.tokens, inner_depth, session.sampling, session.rng) if inner_depth > 0 else Draft()
-            step = session.step(inner.draft_length.trim(draft))
+            step = inner.step(session, session.sampling, depth - (len(session.tokens) - start) - 1)
             rows += [step.logits[row] for row in [0] + [node + 1 for node in step.accepted]]
-            if inner.drafter:
-                inner.drafter.observe(step)
         chain = session.tokens[start : start + depth]
         return self._tree(chain, torch.stack(rows).softmax(-1)) if self.tree_nodes and chain else Draft.chain(chain)
 

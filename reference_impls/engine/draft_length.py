@@ -233,24 +233,21 @@ class CostAware:
         return f"cost-aware draft length (0..{self.max_depth})"
 
 
-_calibrations: dict[tuple, dict[int, dict[int, float]]] = {}
 WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 # Cached tokens the cost-aware policy's curves are timed after: two suffice, as attention's cost is
 # linear in the context (`price` extends it beyond the longest); 1,024 keeps the prefill cheap.
 CONTEXTS = (64, 1024)
+CURVES = "_specatlas_cost_curves"  # the model's attribute holding its measured curves
 
 
-def model_identity(model) -> tuple:
-    """What fixes a model's cost curve: its weights' source, shape, dtype, device, threads, and
+def timing_conditions(model) -> tuple:
+    """What a model's cost curve depends on besides its weights: dtype, device, threads, and
     whether its packed layers run the default kernel for now (`cpu_kernels.default_kernels`)."""
     import torch
 
     from specatlas.impls.engine import cpu_kernels
 
-    config = getattr(model, "config", None)
-    source = getattr(config, "_name_or_path", "") or type(model).__name__
-    shape = tuple(getattr(config, name, None) for name in ("num_hidden_layers", "hidden_size", "vocab_size"))
-    return source, shape, str(model.dtype), str(model.device), torch.get_num_threads(), cpu_kernels.suspended()
+    return str(model.dtype), str(model.device), torch.get_num_threads(), cpu_kernels.suspended(model)
 
 
 def calibrate(model, max_width: int, context: int = CONTEXTS[0], rounds: int = 3, widths=None) -> dict[int, float]:
@@ -261,7 +258,7 @@ def calibrate(model, max_width: int, context: int = CONTEXTS[0], rounds: int = 3
 def calibrate_contexts(model, max_width: int, contexts=CONTEXTS, rounds: int = 3, widths=None) -> dict[int, dict[int, float]]:
     """Seconds c(w, L) of a forward over w new tokens after L cached ones: the fastest of `rounds`, for a spread of w up
     to `max_width` (or exactly `widths`) at each context L of `contexts` that leaves room for the widest forward in the
-    model's positions (the shortest always). Measured once per model identity per process; contexts and widths
+    model's positions (the shortest always). Measured once per model object and `timing_conditions`; contexts and widths
     interleave within each round, so a burst of load hits them alike.
 
     Why more than one context: a forward's weights cost the same after any context, but its attention reads
@@ -283,8 +280,9 @@ def calibrate_contexts(model, max_width: int, contexts=CONTEXTS, rounds: int = 3
     limit = getattr(getattr(model, "config", None), "max_position_embeddings", None) or float("inf")
     contexts = sorted(set(contexts))
     contexts = [c for c in contexts if c + max(widths) <= limit] or contexts[:1]
-    key = (model_identity(model), tuple(widths), tuple(contexts))
-    if key not in _calibrations:
+    key = (timing_conditions(model), tuple(widths), tuple(contexts))
+    measured = model.__dict__.setdefault(CURVES, {})  # kept with the model measured, never shared by name
+    if key not in measured:
         caches = {context: kv.new_cache(model) for context in contexts}
         runs: dict[int, dict[int, list[float]]] = {c: {w: [] for w in widths} for c in contexts}
         with torch.inference_mode():
@@ -298,8 +296,8 @@ def calibrate_contexts(model, max_width: int, contexts=CONTEXTS, rounds: int = 3
                         runs[context][width].append(time.perf_counter() - start)
                         kv.truncate(cache, context)
         # As measured, not smoothed: where a kernel makes a wider forward cheaper, the policy must see it.
-        _calibrations[key] = {c: {w: min(times) for w, times in by_width.items()} for c, by_width in runs.items()}
-    return _calibrations[key]
+        measured[key] = {c: {w: min(times) for w, times in by_width.items()} for c, by_width in runs.items()}
+    return measured[key]
 
 
 def interpolate(curve: dict[int, float], width: int) -> float:

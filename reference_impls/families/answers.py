@@ -29,8 +29,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch.nn import functional as F
-from transformers import AttentionInterface, DynamicCache
+from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as ATTENTION
 
 from specatlas.fsutil import ReadError, atomic_write, read_limited
 from specatlas.impls.engine.kv import cache_argument
@@ -163,7 +164,9 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, stop: set[int
         visible[:, : end - shift] = visible[:, shift:end].clone()
         visible[:, end - shift :] = False
 
-    AttentionInterface.register(GROUPED, grouped_attention)
+    # transformers finds attention by name in one process-wide table: the name is there only while
+    # this generation runs, and the model's own setting comes back after it.
+    ATTENTION[GROUPED] = grouped_attention
     before = model.config._attn_implementation
     model.set_attn_implementation(GROUPED)
     try:
@@ -200,6 +203,7 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, stop: set[int
             last, position = nxt, position + 1
     finally:
         model.set_attn_implementation(before)
+        del ATTENTION[GROUPED]
 
 
 # --------------------------------------------------------------------------------------------

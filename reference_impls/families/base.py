@@ -128,7 +128,7 @@ class Family:
 | Training | {card['steps']} steps{_schedule(card)}{_epochs(card)}, {card['train_seconds'] / 60:.1f} min (float32, CPU), final loss {card['final_loss']} |
 | Held-out acceptance by draft position (top-1 chain, given the earlier drafts accepted) | {by_position} |
 | Held-out mean accepted tokens per step (top-1 chain, bonus token included) | {held['mean_accepted_tokens_chain']} |{extra_rows}
-| Weights | int8 matrices with a float16 scale per row, vectors float16 (`weight_storage`; the acceptance above is measured on them), in the family's published key layout (loads with `specatlas.impls.engine.checkpoints.load`) |
+| Weights | int8 matrices with a float16 scale per row, vectors float16 (`weight_storage`; the acceptance above is measured on them), in the family's published key layout (loads with `specatlas.impls.families.checkpoints.load`) |
 | torch | {card['torch']} |{_checkout_row(card)}
 
 Reproduce (writes this folder):
@@ -164,13 +164,15 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
         return max(1, math.ceil(round(epochs * examples / per_step, 9)))  # round: 0.1 * 30 is not 3.0000000000000004 steps
 
     def train(self, loaded, features, folder, output, budget_minutes, steps, seed, command, progress,
-              draft_model=None, stop=None, epochs: float | None = None, code: dict | None = None) -> str:
+              draft_model=None, stop=None, epochs: float | None = None, code: dict | None = None,
+              replace_anyway: bool = False) -> str:
         """Train on `features` (cached in `folder`) and save to `output`. The run is a function of
         its config: the seed fixes the initial weights here and every step's draws in `train_loop`,
         and its resume checkpoint is keyed by the whole config, so a changed seed, schedule, setting
         or data never resumes another run. `stop`: end at that step of the schedule (`Run.stop`).
         `epochs`: what `steps` was resolved from (`epoch_steps`), recorded in the config beside them.
-        `code`: the checkout the code came from, for the model card (`Run.code`)."""
+        `code`: the checkout the code came from, for the model card (`Run.code`). `replace_anyway`:
+        write over a shipped head that is as good (`Run.replace_anyway`)."""
         data = hashlib.sha256()
         for tokens in features.tokens:
             data.update(tokens.numpy().astype("int64").tobytes() + b"|")
@@ -181,7 +183,7 @@ Loss curve (every few logged intervals): {', '.join(map(str, card['loss_curve'])
             config["epochs"] = epochs
         key = hashlib.sha256(json.dumps(config, sort_keys=True).encode() + _training_code(self)).hexdigest()[:12]
         torch.manual_seed(seed)
-        run = Run(self.name, seed, steps, folder / f"{self.name}-{key}.ckpt", config, draft_model, stop, code)
+        run = Run(self.name, seed, steps, folder / f"{self.name}-{key}.ckpt", config, draft_model, stop, code, replace_anyway)
         return self.fit(loaded, features, run, output, budget_minutes, command, progress)
 
     def fit(self, loaded, features, run: Run, output, budget_minutes, command, progress) -> str:

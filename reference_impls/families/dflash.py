@@ -33,14 +33,16 @@ from specatlas.impls.engine.drafting import Draft, Drafter, ModelDrafter
 from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.base import Family
 from specatlas.impls.families.blocks import MLP, Attention, HeadCache, LayerConfig, RMSNorm, VocabularyHead, rotate
+from specatlas.impls.registry import METHODS
 from specatlas.impls.families.training import (LOSS_VOCAB, acceptance_summary, finish, frequency_ranked, split,
                                                train_loop)
 
 # Its released drafters (z-lab/dflash, e.g. Qwen3-8B-DFlash-b16): blocks of 16 tokens (15 drafts a
 # forward) from 5 draft layers, each conditioned on one target layer picked evenly from layer 1 to
 # the fourth-last (its code's build_target_layer_ids). Its loss weights the k-th draft of a block by
-# exp(-(k - 1) / gamma), gamma = 7 at block 16.
-DFLASH_BLOCK, DFLASH_LAYERS, DFLASH_DECAY = 16, 5, 7.0
+# exp(-(k - 1) / gamma), gamma = 7 at block 16. (Its definition's numbers, `registry.py`.)
+_PAPER = METHODS["chen2026dflash"].paper
+DFLASH_BLOCK, DFLASH_LAYERS, DFLASH_DECAY = _PAPER.block, _PAPER.draft_layers, float(_PAPER.decay)
 
 
 def conditioning_layers(target_layers: int, draft_layers: int) -> tuple[int, ...]:

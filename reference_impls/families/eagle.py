@@ -15,6 +15,7 @@ from specatlas.impls.engine.drafting import Draft, Drafter, grow_template
 from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.base import Family, layer_config
 from specatlas.impls.families.blocks import MLP, Attention, HeadCache, LayerConfig, RMSNorm
+from specatlas.impls.registry import EAGLE2_TREE
 from specatlas.impls.families.training import acceptance_summary, finish, loss_vocabulary, shared_prompt_prefix, split, train_loop
 
 
@@ -202,7 +203,8 @@ EAGLE_TREE = tuple(map(tuple, [
     [0, 0, 0, 0, 1]]))
 # EAGLE-2's dynamic tree (EaModel defaults in SafeAILab/EAGLE): expand the top_k best nodes per level
 # for `depth` levels, then keep the total_token best of all by cumulative draft log-probability.
-EAGLE2_TOTAL, EAGLE2_DEPTH, EAGLE2_TOP_K = 60, 7, 10
+# (Its definition's numbers, `registry.py`.)
+EAGLE2_TOTAL, EAGLE2_DEPTH, EAGLE2_TOP_K = EAGLE2_TREE["total"], EAGLE2_TREE["depth"], EAGLE2_TREE["top_k"]
 
 
 class EagleDrafter(Drafter):

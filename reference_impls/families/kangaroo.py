@@ -2,7 +2,8 @@
 
 `KangarooAdapter`: `norm(x + attention(input_layernorm(x)))` on the input of layer l, one attention
 layer and two norms; keys as its released `AdapterModel` (`layers.0.input_layernorm`,
-`layers.0.self_attn.*`, `norm`). Its drafter is `layer_view.Kangaroo`.
+`layers.0.self_attn.*`, `norm`). Its drafter, `Kangaroo`, runs the target's shallow layers through
+`engine.layer_view` and hands their states to the verification (`Draft.exit_states`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from specatlas.impls.engine.drafting import Draft, Drafter
 from specatlas.impls.engine.errors import CheckpointError
+from specatlas.impls.engine.layer_view import LayerView
 from specatlas.impls.families.base import Family, layer_config
 from specatlas.impls.families.blocks import Attention, HeadCache, LayerConfig, RMSNorm, VocabularyHead
 from specatlas.impls.families.training import (acceptance_summary, finish, loss_vocabulary, padded, run_lengths,
@@ -141,3 +144,69 @@ class KangarooFamily(Family):
             drafted = head(adapter(exits[None], torch.arange(len(exits))[None])[0]).argmax(-1)
             accepted += run_lengths(drafted == features.greedy[c], features.prompt_lengths[c] - 1, self.steps_evaluated)
         return acceptance_summary(accepted, self.steps_evaluated)
+
+
+class Kangaroo(Drafter):
+    """Kangaroo (Liu et al. 2024): self-speculative decoding by double early exit. Per step:
+
+    1. the target's first l layers (in a scratch of the target's own cache) turn the last token
+       into its exit state, the input of layer l;
+    2. the adapter (its own small cache over the committed tokens' exit states) and the target's
+       LM head (over the adapter's draft vocabulary when it has one) give the next draft token;
+    3. repeat from the drafted token, for at most `depth` tokens, stopping after a token whose
+       top-1 probability is below `threshold` (the second early exit: a doubtful draft is the last
+       one, as in its reference code);
+    4. the draft carries the exit states of the pending and drafted tokens with their rows of
+       layers < l (`Draft.exit_states`), and the verification continues them from layer l
+       (`forward_from_exit`); only the last draft's shallow rows are new. The cache then holds
+       exactly the full model's rows.
+
+    Every draft is the drafter's own choice (greedy) or draw (recorded in `Draft.q`), so exact
+    matching and rejection sampling stay lossless.
+    """
+
+    def __init__(self, model, adapter, exit_layer: int, threshold: float, label: str = ""):
+        self.shallow = LayerView(model, range(exit_layer))
+        self.adapter, self.exit_layer, self.threshold, self.label = adapter, exit_layer, threshold, label
+        vocab = getattr(adapter, "draft_vocab", None)
+        self.head = model.lm_head if vocab is None else VocabularyHead(model.lm_head.weight, vocab)
+        self.hidden_layers = (exit_layer,)
+
+    def start(self, prompt, prefill):
+        self.target, self.adapter_cache, self.fed = prefill.target, HeadCache(), 0
+        self.pending = prefill.hidden_states[self.exit_layer]  # committed exit states the adapter has not read
+
+    def observe(self, step):
+        rows = [0] + [node + 1 for node in step.accepted]  # the pending token and the accepted drafts
+        self.pending = torch.cat([self.pending, step.hidden_states[self.exit_layer][rows]])
+
+    def _logits(self, states: torch.Tensor, first: int) -> torch.Tensor:
+        positions = torch.arange(first, first + len(states), device=states.device)[None]
+        return self.head(self.adapter(states[None], positions, self.adapter_cache)[0])
+
+    def propose(self, context, depth, sampling, rng):
+        if len(self.pending):
+            self._logits(self.pending, self.fed)  # fills the adapter's cache; the logits are not needed
+            self.fed, self.pending = self.fed + len(self.pending), self.pending[:0]
+        token, tokens, states, q = context[-1], [], [], []
+        with self.target.scratch() as scratch:
+            for level in range(depth):
+                position = len(context) - 1 + level
+                out = scratch.forward(self.shallow, [token], hidden_layers=(self.exit_layer,), head=False)
+                states.append(out.hidden_states[self.exit_layer])
+                logits = self._logits(states[-1], position)[-1]
+                if sampling.greedy:
+                    token = int(logits.argmax())
+                else:
+                    q.append(sampling.probs(logits))
+                    token = rng.categorical(q[-1], position + 1, "draft")
+                tokens.append(token)
+                if float(logits.float().softmax(-1).max()) < self.threshold:
+                    break
+            exit_states = scratch.exit_states(self.exit_layer, torch.cat(states))
+        self.adapter_cache.keep(list(range(self.fed)))  # draft rows: the verified exit states replace them
+        return Draft.chain(tokens, q=torch.stack(q) if q else None, exit_states=exit_states)
+
+    def describe(self):
+        return (f"Kangaroo: the target's layers 0..{self.exit_layer - 1} on its own cache + adapter, "
+                f"drafting stops below top-1 confidence {self.threshold} ({self.label})")

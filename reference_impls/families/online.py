@@ -30,8 +30,11 @@ import torch
 
 from specatlas.impls.engine.cpu_kernels import repack
 from specatlas.impls.engine.drafting import ModelDrafter
+from specatlas.impls.registry import METHODS
 
-PROPOSED, INTERVAL, LEARNING_RATE = 5, 8, 1e-4
+# Its code's defaults (its definition's numbers, `registry.py`; the learning rate is stated there in words).
+_PAPER = METHODS["liu2024online"].paper
+PROPOSED, INTERVAL, LEARNING_RATE = _PAPER.proposed, _PAPER.interval, 1e-4
 
 
 class OnlineDistillation(ModelDrafter):

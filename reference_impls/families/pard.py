@@ -30,12 +30,15 @@ from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.engine.models import shallow_slice
 from specatlas.impls.families.base import Family
 from specatlas.impls.families.blocks import VocabularyHead
+from specatlas.impls.registry import METHODS
 from specatlas.impls.families.training import (LOSS_VOCAB, acceptance_summary, finish, frequency_ranked,
                                                shared_prompt_prefix, split, train_loop)
 
 # Its code's training config (AMD-AGI/PARD, config/train/example_*.yaml): blocks of para_num = 8
 # tokens, COD retention down_sample_ration = 0.7 a mask depth, floored at down_sample_ration_min = 0.2.
-PARD_BLOCK, COD_RETAIN, COD_FLOOR = 8, 0.7, 0.2
+# (Its definition's numbers, `registry.py`.)
+_PAPER = METHODS["an2025pard"].paper
+PARD_BLOCK, COD_RETAIN, COD_FLOOR = _PAPER.block, _PAPER.retain, _PAPER.floor
 # Its eval configs draft up to draft_k = 12 tokens a forward, past the trained block: the deepest
 # block the cost-aware policy may ask for.
 PARD_MAX_BLOCK = 12

@@ -28,6 +28,7 @@ from specatlas.impls.engine.drafting import Draft
 from specatlas.impls.engine.errors import CheckpointError
 from specatlas.impls.families.base import Family, draft_vocabulary, positions_epoch
 from specatlas.impls.families.medusa import MedusaDrafter, ResBlock
+from specatlas.impls.registry import METHODS
 from specatlas.impls.families.training import (acceptance_summary, coverage, draft_tokens, finish, shared_prompt_prefix, split,
                                                 teacher_forced, train_loop)
 
@@ -207,7 +208,9 @@ class ReDrafterFamily(Family):
 
 # Its README's MT-Bench command (cmd/generate.py): beam width 45, beam length 5, a beam being the
 # target's own token and 4 drafts; `warp_logits` keeps each beam's 50 likeliest next tokens.
-BEAM_WIDTH, BEAM_LENGTH, BEAM_TOP_K = 45, 5, 50
+# (Its definition's numbers, `registry.py`.)
+_PAPER = METHODS["zhang2024recurrent"].paper
+BEAM_WIDTH, BEAM_LENGTH, BEAM_TOP_K = _PAPER.width, _PAPER.length, _PAPER.top_k
 
 
 class ReDrafterDrafter(MedusaDrafter):

@@ -27,25 +27,26 @@ from pathlib import Path
 import torch
 
 from specatlas.impls.engine import kv
-from specatlas.impls.engine.checkpoints import HeadNotShipped, load_head, record, shipped_head_folder
+from specatlas.impls.families.checkpoints import HeadNotShipped, load_head, record, shipped_head_folder
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.drafting import ModelDrafter
 from specatlas.impls.engine.errors import ModelLoadError, unpickle_failure
-from specatlas.impls.families.dflash import DFLASH_BLOCK, DFlashDrafter
-from specatlas.impls.families.eagle import EAGLE2_DEPTH, EAGLE2_TOP_K, EAGLE2_TOTAL, EAGLE_TREE, EagleDrafter
+from specatlas.impls.families.dflash import DFlashDrafter
+from specatlas.impls.families.eagle import EAGLE_TREE, EagleDrafter
 from specatlas.impls.families.eagle3 import Eagle3Drafter
 from specatlas.impls.families.fr_spec import FR_SPEC_FRACTION
 from specatlas.impls.families.hydra import HYDRA_TREE, HydraDrafter
 from specatlas.impls.families.medusa import MEDUSA_TREE, MedusaDrafter
-from specatlas.impls.families.pard import PARD_BLOCK, PARD_MAX_BLOCK, ParallelDrafter
+from specatlas.impls.families.pard import PARD_MAX_BLOCK, ParallelDrafter
 from specatlas.impls.families.pass_tokens import PassDrafter
-from specatlas.impls.families.redrafter import BEAM_LENGTH, BEAM_WIDTH, ReDrafterDrafter
+from specatlas.impls.families.redrafter import ReDrafterDrafter
 from specatlas.impls.families.specdecpp import PredictedRejection
 from specatlas.impls.methods.core import default_draft_model
-from specatlas.impls.engine.layer_view import Kangaroo
+from specatlas.impls.families.kangaroo import Kangaroo
 from specatlas.impls.drafters.model_free.recycling import template_nodes
 from specatlas.impls.engine.verification import GreedyMatch, TopKAcceptance, TypicalAcceptance
+from specatlas.impls.registry import METHODS
 
 
 # --------------------------------------------------------------------------------------------
@@ -62,7 +63,7 @@ def medusa(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_c
                                                              template_nodes(MEDUSA_TREE), max(map(len, MEDUSA_TREE))))
 
 
-BLOCKWISE_CHAIN = tuple((0,) * depth for depth in range(1, 5))
+BLOCKWISE_CHAIN = tuple((0,) * depth for depth in range(1, METHODS["stern2018blockwise"].paper.block + 1))
 
 
 def blockwise(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None,
@@ -70,7 +71,7 @@ def blockwise(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafte
     """Stern et al. 2018: the extra heads' top-1 tokens form a block (a chain), verified in one
     forward; the longest prefix that matches the target's greedy choices is kept. Exact by
     default; `top_k_acceptance=k` is the paper's approximate variant (relaxed). Uses the Medusa
-    heads (one per look-ahead position), k = 4 block positions after the target's own token."""
+    heads (one per look-ahead position), `block` positions after the target's own token."""
     checkpoint = load_head(target, "medusa", drafter_checkpoint)
     drafter = MedusaDrafter(checkpoint.head, target.lm_head.weight, checkpoint.hidden_layers[0], tree=BLOCKWISE_CHAIN,
                             label=checkpoint.describe())
@@ -88,22 +89,30 @@ def eagle(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_ch
 def eagle2(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Li et al. 2024 (EAGLE-2): the same head, with a dynamic tree grown and reranked by the
     head's cumulative confidence."""
-    return _eagle(target, policy, drafter_checkpoint, None)
+    return _eagle(target, policy, drafter_checkpoint, spec=METHODS["li2024eagle2"])
 
 
-def _eagle(target, policy, drafter_checkpoint, tree, vocabulary=None):
+def _eagle(target, policy, drafter_checkpoint, tree=None, spec=None, vocabulary=None):
+    """The EAGLE head drafting a static `tree`, or else the dynamic tree `spec` defines."""
     checkpoint = load_head(target, "eagle", drafter_checkpoint)
     drafter = EagleDrafter(checkpoint.head, target.model.embed_tokens.weight, target.lm_head.weight,
-                           checkpoint.hidden_layers[0], tree=tree, label=checkpoint.describe(), vocabulary=vocabulary)
+                           checkpoint.hidden_layers[0], tree=tree, label=checkpoint.describe(), vocabulary=vocabulary,
+                           **({} if tree else {"dynamic": _dynamic_tree(spec)}))
     if tree is None:
-        return SpeculativeDecoder(target, drafter, draft_length=_dynamic_length(target, policy))
+        return SpeculativeDecoder(target, drafter, draft_length=_dynamic_length(target, policy, spec))
     depth = max(map(len, tree))
     return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, template_nodes(tree), depth))
 
 
-def _dynamic_length(target, policy: DraftLengthPolicy):
+def _dynamic_tree(spec) -> tuple[int, int, int]:
+    """EAGLE-2's dynamic tree as its drafters take it: (nodes kept, depth, top-k per level)."""
+    return spec.paper.total, spec.paper.depth, spec.paper.top_k
+
+
+def _dynamic_length(target, policy: DraftLengthPolicy, spec):
     """EAGLE-2's dynamic tree: top-k nodes per level up to the total kept."""
-    return policy.controller(target, EAGLE2_DEPTH, lambda k: min(EAGLE2_TOTAL, EAGLE2_TOP_K * k), EAGLE2_DEPTH)
+    total, depth, top_k = _dynamic_tree(spec)
+    return policy.controller(target, depth, lambda k: min(total, top_k * k), depth)
 
 
 def hydra(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -121,9 +130,10 @@ def eagle3(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_c
     """Li et al. 2025 (EAGLE-3): the EAGLE-3 head (fused target states, own draft vocabulary)
     drafts EAGLE-2's dynamic tree with EAGLE-2's defaults (EaModel's for EAGLE-3 too)."""
     checkpoint = load_head(target, "eagle3", drafter_checkpoint)
+    spec = METHODS["li2025eagle"]
     drafter = Eagle3Drafter(checkpoint.head, target.model.embed_tokens.weight, checkpoint.hidden_layers,
-                            label=checkpoint.describe())
-    return SpeculativeDecoder(target, drafter, draft_length=_dynamic_length(target, policy))
+                            dynamic=_dynamic_tree(spec), label=checkpoint.describe())
+    return SpeculativeDecoder(target, drafter, draft_length=_dynamic_length(target, policy, spec))
 
 
 def fr_spec(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -132,8 +142,8 @@ def fr_spec(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_
     the output is unchanged. The ranking is FR-Spec's `freq_{V}.pt` (token ids, most frequent
     first) beside the EAGLE head, computed once from the training data by `specatlas train fr-spec`."""
     folder = Path(drafter_checkpoint) if drafter_checkpoint else shipped_head_folder("eagle")
-    return _eagle(target, policy, drafter_checkpoint, None,
-                  frequent_tokens(folder, target.config.vocab_size // FR_SPEC_FRACTION, drafter_checkpoint is None)
+    return _eagle(target, policy, drafter_checkpoint, spec=METHODS["zhao2025fr"],
+                  vocabulary=frequent_tokens(folder, target.config.vocab_size // FR_SPEC_FRACTION, drafter_checkpoint is None)
                   .to(target.lm_head.weight.device))
 
 
@@ -154,18 +164,15 @@ def frequent_tokens(folder: Path, size: int, is_shipped: bool) -> torch.Tensor:
     return ranked
 
 
-# Kangaroo's Vicuna-7B command (its README): exit after the first 2 layers (of 32), at most 6 draft steps, stop
-# drafting after a token whose top-1 probability is below 0.6. The exit layer is the adapter's own
-# (its checkpoint config): 2 of SmolLM2's 30 layers, the same depth (~6%) as in the paper.
-KANGAROO_STEPS, KANGAROO_THRESHOLD = 6, 0.6
-
-
 def kangaroo(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Liu et al. 2024: the target's first l layers + the adapter draft on the target's own cache,
-    stopping early on low confidence; verification resumes from layer l (the draft carries its exit states)."""
+    stopping early on low confidence; verification resumes from layer l (the draft carries its exit
+    states). The exit layer is the adapter's own (its checkpoint config): 2 of SmolLM2's 30 layers,
+    the same depth (~6%) as in the paper."""
+    paper = METHODS["liu2024kangaroo"].paper
     checkpoint = load_head(target, "kangaroo", drafter_checkpoint)
-    drafter = Kangaroo(target, checkpoint.head, checkpoint.hidden_layers[0], KANGAROO_THRESHOLD, checkpoint.describe())
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, KANGAROO_STEPS, max_depth=KANGAROO_STEPS))
+    drafter = Kangaroo(target, checkpoint.head, checkpoint.hidden_layers[0], paper.threshold, checkpoint.describe())
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, paper.steps, max_depth=paper.steps))
 
 
 def pass_tokens(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -188,40 +195,37 @@ def pard(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_che
     drafter = ParallelDrafter(head.drafter(target), head.mask_id(target), head.embed(target),
                               label=f"PARD drafter ({head.describe()}; {checkpoint.describe()})")
     return SpeculativeDecoder(target, drafter,
-                              draft_length=policy.controller(target, PARD_BLOCK, max_depth=PARD_MAX_BLOCK,
+                              draft_length=policy.controller(target, METHODS["an2025pard"].paper.block, max_depth=PARD_MAX_BLOCK,
                                                              source="PARD's trained block"))
 
 
 def dflash(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
-    """Chen et al. 2026 (DFlash): the block-diffusion drafter drafts the 15 tokens of a block of 16
-    in one forward, reading the target's states injected as keys and values; exact match verifies
-    the chain when greedy, speculative sampling when sampling."""
+    """Chen et al. 2026 (DFlash): the block-diffusion drafter drafts the block's tokens after the
+    pending one in one forward, reading the target's states injected as keys and values; exact
+    match verifies the chain when greedy, speculative sampling when sampling."""
+    drafts = METHODS["chen2026dflash"].paper.block - 1
     checkpoint = load_head(target, "dflash", drafter_checkpoint)
     drafter = DFlashDrafter(checkpoint.head, target, checkpoint.hidden_layers,
                             label=f"DFlash drafter ({checkpoint.head.describe()}; {checkpoint.describe()})")
     return SpeculativeDecoder(target, drafter, draft_length=policy.controller(
-        target, DFLASH_BLOCK - 1, max_depth=DFLASH_BLOCK - 1, source="DFlash's block of 16"))
-
-
-# SpecDec++'s released sampling example (specdec_pp/sample.py): stop threshold h = 0.7, candidate
-# length bounded to [2, 20].
-SPECDEC_THRESHOLD, SPECDEC_MIN, SPECDEC_MAX = 0.7, 2, 20
+        target, drafts, max_depth=drafts, source="DFlash's block of 16"))
 
 
 def specdec_pp(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """Huang et al. 2024 (SpecDec++): the draft model drafts a chain, its acceptance head ending
     it once the predicted chance that some token is rejected exceeds h (`PredictedRejection`);
     speculative sampling verifies it. The head is trained for the default draft model."""
+    paper = METHODS["huang2024specdec"].paper
     model, label = default_draft_model(target, draft_model)
     checkpoint = load_head(target, "specdecpp", drafter_checkpoint)
     if checkpoint.head.hidden != model.config.hidden_size:
         raise ModelLoadError(f"the SpecDec++ head reads states of width {checkpoint.head.hidden}; the draft model's "
                              f"are {model.config.hidden_size}")
-    stop = PredictedRejection(checkpoint.head, model.config.num_hidden_layers, SPECDEC_THRESHOLD, SPECDEC_MIN)
-    drafter = ModelDrafter(model, label=f"{label}, SpecDec++ stop at h = {SPECDEC_THRESHOLD} ({checkpoint.describe()})",
+    stop = PredictedRejection(checkpoint.head, model.config.num_hidden_layers, paper.threshold, paper.min_length)
+    drafter = ModelDrafter(model, label=f"{label}, SpecDec++ stop at h = {paper.threshold} ({checkpoint.describe()})",
                            stop=stop)
     return SpeculativeDecoder(target, drafter,
-                              draft_length=policy.controller(target, SPECDEC_MAX, max_depth=SPECDEC_MAX,
+                              draft_length=policy.controller(target, paper.max_length, max_depth=paper.max_length,
                                                              source="SpecDec++'s largest"))
 
 
@@ -235,5 +239,6 @@ def redrafter(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafte
     checkpoint = load_head(target, "redrafter", drafter_checkpoint)
     drafter = ReDrafterDrafter(checkpoint.head, target.model.embed_tokens.weight, checkpoint.hidden_layers[0],
                                label=checkpoint.describe())
-    depth = BEAM_LENGTH - 1
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, lambda d: BEAM_WIDTH * d, depth))
+    paper = METHODS["zhang2024recurrent"].paper
+    depth = paper.length - 1
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, lambda d: paper.width * d, depth))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specatlas.impls.engine.checkpoints import load_head, record
+from specatlas.impls.families.checkpoints import load_head, record
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.errors import first_line
@@ -21,38 +21,32 @@ from specatlas.impls.engine.models import EMBEDDED, ModelLoadError
 from specatlas.impls.drafters.model_free.retrieval import Datastore, ReferenceCopy, RetrievalTree, SuffixAutomatonDraft
 from specatlas.impls.drafters.model_free.suffix_tree import SuffixDecoding
 from specatlas.impls.families.eagle import EagleDrafter
+from specatlas.impls.registry import METHODS
 
 DEFAULT_DATASTORE = Path(__file__).resolve().parent.parent / "datastores" / f"{EMBEDDED}.npz"
 
 
-# Paper defaults. LLMA (its released code): copy 20 tokens. REST: 10 continuation tokens per
-# retrieved entry, a 64-node tree. SAM-Decoding (its code): 10 draft tokens.
-LLMA_COPY, REST_DEPTH, REST_NODES, SAM_TOKENS = 20, 10, 64, 10
-
-
-def rest_nodes(depth: int) -> int:
-    """REST's node budget on the cost-aware policy: k levels of up to 3 branches each on average
-    (the paper's 64 nodes suit a GPU, where width is nearly free; a CPU is not)."""
-    return 3 * depth
-
-
-def rest_paper_nodes(depth: int) -> int:
-    return REST_NODES
+def node_budget(sizes):
+    """nodes(depth), a retrieval tree's node budget: the paper's fixed `nodes`, or the sized
+    variant's `nodes_per_level` for each level drafted."""
+    per_level = getattr(sizes, "nodes_per_level", None)
+    return (lambda depth: per_level * depth) if per_level else (lambda depth: sizes.nodes)
 
 
 def llma(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
     """Yang et al. 2023: copy the reference span that follows the latest generated n-gram; the
     reference is the prompt (documents given with the question)."""
-    return SpeculativeDecoder(target, ReferenceCopy(copy=LLMA_COPY),
-                              draft_length=policy.controller(target, LLMA_COPY))
+    copy = METHODS["yang2023inference"].paper.copy
+    return SpeculativeDecoder(target, ReferenceCopy(copy=copy), draft_length=policy.controller(target, copy))
 
 
 def rest(target, draft_model=None, policy=DraftLengthPolicy.paper(), datastore: Datastore | None = None) -> SpeculativeDecoder:
     """He et al. 2024: the frequency-pruned trie of datastore continuations of the longest
     matching suffix, verified as one token tree."""
-    nodes = rest_nodes if policy.is_cost_aware else rest_paper_nodes
+    sizes = METHODS["he2024rest"].constants_for(policy, target)
+    nodes = node_budget(sizes)
     drafter = RetrievalTree(used(target, datastore), nodes)
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, REST_DEPTH, nodes))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, sizes.depth, nodes))
 
 
 def sam_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper(),
@@ -60,43 +54,31 @@ def sam_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper(),
     """Hu et al. 2025 (SAM-Decoding[T]): the longest suffix match in a suffix automaton of the
     context, or in the datastore when that match is clearly longer; its continuation is the draft.
     Short matches hand over to Token Recycling, which learns from every verification."""
+    paper = METHODS["hu2025sam"].paper
     auxiliary = TokenRecycling(recycling_template(target, policy))
-    length = policy.controller(target, SAM_TOKENS)
-    return SpeculativeDecoder(target, SuffixAutomatonDraft(used(target, datastore), auxiliary=auxiliary, draft_length=length),
-                              draft_length=length)
-
-
-# SAM-Decoding[EAGLE-2] as its Spec-Bench row ran (hyx1999/SAM-Decoding at 061897e, the commit the
-# record's results cite): evaluation/inference_samd.py's defaults, 15 draft tokens, l_threshold = 5,
-# l_bias = 5; the EAGLE-2 tree of its Eagle2Model defaults, total_tokens 63, depth 5, top_k 8.
-SAM_EAGLE2_TOKENS, SAM_EAGLE2_THRESHOLD, SAM_EAGLE2_BIAS = 15, 5, 5
-SAM_EAGLE2_TREE = (63, 5, 8)
+    length = policy.controller(target, paper.tokens)
+    drafter = SuffixAutomatonDraft(used(target, datastore), paper.bias, auxiliary=auxiliary, threshold=paper.threshold,
+                                   draft_length=length)
+    return SpeculativeDecoder(target, drafter, draft_length=length)
 
 
 def sam_decoding_eagle2(target, draft_model=None, policy=DraftLengthPolicy.paper(),
                         drafter_checkpoint=None, datastore: Datastore | None = None) -> SpeculativeDecoder:
     """Hu et al. 2025 (SAM-Decoding[EAGLE-2]): the suffix automata's draft when the better match
     (the datastore's counted l_bias shorter) holds at least l_threshold tokens, else EAGLE-2's
-    dynamic tree from the EAGLE head, which reads the target's features of every verified step."""
+    dynamic tree from the EAGLE head, which reads the target's features of every verified step.
+    As its Spec-Bench row ran (the commit the record's results cite)."""
+    paper = METHODS["hu2025sam-eagle2"].paper
     checkpoint = load_head(target, "eagle", drafter_checkpoint)
     auxiliary = EagleDrafter(checkpoint.head, target.model.embed_tokens.weight, target.lm_head.weight,
-                             checkpoint.hidden_layers[0], tree=None, dynamic=SAM_EAGLE2_TREE, label=checkpoint.describe())
-    total, depth, top_k = SAM_EAGLE2_TREE
-    length = policy.controller(target, SAM_EAGLE2_TOKENS, lambda d: min(total, top_k * min(d, depth)), SAM_EAGLE2_TOKENS)
+                             checkpoint.hidden_layers[0], tree=None, dynamic=(paper.total, paper.depth, paper.top_k),
+                             label=checkpoint.describe())
+    length = policy.controller(target, paper.tokens, lambda d: min(paper.total, paper.top_k * min(d, paper.depth)),
+                               paper.tokens)
     # The controller gates the EAGLE head as it gates EAGLE-2 alone: no head forward on a step it makes plain.
-    drafter = SuffixAutomatonDraft(used(target, datastore), SAM_EAGLE2_BIAS, auxiliary=auxiliary,
-                                   threshold=SAM_EAGLE2_THRESHOLD, draft_length=length)
+    drafter = SuffixAutomatonDraft(used(target, datastore), paper.bias, auxiliary=auxiliary,
+                                   threshold=paper.threshold, draft_length=length)
     return SpeculativeDecoder(target, drafter, draft_length=length)
-
-
-# SuffixDecoding (its simulator's defaults, also ArcticInference's vLLM defaults): suffix trees of
-# depth 64, at most α·p nodes for a pattern of p tokens with α = 1 and at most 64, nodes of
-# estimated probability below 0.1 dropped.
-SUFFIX_DEPTH, SUFFIX_FACTOR, SUFFIX_MIN_PROBABILITY = 64, 1.0, 0.1
-
-
-def suffix_paper_nodes(depth: int) -> int:
-    return SUFFIX_DEPTH
 
 
 def suffix_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -105,9 +87,10 @@ def suffix_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) 
     the most frequent continuations (at most α·p nodes) and the best-scoring tree is verified.
     No datastore: what it retrieves from, it has seen. On the cost-aware policy the tree gets
     REST's CPU node budget."""
-    nodes = rest_nodes if policy.is_cost_aware else suffix_paper_nodes
-    drafter = SuffixDecoding(SUFFIX_DEPTH, SUFFIX_FACTOR, SUFFIX_MIN_PROBABILITY, nodes)
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, SUFFIX_DEPTH, nodes))
+    sizes = METHODS["oliaro2025suffixdecoding"].constants_for(policy, target)
+    nodes = node_budget(sizes)
+    drafter = SuffixDecoding(sizes.depth, sizes.factor, sizes.min_probability, nodes)
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, sizes.depth, nodes))
 
 
 def datastore_for(target, path: Path | None = None) -> Datastore:

@@ -10,42 +10,42 @@ from __future__ import annotations
 from specatlas.impls.engine.decoding import InnerDecoder, SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.engine.drafting import PromptLookup
-from specatlas.impls.methods.core import PLD_NGRAM, PLD_TOKENS, default_draft_model
-from specatlas.impls.drafters.self_drafting.layer_skip import (DV_MAX_DRAFT, DV_THRESHOLD, SWIFT_CANDIDATES, SWIFT_MAX_DRAFT, ExitThreshold,
-                                              LayerSkip, Swift, skipped_layers)
+from specatlas.impls.methods.core import default_draft_model
+from specatlas.impls.drafters.self_drafting.layer_skip import ExitThreshold, LayerSkip, Swift, skipped_layers
+from specatlas.impls.registry import METHODS
 
 
 def draft_and_verify(target, draft_model=None, policy=DraftLengthPolicy.paper(), skipped=None) -> SpeculativeDecoder:
     """Zhang et al. 2024: draft with the target minus the layers its Bayesian search skips (run once
     per model and cached; `skipped` overrides it), stop drafting below an adaptive confidence
-    threshold, verify with the full target. Paper defaults: at most 12 draft tokens, threshold
-    from 0.6 (its evaluation notebooks)."""
+    threshold, verify with the full target."""
+    paper = METHODS["zhang2024draft"].paper
     skipped = skipped_layers(target) if skipped is None else skipped
-    drafter = LayerSkip(target, skipped, ExitThreshold(DV_THRESHOLD, adaptive=True))
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, DV_MAX_DRAFT, max_depth=DV_MAX_DRAFT))
+    drafter = LayerSkip(target, skipped, ExitThreshold(paper.threshold, adaptive=True))
+    return SpeculativeDecoder(target, drafter,
+                              draft_length=policy.controller(target, paper.max_draft, max_depth=paper.max_draft))
 
 
 def swift(target, draft_model=None, policy=DraftLengthPolicy.paper(), window=None) -> SpeculativeDecoder:
     """Xia et al. 2025: the skipped layers are optimised during decoding on the text generated so far
-    (`window`: the tokens scored, its context window); drafting stops below confidence 0.8 and the
+    (`window`: the tokens scored, its context window); drafting stops below a confidence and the
     draft's top candidates at each depth are verified as a tree."""
+    paper = METHODS["xia2025swift"].paper
     drafter = Swift(target) if window is None else Swift(target, window)
-    narrowest = min(SWIFT_CANDIDATES[True])
+    narrowest = min(paper.candidates)
     return SpeculativeDecoder(target, drafter, draft_length=policy.controller(
-        target, SWIFT_MAX_DRAFT, lambda k: narrowest * k, max_depth=SWIFT_MAX_DRAFT))
+        target, paper.max_draft, lambda k: narrowest * k, max_depth=paper.max_draft))
 
 
-# Staged speculation: the paper gives no tree size or depth for a model of this size; ours: the
-# draft model's greedy chain of 8 tokens, its 16 most probable nodes (chain and alternatives) verified.
-STAGED_DEPTH, STAGED_NODES = 8, 16
-
-
-def staged(target, draft_model=None, policy=DraftLengthPolicy.paper(), tree_nodes=STAGED_NODES) -> SpeculativeDecoder:
+def staged(target, draft_model=None, policy=DraftLengthPolicy.paper(), tree_nodes=None) -> SpeculativeDecoder:
     """Spector & Ré 2023: the draft model's own decoding is speculative (prompt lookup drafts for it,
     in place of the paper's Katz-backoff n-gram model), it keeps its cache across steps, and its
-    draft is verified by the target as a tree of its most probable continuations."""
+    draft is verified by the target as a tree of its most probable continuations (`tree_nodes`,
+    the definition's `nodes` unless given; 0: the chain alone)."""
+    paper, lookup = METHODS["spector2023accelerating"].paper, METHODS["saxena2023prompt"].paper
+    tree_nodes = paper.nodes if tree_nodes is None else tree_nodes
     model, label = default_draft_model(target, draft_model)
-    inner = SpeculativeDecoder(model, PromptLookup(PLD_NGRAM), draft_length=FixedLength(PLD_TOKENS, "prompt lookup's"))
-    length = policy.controller(target, STAGED_DEPTH, lambda k: min(tree_nodes, 2 * k) if tree_nodes else k,
+    inner = SpeculativeDecoder(model, PromptLookup(lookup.ngram), draft_length=FixedLength(lookup.tokens, "prompt lookup's"))
+    length = policy.controller(target, paper.depth, lambda k: min(tree_nodes, 2 * k) if tree_nodes else k,
                                source="this project's")
     return SpeculativeDecoder(target, InnerDecoder(inner, tree_nodes, label), draft_length=length)

@@ -3,7 +3,7 @@
 import pytest
 from benchruns import build_run, sample, turn
 
-from specatlas.bench.results import dumps
+from specatlas.bench.result_files import dumps
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import yaml
 
 from benchruns import build_run, sample, turn
 
-from specatlas.bench import earlier_weights, results
-from specatlas.bench.leaderboard import measured_markdown
+from specatlas.bench import earlier_weights, result_files, results
+from specatlas.bench.leaderboard_page import measured_markdown
 from specatlas.bench.results import config_hash, summarize
 from specatlas.cli import main
 from specatlas.paths import repo_root
@@ -123,7 +123,7 @@ def test_wrong_types_are_one_line(capsys, tmp_path, edit, message):
 
 
 def test_huge_files_folders_and_missing_files_are_refused_before_reading(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(results, "MAX_RESULT_BYTES", 1000)
+    monkeypatch.setattr(result_files, "MAX_RESULT_BYTES", 1000)
     status, _, err = check(capsys, FIXTURE, tmp_path, tmp_path / "absent.json")
     assert status == 1 and len(err) == 3
     assert err[0].endswith("bytes; at most 1,000 are accepted") and "is a folder" in err[1] and "cannot be read" in err[2]

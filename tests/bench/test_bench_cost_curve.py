@@ -8,9 +8,10 @@ from types import SimpleNamespace
 import pytest
 from benchruns import CURVE, build_run, sample, turn
 
-from specatlas.bench.leaderboard import measured_markdown, targets_markdown
-from specatlas.bench.results import (CURVE_TOLERANCE, SCHEMA_VERSION, Checkpoint, combine_curves, curve_warning, dumps,
-                                     load, step_time)
+from specatlas.bench.leaderboard_page import measured_markdown
+from specatlas.bench.targets import targets_markdown
+from specatlas.bench.result_files import Checkpoint, dumps, load
+from specatlas.bench.results import CURVE_TOLERANCE, SCHEMA_VERSION, combine_curves, curve_warning, step_time
 from specatlas.bench.run import _assemble
 from specatlas.paths import repo_root
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from specatlas.bench.results import load
+from specatlas.bench.result_files import load
 
 QUESTIONS = [
     {"question_id": "chat", "category": "writing", "turns": ["Name a colour.", "Name another one."]},

@@ -11,7 +11,7 @@ import pytest
 
 from benchruns import HARDWARE, build_run, sample, turn
 
-from specatlas.bench.leaderboard import measured_markdown, render_markdown
+from specatlas.bench.leaderboard_page import measured_markdown, render_markdown
 from specatlas.bench.published import SPEC_BENCH_FILE, PublishedDataError
 from specatlas.bench.results import config_hash
 from specatlas.bench.run import _arguments
@@ -214,7 +214,7 @@ def test_site_page_embeds_the_leaderboard_and_markdown_keeps_tables_and_charts(t
 
 
 def test_rows_under_another_policy_share_the_papers_id():
-    from specatlas.bench.leaderboard import method_paper_id
+    from specatlas.bench.aggregate import method_paper_id
 
     assert method_paper_id("saxena2023prompt@cost-aware") == "saxena2023prompt"
     assert method_paper_id("saxena2023prompt@fixed-4") == "saxena2023prompt"
@@ -263,7 +263,7 @@ def test_paper_settings_and_cost_aware_rows_side_by_side(write_run):
 
 
 def test_a_copied_or_linked_result_is_not_a_second_run(tmp_path):
-    from specatlas.bench.leaderboard import load_all
+    from specatlas.bench.aggregate import load_all
 
     committed = sorted((repo_root() / "results").glob("2026-*.json"))[-1]
     shutil.copy(committed, tmp_path / committed.name)
@@ -293,7 +293,7 @@ def test_chart_labels_stay_inside_the_drawing_area():
 
 
 def test_fastest_here_is_the_fastest_lossless_method_measured_on_this_hardware(write_run, tmp_path, capsys):
-    from specatlas.bench.leaderboard import fastest_here
+    from specatlas.bench.measured import fastest_here
     from specatlas.bench.provenance import label
 
     methods = ("baseline", "saxena2023prompt", "cai2024medusa", "hu2025sam@cost-aware", "fast")
@@ -344,3 +344,24 @@ def test_a_failure_a_later_run_superseded_is_dropped_and_each_table_opens_with_i
     newer_failure.sessions[-1].finished = "2026-03-01T00:01:00+00:00"
     page = measured_markdown(write_run(newer_failure, "c.json").parent)
     assert "| could not run: ValueError: refused | c\\.json |" in page and "HeadNotShipped" not in page
+
+
+def test_leaderboard_file_and_site_page_render_from_one_template(two_method_run, write_run, tmp_path, monkeypatch):
+    """results/LEADERBOARD.md and the site's page are one template's output: a line added to it shows in both."""
+    from specatlas.site import templating
+    from specatlas.site.catalog import Catalog
+    from specatlas.site.pages import leaderboard_page, measured_results
+
+    folder = write_run(two_method_run, folder=tmp_path / "root" / "results").parent
+    shutil.copytree(repo_root() / SPEC_BENCH_FILE.parent, folder.parent / SPEC_BENCH_FILE.parent)
+    templates = shutil.copytree(templating.TEMPLATES, tmp_path / "templates")
+    page = templates / "leaderboard_measured.md.j2"
+    page.write_text(page.read_text(encoding="utf-8") + "\nOne template, two pages.\n", encoding="utf-8")
+    monkeypatch.setattr(templating, "TEMPLATES", templates)
+    templating.environment.cache_clear()
+    try:
+        catalog = Catalog(folder.parent, [], None)
+        assert measured_markdown(folder).endswith("\nOne template, two pages.")
+        assert "\nOne template, two pages.\n" in leaderboard_page(catalog, measured_results(catalog))
+    finally:
+        templating.environment.cache_clear()

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from specatlas.bench.results import Checkpoint, dumps, load, write_atomic
+from specatlas.bench.result_files import Checkpoint, dumps, load, write_atomic
 
 from benchruns import build_run, sample, turn
 

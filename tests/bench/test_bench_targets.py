@@ -16,8 +16,10 @@ import pytest
 
 from benchruns import build_run, sample, turn
 
-from specatlas.bench.leaderboard import measured_markdown, targets_markdown
-from specatlas.bench.results import LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Turn, load, predicted_speedup, step_time
+from specatlas.bench.leaderboard_page import measured_markdown
+from specatlas.bench.targets import targets_markdown
+from specatlas.bench.result_files import load
+from specatlas.bench.results import LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Turn, predicted_speedup, step_time
 from specatlas.cli import main
 
 from test_bench_leaderboard import table_rows

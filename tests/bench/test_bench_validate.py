@@ -9,9 +9,11 @@ import pytest
 
 from benchruns import HARDWARE, build_run, sample, turn
 
-from specatlas.bench import results, validate_results
-from specatlas.bench.leaderboard import load_all, measured_markdown
-from specatlas.bench.results import config_hash, dumps, summarize
+from specatlas.bench import result_files, validate_results
+from specatlas.bench.aggregate import load_all
+from specatlas.bench.leaderboard_page import measured_markdown
+from specatlas.bench.result_files import dumps
+from specatlas.bench.results import config_hash, summarize
 from specatlas.bench.validate_results import ACCELERATOR, check_files, check_folder
 from specatlas.cli import main
 from specatlas.site.text import md
@@ -90,24 +92,24 @@ def test_deep_nesting_is_refused_in_one_line(tmp_path, levels):
     text = json.dumps(data).replace('"X"', '{"a": ' * levels + "1" + "}" * levels)
     path.write_text(text)
     with pytest.raises(ValueError, match="nested (more than 32 levels deep|too deeply)"):
-        results.load(path)
+        result_files.load(path)
 
 
 def test_rows_samples_and_questions_are_bounded_before_the_metrics(monkeypatch, write_run):
     path = write_run(build_run([sample("baseline", "1", "qa", turn([1], 1.0)), *(sample(f"m{i}", "1", "qa", turn([1], 1.0))
                                                                                for i in range(5))],
                                methods=("baseline", *(f"m{i}" for i in range(5)))))
-    monkeypatch.setattr(results, "MAX_METHODS", 4)
+    monkeypatch.setattr(result_files, "MAX_METHODS", 4)
     with pytest.raises(ValueError, match="methods: 6 entries; a result file holds at most 4"):
-        results.load(path)
+        result_files.load(path)
 
 
 def test_a_file_over_the_size_bound_is_refused_before_reading(tmp_path):
     path = tmp_path / "big.json"
     with open(path, "wb") as f:
-        f.truncate(results.MAX_RESULT_BYTES + 1)
+        f.truncate(result_files.MAX_RESULT_BYTES + 1)
     with pytest.raises(ValueError, match="bytes; at most"):
-        results.load(path)
+        result_files.load(path)
 
 
 @pytest.mark.parametrize("name, ok", [("2026-12-05-smollm2-135m-instruct-cpu-a3bf4073.json", True), ("a.json", True),

@@ -16,8 +16,8 @@ import pytest
 from benchruns import CURVE, build_run, sample, turn
 
 from specatlas.bench import earlier_weights, provenance
-from specatlas.bench.leaderboard import measured_markdown
-from specatlas.bench.results import load
+from specatlas.bench.leaderboard_page import measured_markdown
+from specatlas.bench.result_files import load
 from specatlas.cli import main
 from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY, shipped_in, shipped_label
 from specatlas.paths import repo_root
@@ -246,12 +246,13 @@ def test_a_model_card_names_the_checkout_the_code_runs_from(repository, tmp_path
     and train-eval their results while a later size or method is measured, which does not make the
     checkout that trains it dirty; its code's own checkout counts, wherever the command
     runs, and an installed copy (no checkout around it) names no commit."""
-    from specatlas import paths, train
+    from specatlas import paths
+    from specatlas.bench.provenance import checkout_state
 
     root = tmp_path / "repo"
     monkeypatch.setattr(provenance, "repo_root", lambda: pytest.fail("the catalog's checkout was asked"))
     monkeypatch.setattr(paths, "__file__", str(root / "tools" / "paths.py"))  # the code runs from `root`
-    assert train.checkout() == {"commit": None, "dirty": None}  # no papers/ and taxonomy/ beside the code
+    assert checkout_state() == {"commit": None, "dirty": None}  # no papers/ and taxonomy/ beside the code
     (root / "papers").mkdir()
     (root / "taxonomy").mkdir()
     (root / SHIPPED_IN_REPOSITORY / HEAD / "model.safetensors").write_bytes(b"retrained")
@@ -263,7 +264,7 @@ def test_a_model_card_names_the_checkout_the_code_runs_from(repository, tmp_path
                    check=True, capture_output=True)
     measured.write_text('{"points": []}')
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
-    assert train.checkout() == {"commit": commit, "dirty": False}
+    assert checkout_state() == {"commit": commit, "dirty": False}
     assert provenance.git_state(root) == {"commit": commit, "dirty": True}
     assert provenance.git_state(root, excluding=("elsewhere",))["dirty"] is True  # only the folders named are left out
 
@@ -352,8 +353,8 @@ def test_bench_records_the_weights_each_row_loaded(tmp_path, monkeypatch):
     gives the head: the name the backfill and the leaderboard look the head up by in older files."""
     torch = pytest.importorskip("torch")
     from specatlas.bench import contenders as cs
-    from specatlas.bench.run import built
-    from specatlas.impls.engine import checkpoints
+    from specatlas.bench.contenders import built
+    from specatlas.impls.families import checkpoints
     from specatlas.impls.engine.draft_length import DraftLengthPolicy
     from specatlas.impls.engine.models import EMBEDDED
     from specatlas.impls.families import FAMILIES

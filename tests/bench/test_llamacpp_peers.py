@@ -9,7 +9,8 @@ from benchruns import build_run, sample, turn
 
 from specatlas.bench import contenders as cs
 from specatlas.bench.check import check
-from specatlas.bench.leaderboard import measured_markdown, measured_rows
+from specatlas.bench.leaderboard_page import measured_markdown
+from specatlas.bench.measured import measured_rows
 from specatlas.bench.run import encode_conversation, llamacpp_ids
 from specatlas.cli import main
 
@@ -60,12 +61,12 @@ def test_list_shows_the_llama_cpp_peers(capsys):
     assert "llamacpp-greedy" in out and "llamacpp-prompt-lookup" in out
 
 
-def test_missing_llama_cpp_python_is_one_line_naming_make_setup(capsys, monkeypatch):
+def test_missing_llama_cpp_python_is_one_line_naming_make_peers(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # `import llama_cpp` now raises ImportError
     assert main(["bench", LOOKUP]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
-    assert "llama-cpp-python" in err and "make setup" in err and ".[peers]" in err
+    assert "llama-cpp-python" in err and "make peers" in err and ".[peers]" in err
     # --all leaves them out, saying why, and measures the rest
     assert llamacpp_ids(["hf-generate", cs.LLAMACPP_GREEDY, LOOKUP], None, []) == ["hf-generate"]
     assert "leaving out llamacpp-greedy, llamacpp-prompt-lookup" in capsys.readouterr().err

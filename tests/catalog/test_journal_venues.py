@@ -2,7 +2,7 @@
 
 import pytest
 
-from specatlas.catalog.metadata import venue_key
+from specatlas.catalog.venue_names import venue_key
 from specatlas.catalog.venues import VENUES
 
 

@@ -10,7 +10,8 @@ import yaml
 
 from specatlas import cli
 from specatlas.catalog import metadata
-from specatlas.catalog.metadata import MetadataError, Offline, venue_key
+from specatlas.catalog.metadata import MetadataError, Offline
+from specatlas.catalog.venue_names import venue_key
 from specatlas.catalog.records import read_record
 
 RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "metadata"

@@ -4,7 +4,8 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from specatlas.catalog.stats import month_counts, posted_month
+from specatlas.catalog.records import posted_month
+from specatlas.catalog.stats import month_counts
 
 
 def paper(arxiv=None, year=2025, month=None):

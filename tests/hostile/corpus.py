@@ -81,7 +81,8 @@ class Outcome:
 
 def _result_file(folder: Path) -> None:
     """One valid result file, as `specatlas bench` writes it (no model needed)."""
-    from specatlas.bench.results import SCHEMA_VERSION, Run, config_hash, curve_fields, dumps, summarize
+    from specatlas.bench.result_files import dumps
+    from specatlas.bench.results import SCHEMA_VERSION, Run, config_hash, curve_fields, summarize
 
     config = {"methods": ["baseline", "fast"], "prompt_set": {"id": "set", "sha256": "ab" * 32},
               "question_ids": ["1"], "model": {"target": "tiny", "target_sha256": "cd" * 32, "drafter": None,

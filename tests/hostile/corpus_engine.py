@@ -251,7 +251,8 @@ def _data_folder(kind: str = "answers", shard: bytes | None = None, listed: byte
     the first replaced on disk by `shard` while the manifest lists the hash of `listed` (default:
     of what is on disk)."""
     def prepare(root: Path, tmp: Path) -> None:
-        from specatlas.train_data import MARKER, shard_entry
+        from specatlas.data_shards import shard_entry
+        from specatlas.train_data import MARKER
 
         _model(_template(CHAT))(root, tmp)
         folder = tmp / "td"

@@ -153,7 +153,7 @@ def _in_parallel(*jobs) -> None:
 def test_two_runs_appending_to_one_bench_partial_file_keep_every_line(tmp_path):
     """Lines of 40 KB (several buffer sizes) from two writers, while a third process keeps
     reopening the file as a restarted run does (which drops a last line cut short)."""
-    from specatlas.bench.results import Checkpoint
+    from specatlas.bench.result_files import Checkpoint
 
     path = tmp_path / ".partial-0123456789abcdef.jsonl"
     path.touch()

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from specatlas.impls.engine.checkpoints import CheckpointError, load
+from specatlas.impls.families.checkpoints import CheckpointError, load
 from specatlas.impls.engine.errors import ModelLoadError
 from specatlas.impls.engine.models import load_model
 from specatlas.impls.families import training

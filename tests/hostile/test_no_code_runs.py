@@ -16,7 +16,7 @@ import torch
 from corpus import make_root, preload, run_cli
 
 from specatlas.impls.drafters.self_drafting import layer_skip as self_speculative
-from specatlas.impls.engine import checkpoints
+from specatlas.impls.families import checkpoints
 from specatlas.impls.engine import models
 from specatlas.impls.engine.weight_storage import stored
 from specatlas.impls.engine.errors import ModelLoadError
@@ -248,7 +248,7 @@ def test_a_hub_model_with_its_own_code_is_refused_and_transformers_is_told_not_t
                                         ("intermediate_size", 10**8), ("num_hidden_layers", -1)])
 def test_a_draft_checkpoints_sizes_are_bounded_before_anything_is_built(tmp_path, key, value):
     """A small config.json asking for a huge module is refused in one line, before allocating it."""
-    from specatlas.impls.engine.checkpoints import CheckpointError, load
+    from specatlas.impls.families.checkpoints import CheckpointError, load
 
     target = tiny_llama(0)
     folder = tmp_path / "head"
@@ -259,7 +259,7 @@ def test_a_draft_checkpoints_sizes_are_bounded_before_anything_is_built(tmp_path
 
 
 def test_a_huge_checkpoint_config_is_refused_before_reading(tmp_path):
-    from specatlas.impls.engine.checkpoints import CheckpointError, load
+    from specatlas.impls.families.checkpoints import CheckpointError, load
 
     folder = tmp_path / "head"
     folder.mkdir()

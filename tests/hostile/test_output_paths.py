@@ -46,6 +46,7 @@ COMMANDS = {
     "leaderboard": lambda out: ["leaderboard", "--results", out],
     "backfill-weights": lambda out: ["results", "backfill-weights", "--results", out],
     "bench": lambda out: ["bench", "baseline", "--out", out],
+    "gpu-check": lambda out: ["gpu-check", "--device", "cpu", "--methods", "pld", "--bench-methods", "pld", "--out", out],
     "train": lambda out: ["train", "medusa", "--output", out],
 }
 FOLDERS = {"checkout": "{root}", "parent": "{tmp}", "papers": "{root}/papers", "taxonomy": "{root}/taxonomy",
@@ -53,10 +54,10 @@ FOLDERS = {"checkout": "{root}", "parent": "{tmp}", "papers": "{root}/papers", "
 FILES = {"record": "{root}/papers/alpha2023drafting.yaml", "readme": "{root}/README.md",
          "user-file": "{tmp}/mine/notes.txt", "user-bib": "{tmp}/mine/refs.bib",
          "new-file-in-papers": "{root}/papers/new.bib", "docs-file": "{root}/docs/style.css"}
-# bench only adds uniquely named files to a folder, never replaces one, and backfill-weights one file of
-# its own name (over its own only): a user's folder is theirs to use.
+# bench (and gpu-check, through it) only adds uniquely named files to a folder, never replaces one,
+# and backfill-weights one file of its own name (over its own only): a user's folder is theirs to use.
 CASES = [(command, name, path) for command in COMMANDS for name, path in FOLDERS.items()
-         if not (command in ("bench", "backfill-weights") and name == "user-folder")]
+         if not (command in ("bench", "gpu-check", "backfill-weights") and name == "user-folder")]
 CASES += [(command, name, path) for command in ("bib", "datastore") for name, path in FILES.items()]
 
 

@@ -125,16 +125,21 @@ def test_decoding_through_packed_linears_stays_token_identical_to_the_baseline(t
 
 
 def test_default_kernels_suspends_packing_inside_only(tmp_path, every_row_packed):
-    model = float32_llama(2)
+    """Only the models named, only while inside: another packed model keeps its kernel (the
+    suspension is no process-wide switch, which PEARL's drafter thread would also see)."""
+    model, other = float32_llama(2), float32_llama(2)
     ids = torch.randint(0, 64, (1, 8))
     stock = model(input_ids=ids).logits
-    cpu_kernels.pack_linears(model, tmp_path)
-    # A packed head of zeros tells which path ran (the head has no bias).
-    model.lm_head.packed = torch.ops.mkldnn._reorder_linear_weight(torch.zeros_like(model.lm_head.weight), None)
-    with cpu_kernels.default_kernels():
-        assert torch.equal(model(input_ids=ids).logits, stock)
-    with torch.no_grad():  # with a gradient wanted a packed layer steps aside (the packed kernel has no backward)
-        assert not model(input_ids=ids).logits.any()
+    for packed in (model, other):
+        cpu_kernels.pack_linears(packed, tmp_path)
+        # A packed head of zeros tells which path ran (the head has no bias).
+        packed.lm_head.packed = torch.ops.mkldnn._reorder_linear_weight(torch.zeros_like(packed.lm_head.weight), None)
+    with torch.no_grad():
+        with cpu_kernels.default_kernels(model):
+            assert torch.equal(model(input_ids=ids).logits, stock)
+            assert cpu_kernels.suspended(model) and not cpu_kernels.suspended(other)
+            assert not other(input_ids=ids).logits.any()
+        assert not model(input_ids=ids).logits.any() and not cpu_kernels.suspended(model)
 
 
 def test_calibrate_times_the_curve_on_default_and_measured_kernels(tmp_path, monkeypatch, every_row_packed, capsys):

@@ -265,11 +265,26 @@ class FakeClock:
 
         monkeypatch.setattr(kv, "forward", forward)
         monkeypatch.setattr(draft_length, "time", SimpleNamespace(perf_counter=lambda: self.now))
-        monkeypatch.setattr(draft_length, "_calibrations", {})
 
     @staticmethod
     def cost(context, width):
         return 0.001 + 0.0002 * width + 1e-6 * width * context
+
+
+def test_each_model_object_is_timed_for_itself(monkeypatch):
+    """Two models of one name and shape (other weights, another machine's copy) each get their own
+    curve: none is shared through a process-wide cache keyed by the model's name."""
+    clock, slow = FakeClock(monkeypatch), tiny_llama(0)
+    timed = kv.forward
+
+    def forward(model, cache, ids, **kwargs):  # `slow` costs one extra step per forward
+        clock.now += 0.001 * (model is slow)
+        return timed(model, cache, ids, **kwargs)
+
+    monkeypatch.setattr(kv, "forward", forward)
+    fast_curve = calibrate(tiny_llama(0), 4, context=8, widths=(1, 2))
+    slow_curve = calibrate(slow, 4, context=8, widths=(1, 2))
+    assert slow_curve == pytest.approx({w: fast_curve[w] + 0.001 for w in (1, 2)})
 
 
 def test_calibration_times_each_context_that_fits_once_and_keeps_the_fastest(monkeypatch):

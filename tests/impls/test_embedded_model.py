@@ -39,7 +39,7 @@ SPECULATIVE = [m for m in METHODS.values() if m.id != "baseline"]
 def build(method, model, **settings):
     """A method whose trained piece is not shipped fails under CI (elsewhere it is skipped with the
     reason: `specatlas train` ships it)."""
-    from specatlas.impls.engine.checkpoints import HeadNotShipped
+    from specatlas.impls.families.checkpoints import HeadNotShipped
 
     try:
         return method.build(model, **settings)
@@ -131,7 +131,7 @@ def test_self_speculative_runs_name_the_skipped_layers(embedded, capsys, method)
 
 
 def test_a_method_whose_trained_piece_is_missing_says_so_in_one_line(embedded, tmp_path, monkeypatch, capsys):
-    from specatlas.impls.engine import checkpoints
+    from specatlas.impls.families import checkpoints
 
     monkeypatch.setattr(checkpoints, "SHIPPED_HEADS", tmp_path)
     assert main(["run", "kangaroo", "--prompt", PROMPTS[0], "--max-new-tokens", "4", "--device", "cpu"]) == 1

@@ -72,7 +72,7 @@ def test_greedy_output_is_plain_decoding(world, baseline, spec, policy):
     if policy == DraftLengthPolicy.paper() and spec.paper_draft is not None:
         depth, nodes = spec.paper_draft
         seen_depth, seen_nodes = max(d for d, _ in recorder.shapes), max(n for _, n in recorder.shapes)
-        if spec.paper_draft_exact:
+        if spec.draft_exact:
             assert (seen_depth, seen_nodes) == (depth, nodes), \
                 f"{spec.id}: widest draft {seen_nodes} nodes of depth {seen_depth}, the paper's is {nodes} of depth {depth}"
         else:  # adaptive methods stop early: the paper's shape bounds their drafts
@@ -97,3 +97,19 @@ def test_the_seed_fixes_the_sampled_text(world, spec):
     if spec.lossless and recorder.sampled_drafts == 0:
         # Deterministic drafts are verified by drawing the target's own token at each position.
         assert sampled(long, 3) == text, f"{spec.id}: the draft length changed the seed's text"
+
+
+def test_the_cost_aware_policy_runs_and_names_the_hardware_sized_structure(world):
+    """SpecInfer's tree is the paper's under the paper's settings and a fixed draft length, its
+    labelled 2 x 2 variant under the cost-aware policy; a bench row says which it ran."""
+    from specatlas.bench.contenders import specatlas_method
+
+    spec = METHODS["miao2024specinfer"]
+    paper_tree = (1, 1, 3, 1, 1, 1, 1, 1)
+    for policy, widths in ((DraftLengthPolicy.paper(), paper_tree), (DraftLengthPolicy.fixed(3), paper_tree),
+                           (DraftLengthPolicy.cost_aware(), (2, 2))):
+        assert spec.build(world.target, world.draft_model, policy).drafter.widths == widths, policy.name
+    paper = specatlas_method(spec, world.target, world.draft_model, DraftLengthPolicy.paper()).setup
+    sized = specatlas_method(spec, world.target, world.draft_model, DraftLengthPolicy.cost_aware()).setup
+    assert "paper settings: token tree expansion <1, 1, 3, 1, 1, 1, 1, 1>" in paper and "hardware-sized" not in paper
+    assert "hardware-sized structure 2x2-then-chains (2 x 2 candidates" in sized and "paper settings" not in sized

@@ -397,7 +397,7 @@ def small_llama():
 def kangaroo_decoder(model):
     from specatlas.impls.families.kangaroo import KangarooAdapter
     from specatlas.impls.families.blocks import LayerConfig
-    from specatlas.impls.engine.layer_view import Kangaroo
+    from specatlas.impls.families.kangaroo import Kangaroo
 
     torch.manual_seed(0)
     adapter = KangarooAdapter(LayerConfig.from_dict(model.config.to_dict()), model.model.norm.weight, 2)

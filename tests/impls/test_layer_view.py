@@ -9,7 +9,9 @@ from specatlas.impls.engine import kv
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import FixedLength
 from specatlas.impls.engine.drafting import PromptLookup
-from specatlas.impls.engine.layer_view import EarlyExit, Kangaroo, LayerView, resume
+from specatlas.impls.drafters.self_drafting.early_exit import EarlyExit
+from specatlas.impls.engine.layer_view import LayerView, resume
+from specatlas.impls.families.kangaroo import Kangaroo
 
 from .toy import tiny_llama
 

@@ -6,8 +6,9 @@ from functools import partial
 import pytest
 import torch
 
-from specatlas.impls.engine import checkpoints, kv
-from specatlas.impls.engine.checkpoints import HeadNotShipped
+from specatlas.impls.engine import kv
+from specatlas.impls.families import checkpoints
+from specatlas.impls.families.checkpoints import HeadNotShipped
 from specatlas.impls.engine.decoding import Session, SpeculativeDecoder
 from specatlas.impls.engine.draft_length import FixedLength
 from specatlas.impls.engine.drafting import ModelDrafter

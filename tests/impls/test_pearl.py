@@ -12,7 +12,7 @@ from specatlas.impls.engine import verification
 from specatlas.impls.engine.decoding import SpeculativeDecoder, Stats
 from specatlas.impls.engine.draft_length import FixedLength
 from specatlas.impls.engine.drafting import ModelDrafter
-from specatlas.impls.engine.pipeline import Pearl
+from specatlas.impls.drafters.draft_structure.pipeline import Pearl
 from specatlas.impls.engine.sampling import Randomness, Sampling
 
 from .test_exact_distribution import PROMPT, SAMPLINGS, deviation

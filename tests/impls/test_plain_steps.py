@@ -12,7 +12,7 @@ from specatlas.impls.engine import draft_length, kv
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy, FixedLength
 from specatlas.impls.engine.drafting import Draft, ModelDrafter
-from specatlas.impls.engine.pipeline import Pearl
+from specatlas.impls.drafters.draft_structure.pipeline import Pearl
 from specatlas.impls.registry import METHODS
 
 from .test_draft_length import CONTEXT, CURVE, STEP

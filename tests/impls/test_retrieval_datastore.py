@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from specatlas import contamination, train_data
-from specatlas.bench.results import load
+from specatlas import contamination, data_shards
+from specatlas.bench.result_files import load
 from specatlas.cli import main
-from specatlas.datastore import chosen_datastore, training_data_store
+from specatlas.data_shards import chosen_datastore, training_data_store
 from specatlas.impls.drafters.model_free.retrieval import Datastore, RetrievalTree
 from specatlas.impls.families.answers import Conversation, text_sha, write_shard
 from specatlas.impls.methods.retrieval import DEFAULT_DATASTORE, datastore_for
@@ -51,7 +51,7 @@ def place(tmp_path, monkeypatch, model):
     """A working folder holding `specatlas train-data`'s default folder for the tiny model, and a cache."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))
-    return train_data.default_folder(str(model))
+    return data_shards.default_folder(str(model))
 
 
 def write_data(folder, answers: list[list[str]]) -> list[dict]:
@@ -62,7 +62,7 @@ def write_data(folder, answers: list[list[str]]) -> list[dict]:
         conversations = [Conversation(f"project:test:{k}-{i}", text_sha(f"q{k}.{i}"), ids(f"q{k}.{i} "),
                                       ids(text) + [EOS_ID], True) for i, text in enumerate(texts)]
         name = f"answers-{k:05d}.npz"
-        entries.append(train_data.shard_entry(name, conversations, write_shard(folder / name, conversations, VOCAB)))
+        entries.append(data_shards.shard_entry(name, conversations, write_shard(folder / name, conversations, VOCAB)))
     (folder / "manifest.json").write_text(json.dumps({"magpie": [], "answers": entries}))
     return entries
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from specatlas.impls.engine import tree_search
+from specatlas.impls.drafters.draft_structure import tree_search
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import FixedLength
 from specatlas.impls.engine.sampling import Sampling
-from specatlas.impls.engine.tree_search import (SequoiaDrafter, Tree, hardware_aware, measure_acceptance, optimal_values,
+from specatlas.impls.drafters.draft_structure.tree_search import (SequoiaDrafter, Tree, hardware_aware, measure_acceptance, optimal_values,
                                                 tree_paths)
 from specatlas.impls.engine.verification import RejectionSampling
 

@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from specatlas import train_data
+from specatlas import data_shards
 from specatlas.impls.families import answers, training
 from specatlas.impls.families.answers import Conversation, text_sha
-from specatlas.impls.engine.checkpoints import load
+from specatlas.impls.families.checkpoints import load
 from specatlas.impls.engine.weight_storage import stored
 from specatlas.impls.families import FAMILIES
 from specatlas.impls.families.distillspec import DraftLayers
@@ -225,9 +225,9 @@ def test_shipped_cards_of_stopped_runs_print_the_command_that_remakes_them():
         assert (args.steps, args.epochs, args.stop_at, args.seed) == (*schedule, stop, card["config"]["seed"]), card["family"]
         assert "--budget-minutes" not in argv
         # the data is pinned: the card's --tokens selects the shards it names (their combined hash)
-        chosen = train_data.selected(train_data.default_folder(card["base_model"]), args.tokens)
-        assert train_data.describe(train_data.default_folder(card["base_model"]), [(e["sha256"], []) for e in chosen],
-                                   train_data.HELD_OUT_SHARDS) == card["data_source"], card["family"]
+        chosen = data_shards.selected(data_shards.default_folder(card["base_model"]), args.tokens)
+        assert data_shards.describe(data_shards.default_folder(card["base_model"]), [(e["sha256"], []) for e in chosen],
+                                   data_shards.HELD_OUT_SHARDS) == card["data_source"], card["family"]
 
 
 def test_epochs_resolve_to_the_steps_that_draw_the_training_data_that_often(tmp_path, loaded):
@@ -366,7 +366,7 @@ def test_distilled_drafter_round_trips_through_its_shipped_format(tmp_path, load
 
 
 def test_the_shipped_distilled_drafter_is_the_embedded_models_default_draft_model(tmp_path, monkeypatch):
-    from specatlas.impls.engine import checkpoints
+    from specatlas.impls.families import checkpoints
     from specatlas.impls.methods import core as methods
     from specatlas.impls.engine.decoding import SpeculativeDecoder
     from specatlas.impls.engine.models import EMBEDDED
@@ -442,7 +442,7 @@ def test_a_family_defined_in_one_file_and_one_table_line_trains_saves_loads_and_
         "# linear head for tiny\n\na linear head on the target's final state, trained by `specatlas train`")
     checkpoint = load(tmp_path / "linear", loaded.model, "tiny")
     assert checkpoint.family == "linear" and isinstance(checkpoint.head, LinearHead)
-    spec = MethodSpec("linear-toy", "a linear head", (), (), (), True, "tests.impls.linear_family:linear_method",
+    spec = MethodSpec(id="linear-toy", name="a linear head", lossless=True, builder="tests.impls.linear_family:linear_method",
                       trained_head="linear")
     decoder = spec.build(loaded.model, None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=tmp_path / "linear")
     prompt = [1, 2, 3, 4]

@@ -33,7 +33,7 @@ from specatlas.impls.families.blocks import LayerConfig
 from specatlas.impls.drafters.model_free.retrieval import Datastore
 from specatlas.impls.drafters.self_drafting.layer_skip import search_identity
 from specatlas.impls.engine.sampling import Sampling
-from specatlas.impls.engine.tree_search import MAX_BRANCH, acceptance_file
+from specatlas.impls.drafters.draft_structure.tree_search import MAX_BRANCH, acceptance_file
 
 from .toy import tiny_llama
 

@@ -245,7 +245,8 @@ def test_leaderboard_overall_column_fits_at_1280_px_and_has_one_row_per_method(o
 
 
 def test_leaderboard_headings_state_the_sample_and_link_the_raw_files(open_page, served):
-    from specatlas.bench.leaderboard import load_all, measured_rows, tables
+    from specatlas.bench.aggregate import load_all, tables
+    from specatlas.bench.measured import measured_rows
 
     base, catalog = served
     grouped = [table for table, _ in tables(load_all(catalog.root / "results")[0])]
@@ -380,7 +381,8 @@ def test_lineage_is_drawn_and_its_nodes_link_to_papers(open_page, served):
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_which_method_has_a_cpu_setting_whose_top_pick_was_measured_on_cpu(open_page, served, scheme):
-    from specatlas.bench.leaderboard import load_all, measured_rows
+    from specatlas.bench.aggregate import load_all
+    from specatlas.bench.measured import measured_rows
 
     base, catalog = served
     page = open_page(scheme)

@@ -8,10 +8,11 @@ import shutil
 import pytest
 
 from sitecatalog import make_root
-from specatlas.bench.leaderboard import load_all, measured_rows
+from specatlas.bench.aggregate import load_all
+from specatlas.bench.measured import measured_rows
 from specatlas.bench.published import load_spec_bench
 from specatlas.paths import repo_root
-from specatlas.site import choose, pages, reported
+from specatlas.site import choose, pages, project_pages, reported
 from specatlas.site.catalog import load_catalog
 
 RUN = "2026-12-03-smollm2-135m-instruct-cpu-9abfbd69.json"
@@ -109,7 +110,7 @@ def test_every_page_counts_runnable_methods_alike():
     count = len(real.runnable)
     assert count == len([s for s in METHODS.values() if s.has_paper and s.record_id in real.by_id])
     assert ("hu2025sam-eagle2", real.by_id["hu2025sam"]) in real.runnable
-    home, coverage, run = pages.home(real), pages.coverage_page(real), pages.run_page(real)
+    home, coverage, run = pages.home(real), project_pages.coverage_page(real), project_pages.run_page(real)
     assert f"{count} methods run here from their paper id" in home and f"| Runnable here (reference implementations) | {count} |" in home
     assert f"the {count} methods that run here" in coverage and f"The {count} methods that run here:" in run
 
@@ -141,16 +142,16 @@ def test_a_result_files_policy_becomes_a_command_only_when_plain():
 
 
 def test_run_page_and_robots(fixture_catalog):
-    page = pages.run_page(fixture_catalog)
+    page = project_pages.run_page(fixture_catalog)
     for flag in ("--model", "--device", "--drafter-checkpoint", "--draft-model", "--dtype"):
         assert f"`{flag}`" in page
     for command in ("make demo", "specatlas train eagle", "specatlas bench", "specatlas results check", "--compare",
                     "specatlas advise --prompts"):
         assert command in page
     assert "git clone" not in page  # no repository configured: no guessed address
-    assert "git clone https://github.com/o/r specatlas" in pages.run_page(fixture_catalog, "https://github.com/o/r")
-    assert "Sitemap" not in pages.robots(None)
-    assert pages.robots("https://example.org/atlas/").endswith("Sitemap: https://example.org/atlas/sitemap.xml\n")
+    assert "git clone https://github.com/o/r specatlas" in project_pages.run_page(fixture_catalog, "https://github.com/o/r")
+    assert "Sitemap" not in project_pages.robots(None)
+    assert project_pages.robots("https://example.org/atlas/").endswith("Sitemap: https://example.org/atlas/sitemap.xml\n")
 
 
 @pytest.mark.parametrize("hardware, setting", [

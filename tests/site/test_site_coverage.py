@@ -7,11 +7,11 @@ import shutil
 import pytest
 
 from sitecatalog import make_root
-from specatlas.bench.leaderboard import load_all
+from specatlas.bench.aggregate import load_all
 from specatlas.impls import coverage
 from specatlas.impls.registry import METHODS
 from specatlas.paths import repo_root
-from specatlas.site import pages
+from specatlas.site import project_pages
 from specatlas.site.catalog import load_catalog
 
 RUN = "2026-12-03-smollm2-135m-instruct-cpu-9abfbd69.json"
@@ -21,7 +21,7 @@ RUN = "2026-12-03-smollm2-135m-instruct-cpu-9abfbd69.json"
 def page(tmp_path_factory):
     root = make_root(tmp_path_factory.mktemp("coverage"))
     shutil.copy(repo_root() / "results" / RUN, root / "results")
-    return pages.coverage_page(load_catalog(root), load_all(root / "results"))
+    return project_pages.coverage_page(load_catalog(root), load_all(root / "results"))
 
 
 def row(page, node_id):
@@ -61,7 +61,7 @@ def real_page(tmp_path_factory):
     MCSD and SpecHub were registered)."""
     root = make_root(tmp_path_factory.mktemp("real"), papers=repo_root() / "papers")
     shutil.copy(repo_root() / "results" / RUN, root / "results")
-    return pages.coverage_page(load_catalog(root), load_all(root / "results"))
+    return project_pages.coverage_page(load_catalog(root), load_all(root / "results"))
 
 
 def test_every_registered_method_is_on_the_row_of_each_node_it_runs(real_page):

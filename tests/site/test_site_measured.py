@@ -10,7 +10,8 @@ import shutil
 import pytest
 
 from sitecatalog import FIXTURE_PAPERS, make_root
-from specatlas.bench.leaderboard import measured_by_method, load_all
+from specatlas.bench.aggregate import load_all
+from specatlas.bench.measured import measured_by_method
 from specatlas.paths import repo_root
 from specatlas.site.build import build
 from specatlas.site.catalog import load_catalog

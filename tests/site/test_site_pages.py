@@ -7,7 +7,7 @@ import pytest
 
 from specatlas.bench.published import SPEC_BENCH_FILE
 from specatlas.catalog.taxonomy import FACETS
-from specatlas.site import pages
+from specatlas.site import pages, project_pages
 from specatlas.site.catalog import posted
 from specatlas.site.timeline import NO_FAMILY
 
@@ -336,7 +336,7 @@ def test_learning_resources_link_public_addresses_from_the_catalog_and_the_paper
     from specatlas.site.catalog import load_catalog
 
     catalog = load_catalog(repo_root())
-    page = pages.resources_page(catalog)
+    page = project_pages.resources_page(catalog)
     assert "(papers/xia2024unlocking.md) (2024-01, ACL\\-Findings): [public copy](https://arxiv.org/abs/2401.07851)" in page
     # an engine's documentation, as a record's serving_engines cites it (pinned to the version read)
     assert "(https://github.com/vllm-project/vllm/blob/002e77c1f0ef9b19cff8b9e21cfbd6feb3d6b443/vllm/config/speculative.py)" in page

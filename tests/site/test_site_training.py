@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from specatlas.paths import repo_root
-from specatlas.site.pages import RepositoryFileError, training_page
+from specatlas.site.project_pages import RepositoryFileError, training_page
 
 DATA = "reference_impls/training_data/smollm2-135m-instruct/manifest.json"
 

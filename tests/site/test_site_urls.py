@@ -90,19 +90,19 @@ def test_a_site_takes_its_addresses_from_the_project(tmp_path, unconfigured):
 def test_the_repository_names_its_own_addresses_and_a_fork_overrides_them(tmp_path, monkeypatch, unconfigured):
     """pyproject.toml [project.urls] is the one configured place; SPECATLAS_* variables override it."""
     from specatlas.paths import repo_root
-    from specatlas.site import pages
+    from specatlas.site import project_pages
 
     found = resolve(repo_root(), Addresses())
     assert (found.site_url, found.repo_url) == ("https://specatlas.github.io/specatlas/", "https://github.com/specatlas/specatlas")
     assert resolve(repo_root(), Addresses("https://fork.example.org/", "https://github.com/someone/fork")).repo_url == \
         "https://github.com/someone/fork"
     catalog = load_catalog(make_root(tmp_path / "root"))
-    run = pages.run_page(catalog, found.repo_url, found.site_url)
+    run = project_pages.run_page(catalog, found.repo_url, found.site_url)
     assert "git clone https://github.com/specatlas/specatlas specatlas" in run
     assert "- This site: [https://specatlas\\.github\\.io/specatlas/](https://specatlas.github.io/specatlas/)" in run
-    contributing = pages.contributing_page(catalog, found.repo_url, found.site_url)
+    contributing = project_pages.contributing_page(catalog, found.repo_url, found.site_url)
     assert "(https://github.com/specatlas/specatlas/pulls)" in contributing
-    assert "Where the project lives" not in pages.contributing_page(catalog)  # nothing configured: no address
+    assert "Where the project lives" not in project_pages.contributing_page(catalog)  # nothing configured: no address
 
 
 def test_a_configured_site_gets_a_sitemap_and_the_header_links_the_repository(tmp_path, monkeypatch):

@@ -8,8 +8,9 @@ import random
 import numpy as np
 import pytest
 import torch
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from specatlas.impls.families.answers import Conversation, ShardError, generate, read_shard, write_shard
+from specatlas.impls.families.answers import GROUPED, Conversation, ShardError, generate, read_shard, write_shard
 from tests.impls.toy import tiny_llama
 
 
@@ -52,6 +53,18 @@ def test_sampling_is_seeded():
         return sorted((a.index, a.tokens) for a in generate(model, prompts, 8, set(), rows=3, temperature=1.0, seed=seed))
 
     assert run(1) == run(1) != run(2)
+
+
+def test_the_grouped_attention_is_registered_only_while_a_generation_runs():
+    """Nothing outlives a generation: its attention's name leaves transformers' process-wide table
+    and the model attends as before."""
+    model = tiny_llama(seed=3, layers=2, vocab=32)
+    before = model.config._attn_implementation
+    answers = generate(model, [[1, 2, 3]], 4, set(), rows=1)
+    next(answers)
+    assert GROUPED in ALL_ATTENTION_FUNCTIONS and model.config._attn_implementation == GROUPED
+    list(answers)
+    assert GROUPED not in ALL_ATTENTION_FUNCTIONS and model.config._attn_implementation == before
 
 
 def test_a_shard_round_trips_and_a_damaged_one_is_refused_in_one_line(tmp_path):

@@ -60,3 +60,50 @@ def test_a_run_the_time_budget_ended_says_so_and_how_to_finish_it(tmp_path, caps
     (tmp_path / "training.json").unlink()  # `train fr-spec --output NEW`: the ranking alone, no card
     budget_stop(FAMILIES["fr-spec"], tmp_path, 45.0)
     assert capsys.readouterr().err == ""
+
+
+def test_a_retrained_head_replaces_the_shipped_one_only_when_better(tmp_path, monkeypatch, capsys):
+    """Every committed retrain stays in git: a shipped head is replaced only by one whose held-out
+    acceptance beats its card's, or with --replace-anyway; a folder outside the shipped heads as before."""
+    from specatlas.impls.families import training
+
+    make_folder(tmp_path / "data", shards=3, per_shard=3, answer=10)
+    target = tiny_llama(3, layers=6, vocab=16).float()
+    monkeypatch.setattr(train, "load_model", lambda *args, **kwargs: LoadedModel(
+        target, range(target.config.vocab_size), "tiny"))
+    monkeypatch.setattr(train_data, "default_folder", lambda name: tmp_path / "data")
+    monkeypatch.setattr(training, "SHIPPED_HEADS", tmp_path / "shipped")
+    monkeypatch.setattr(train, "default_output", lambda family, name: tmp_path / "shipped" / f"{family.name}-head")
+    monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))
+    head = tmp_path / "shipped" / "medusa-head"
+    assert main(["train", "medusa", "--steps", "2"]) == 0  # no head shipped yet
+    measured = json.loads((head / "training.json").read_text())["held_out"]["mean_accepted_tokens_chain"]
+
+    def ship(mean: float) -> bytes:
+        card = json.loads((head / "training.json").read_text())
+        card["held_out"]["mean_accepted_tokens_chain"] = mean
+        (head / "training.json").write_text(json.dumps(card))
+        return (head / "medusa_lm_head.safetensors").read_bytes()
+
+    for shipped in (measured, measured + 1):  # as good, or better: kept
+        weights = ship(shipped)
+        capsys.readouterr()
+        assert main(["train", "medusa", "--steps", "2"]) == 2
+        err = capsys.readouterr().err
+        line = err.strip().splitlines()[-1]  # after the progress lines
+        assert "Traceback" not in err and line.startswith("specatlas train: ") and f"{head}: kept the shipped" in line
+        assert f"no better than its card's {shipped}" in line and "--replace-anyway" in line
+        assert (head / "medusa_lm_head.safetensors").read_bytes() == weights
+        assert json.loads((head / "training.json").read_text())["held_out"]["mean_accepted_tokens_chain"] == shipped
+    assert main(["train", "medusa", "--steps", "2", "--replace-anyway"]) == 0
+    assert json.loads((head / "training.json").read_text())["held_out"]["mean_accepted_tokens_chain"] == measured
+    ship(measured - 0.5)  # a worse shipped head is replaced
+    assert main(["train", "medusa", "--steps", "2"]) == 0
+    assert json.loads((head / "training.json").read_text())["held_out"]["mean_accepted_tokens_chain"] == measured
+    # Outside the shipped heads the card is not compared.
+    other = tmp_path / "mine"
+    assert main(["train", "medusa", "--steps", "2", "--output", str(other)]) == 0
+    ship_other = json.loads((other / "training.json").read_text())
+    ship_other["held_out"]["mean_accepted_tokens_chain"] = 99
+    (other / "training.json").write_text(json.dumps(ship_other))
+    assert main(["train", "medusa", "--steps", "2", "--output", str(other)]) == 0

@@ -30,7 +30,7 @@ def test_an_epochs_curve_trains_every_size_as_often_so_its_steps_grow_with_the_d
     skips the sizes measured, unless the family's settings changed since."""
     import json
 
-    from specatlas import train_data, train_curve
+    from specatlas import data_shards, train_curve
     from specatlas.cli import main
     from specatlas.impls.engine import models
     from tests.impls.toy import tiny_llama
@@ -40,7 +40,7 @@ def test_an_epochs_curve_trains_every_size_as_often_so_its_steps_grow_with_the_d
     target = tiny_llama(3, layers=6, vocab=16).float()
     monkeypatch.setattr(models, "load_model", lambda *args, **kwargs: LoadedModel(
         target, range(target.config.vocab_size), "tiny"))  # a tokenizer's length is all loading reads
-    monkeypatch.setattr(train_data, "default_folder", lambda name: tmp_path / "data")
+    monkeypatch.setattr(data_shards, "default_folder", lambda name: tmp_path / "data")
     monkeypatch.setattr(train_curve, "training_results_dir", lambda: tmp_path / "results")
     monkeypatch.setattr(train_curve, "paper_method_acceptance", lambda *args: {"method": "li2025eagle"})  # tested above
     monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from specatlas import train_data, train_eval
+from specatlas import data_shards, train_eval
 from specatlas.cli import CommandError, main
 from specatlas.impls.engine import models
 from specatlas.impls.engine.models import LoadedModel
@@ -31,7 +31,7 @@ def tiny(tmp_path, monkeypatch):
     make_folder(tmp_path / "data", shards=3, per_shard=3, answer=10)
     monkeypatch.setattr(models, "load_model", lambda *args, **kwargs: LoadedModel(
         world.target, range(world.target.config.vocab_size), "tiny"))  # a tokenizer's length is all loading reads
-    monkeypatch.setattr(train_data, "default_folder", lambda name: tmp_path / "data")
+    monkeypatch.setattr(data_shards, "default_folder", lambda name: tmp_path / "data")
     monkeypatch.setattr(train_eval, "results_file", lambda model: tmp_path / "results" / "tiny-held-out-acceptance.json")
     monkeypatch.setattr(train_eval, "build", functools.partial(train_eval.build, draft_model=world.draft_model,
                                                                heads=world.heads))
@@ -73,7 +73,7 @@ def test_each_method_is_measured_on_the_held_out_prompts_checked_against_plain_d
     assert main(["train-eval", "medusa", "--max-new-tokens", "12"]) == 0
     assert "skipped" not in capsys.readouterr().err
     assert json.loads(path.read_text())["methods"]["cai2024medusa"]["weights"] != methods["cai2024medusa"]["weights"]
-    monkeypatch_settings = dataclasses.replace(METHODS["li2024eagle2"], paper_settings="another tree")
+    monkeypatch_settings = dataclasses.replace(METHODS["li2024eagle2"], settings="another tree", source="")
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(METHODS, "li2024eagle2", monkeypatch_settings)
         assert main(["train-eval", "eagle2", "--max-new-tokens", "12", "--prompts", "2"]) == 0

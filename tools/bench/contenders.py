@@ -16,7 +16,7 @@ from typing import Callable
 
 import torch
 
-from specatlas.bench.provenance import file_digests
+from specatlas.bench.provenance import file_digests, loaded_weights
 from specatlas.bench.results import BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP
 from specatlas.impls.engine.cpu_kernels import default_kernels, packed_layers
 from specatlas.impls.engine.draft_length import FIXED, PAPER, DraftLengthPolicy, calibrate
@@ -48,7 +48,7 @@ PEERS = {
     "hf-assisted": "transformers assisted generation",
     **LLAMACPP,
 }
-LLAMACPP_INSTALL = "run `make setup`, or pip install -e '.[peers]'"
+LLAMACPP_INSTALL = "install them with `make peers` (compiles llama.cpp, minutes), or pip install -e '.[peers]'"
 
 
 # Every decoder makes this generation untimed before it is measured (bench, advise, run --compare),
@@ -139,6 +139,8 @@ def specatlas_method(spec: MethodSpec, target, draft_model, policy: DraftLengthP
     setup = decoder.drafter.describe() + "; " + decoder.draft_length.describe() if decoder.drafter else "no drafter"
     if policy.name == PAPER and spec.paper_settings:
         setup += f"; paper settings: {spec.paper_settings}"
+    if sized := spec.sized_for(policy, target):
+        setup += f"; {sized.describe()}"
     return Contender(contender_id(spec.id, policy), spec.name, "specatlas", spec.lossless, setup, generate,
                      policy=policy_of(spec.id, policy))
 
@@ -163,7 +165,8 @@ def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
         else:  # pure temperature sampling, as ours: transformers would otherwise default to top_k=50
             sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
         torch.manual_seed(seed)
-        with default_kernels(), counting_forwards(target) as widths:
+        models = [target] + [extra["assistant_model"]] * ("assistant_model" in extra)  # transformers' kernels for both
+        with default_kernels(*models), counting_forwards(target) as widths:
             start = time.perf_counter()
             out = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
                                   eos_token_id=sorted(stop), pad_token_id=pad_token_id, **sampling, **extra)
@@ -244,3 +247,34 @@ def cost_curve(target, max_width: int = 64) -> dict[int, float]:
     """Seconds of one target forward over w new tokens (after a 64-token context), for a spread
     of w up to max_width: what a verification costs relative to a plain decoding step."""
     return {width: round(seconds, 6) for width, seconds in sorted(calibrate(target, max_width).items())}
+
+
+def failure_reason(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def built(build, method_id: str, name: str, kind: str, lossless: bool, policy: str | None = None,
+          relative_to: str | None = None):
+    """The contender, or one that records why it could not be built (a peer transformers refuses,
+    a method that needs what this model lacks): a long run must not die for one row. Either way
+    with the sha256 of every trained head, adapter or drafter its build loaded, by name: shipped
+    heads are retrained, and the leaderboard averages only runs of the same weights."""
+    from specatlas.impls.families.checkpoints import recording
+
+    with recording() as loaded:
+        try:
+            contender = build()
+        except Exception as exc:  # noqa: BLE001 - any failure is reported in the result row
+            contender = Contender(method_id, name, kind, lossless, "", None, failure_reason(exc), policy, relative_to)
+    contender.weights = loaded_weights(loaded)
+    return contender
+
+
+def attempt(contender, call):
+    """`call()`, or None with the failure recorded on the contender's row."""
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - the row records the reason; other rows go on
+        contender.error = failure_reason(exc)
+        return None

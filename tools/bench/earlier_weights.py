@@ -6,7 +6,7 @@ files written before that lack the field. For those, the command derives the wei
 git: each shipped head a row's setup names (`head_folders.shipped_in`), as committed at the
 commit every session that measured ran, from clean checkouts only (`provenance.shipped_weights`).
 What it derives is committed, so that the leaderboard reads it from the checkout alone and never
-runs git: a checkout with a shallow history, or none, renders the same page (`leaderboard.load_all`
+runs git: a checkout with a shallow history, or none, renders the same page (`aggregate.load_all`
 fills each older row's weights from it, `fill`). It sits in a subfolder of the results folder, where
 no listing of result files (`results/*.json`) meets it.
 
@@ -25,7 +25,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specatlas.bench.provenance import COMMIT, shipped_weights
-from specatlas.bench.results import Run, Weights, load, schema_error, write_atomic
+from specatlas.bench.result_files import load, schema_error, write_atomic
+from specatlas.bench.results import Run, Weights
 from specatlas.fsutil import ReadError, WriteError, output_file, output_place, read_json, starts_with
 from specatlas.impls.engine.head_folders import shipped_in
 from specatlas.paths import repo_root
@@ -130,7 +131,7 @@ def backfill(folder: Path) -> tuple[Path, list[str], list[str]]:
         earlier = read(path)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
-    names = {p.name for p in folder.glob("*.json")  # the files `leaderboard.load_all` reads as runs
+    names = {p.name for p in folder.glob("*.json")  # the files `aggregate.load_all` reads as runs
              if p.is_file() and not p.is_symlink() and not p.name.startswith(".")}
     kept = {name: methods for name, methods in earlier.items() if name in names}
     added = []

@@ -40,6 +40,17 @@ def git_state(root: Path | None = None, excluding: tuple[str, ...] = ()) -> dict
             "dirty": None if status is None else bool(status.strip())}
 
 
+
+def checkout_state() -> dict:
+    """The commit of the checkout this code runs from and whether its files differ from it, as a
+    model card records them (None where it is no checkout: an installed wheel); the shipped heads
+    and results/, which the training commands themselves rewrite (a later family or size still
+    trains after an earlier one is written), do not count as a difference."""
+    from specatlas.paths import source_checkout
+
+    root = source_checkout()
+    return git_state(root, excluding=(SHIPPED_IN_REPOSITORY, "results")) if root else {"commit": None, "dirty": None}
+
 class GitError(Exception):
     """git cannot tell what a commit held: no git, no repository, or not that commit (a shallow
     clone). The message is one line."""

@@ -13,7 +13,6 @@ fastest of them (`results.combine_curves`), warning where they disagree.
 from __future__ import annotations
 
 import argparse
-import difflib
 import hashlib
 import sys
 import zlib
@@ -23,17 +22,18 @@ from pathlib import Path
 
 from specatlas.bench import provenance
 from specatlas.bench import questions as qs
-from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Checkpoint, Run, config_hash, curve_fields, curve_warning,
-                                     dumps, references, summarize)
-from specatlas.cli import add_trust_remote_code, disk_error, number, printable
-from specatlas.datastore import add_datastore_option, chosen_datastore
+from specatlas.bench.result_files import Checkpoint, dumps
+from specatlas.bench.results import (BASELINE, SCHEMA_VERSION, Run, config_hash, curve_fields, curve_warning,
+                                     references, summarize)
+from specatlas.cli import (add_datastore_option, results_folder, add_trust_remote_code, chosen_methods, disk_error,
+                           draft_length_policies, number, number_problem, printable)
+from specatlas.data_shards import chosen_datastore
 from specatlas.fsutil import WriteError, create_unique, exclusive, output_place, writable_dir
-from specatlas.impls.engine.draft_length import CHOICES, DraftLengthPolicy
+from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.chat import render_chat
 from specatlas.impls.engine.errors import ModelLoadError
-from specatlas.impls.registry import METHODS, all_names, implemented_ids, resolve
+from specatlas.impls.registry import METHODS
 from specatlas.paths import repo_root
-from specatlas.run_command import number_problem
 
 
 class BenchError(Exception):
@@ -94,29 +94,6 @@ def list_ids() -> int:
     return 0
 
 
-def chosen_ids(names: list[str], everything: bool, peers: bool) -> tuple[list[str], list[str]]:
-    """(registry ids with the baseline first, peer ids), or a BenchError naming the closest ids."""
-    from specatlas.bench.contenders import PEERS
-
-    if not names and not everything:
-        raise BenchError("name methods to measure, or --all (specatlas bench --list shows the ids)")
-    methods, peer_ids = [BASELINE], []
-    if everything:
-        methods += implemented_ids()
-        peer_ids += list(PEERS) if peers else []
-    for name in names:
-        spec = resolve(name)
-        if spec:
-            methods.append(spec.id)
-        elif name.strip().lower() in PEERS:
-            peer_ids.append(name.strip().lower())
-        else:
-            close = difflib.get_close_matches(name.strip().lower(), [*all_names(), *PEERS], n=3, cutoff=0.5)
-            hint = f"; did you mean {' or '.join(close)}?" if close else "; specatlas bench --list shows the ids"
-            raise BenchError(f"unknown method {name!r}{hint}")
-    return list(dict.fromkeys(methods)), list(dict.fromkeys(peer_ids))
-
-
 def llamacpp_ids(peer_ids: list[str], model: str | None, named: list[str]) -> list[str]:
     """`peer_ids` without the llama.cpp peers when they cannot run (another --model, llama-cpp-python
     missing): a BenchError when one was named, else a line on stderr saying why they are left out."""
@@ -136,16 +113,6 @@ def check_numbers(args) -> None:
     problem = number_problem(max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed)
     if problem:
         raise BenchError(problem)
-
-
-def policies(draft_length: str) -> list[DraftLengthPolicy]:
-    """The draft-length policies each method runs under: 'both' is the paper's settings and the cost-aware policy."""
-    if draft_length == "both":
-        return [DraftLengthPolicy.paper(), DraftLengthPolicy.cost_aware()]
-    try:
-        return [DraftLengthPolicy.parse(draft_length)]
-    except ValueError:
-        raise BenchError(f"--draft-length must be 'both', {CHOICES}, got {draft_length[:40]!r}") from None
 
 
 def encode_conversation(tokenizer, turns: list[str], answers: list[str]) -> list[int]:
@@ -212,11 +179,11 @@ def now() -> str:
 def bench(args) -> Path:
     # The cheap checks first: bad input is answered in a second, before torch is even imported.
     check_numbers(args)
-    chosen_policies = policies(args.draft_length)
+    chosen_policies = draft_length_policies(args.draft_length)
     prompt_set = qs.load(args.questions)
     chosen = qs.select(prompt_set.questions, args.categories, args.limit_per_category)
-    out = writable_dir(output_place(args.out or _default_out(), "results", allowed=_default_out()), "results folder")
-    method_ids, peer_ids = chosen_ids(args.methods, args.all, not args.no_peers)
+    out = results_folder(args.out)
+    method_ids, peer_ids = chosen_methods(args.methods, args.all, not args.no_peers)
     peer_ids = llamacpp_ids(peer_ids, args.model, args.methods)
     check_datastore(args.datastore, method_ids)
     from specatlas.impls.engine.models import cache_root
@@ -278,40 +245,24 @@ def _measure(args, out: Path, prompt_set, chosen, chosen_policies, method_ids, p
     checkpoint.append({"session": {"started": now(), "git_commit": git["commit"], "git_dirty": git["dirty"],
                                    "cost_curve": cs.cost_curve(target.model)}})
 
-    draft_model = drafter.model if drafter else None
-    contenders = [built(lambda s=METHODS[i], d=d: cs.specatlas_method(s, target.model, draft_model, d,
-                                                                     datastore if s.uses_datastore else None),
-                         cs.contender_id(i, d), METHODS[i].name, "specatlas", METHODS[i].lossless, cs.policy_of(i, d))
-                  for i in method_ids for d in (chosen_policies if i != BASELINE else [DraftLengthPolicy.paper()])]
     stop = eos_ids(target.model, target.tokenizer)
-    pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else min(stop)
-    contenders += [built(lambda p=p: cs.peer(p, target.model, draft_model, pad), p, cs.PEERS[p], "peer", True)
-                   for p in peer_ids if p not in cs.LLAMACPP]
-    contenders += [built(lambda p=p: cs.llamacpp_peer(p, torch.get_num_threads()), p, cs.PEERS[p], "peer", False,
-                         relative_to=cs.LLAMACPP_GREEDY)
-                   for p in peer_ids if p in cs.LLAMACPP]
+    contenders = _contenders(target, drafter.model if drafter else None, datastore, method_ids, chosen_policies, peer_ids, stop)
     if contenders[0].error:
         raise BenchError(f"the baseline cannot run: {contenders[0].error}")
 
     done = {(s["question_id"], s["repeat"], s["method"]) for s in checkpoint.items if "method" in s}
-    others = contenders[1:]
-    plan = []
-    for index, (question, repeat) in enumerate((q, r) for q in chosen for r in range(args.repeats)):
-        shift = index % len(others) if others else 0
-        for contender in [contenders[0], *others[shift:], *others[:shift]]:
-            if (question.id, repeat, contender.id) not in done:
-                plan.append((question, repeat, contender))
+    plan = _plan(contenders, chosen, args.repeats, done)
     if plan:  # untimed: first-call allocations and lazy initialisation must not count
         warmup = encode_conversation(target.tokenizer, [cs.WARMUP_PROMPT], [])
         for contender in contenders:
             if not contender.error:
-                attempt(contender, lambda c=contender: c.generate(warmup, cs.WARMUP, args.temperature, args.seed, stop))
+                cs.attempt(contender, lambda c=contender: c.generate(warmup, cs.WARMUP, args.temperature, args.seed, stop))
     with tqdm(total=len(done) + len(plan), initial=len(done), desc="bench", unit="gen", file=sys.stderr,
               dynamic_ncols=True) as bar:
         for question, repeat, contender in plan:
             bar.set_postfix_str(f"{question.id} {contender.id}", refresh=False)
             if not contender.error:
-                sample = attempt(contender, lambda: _unit(contender, question, repeat, target.tokenizer, args, stop))
+                sample = cs.attempt(contender, lambda: _unit(contender, question, repeat, target.tokenizer, args, stop))
                 if sample:
                     checkpoint.append(sample)
             bar.update()
@@ -326,6 +277,38 @@ def _measure(args, out: Path, prompt_set, chosen, chosen_policies, method_ids, p
     return path
 
 
+def _contenders(target, draft_model, datastore, method_ids: list[str], chosen_policies, peer_ids: list[str], stop) -> list:
+    """Every row of the run, built (or holding why it could not be): the baseline first, each method
+    under each policy, then the transformers and llama.cpp peers."""
+    import torch
+
+    from specatlas.bench import contenders as cs
+
+    contenders = [cs.built(lambda s=METHODS[i], d=d: cs.specatlas_method(s, target.model, draft_model, d,
+                                                                     datastore if s.uses_datastore else None),
+                           cs.contender_id(i, d), METHODS[i].name, "specatlas", METHODS[i].lossless, cs.policy_of(i, d))
+                  for i in method_ids for d in (chosen_policies if i != BASELINE else [DraftLengthPolicy.paper()])]
+    pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else min(stop)
+    contenders += [cs.built(lambda p=p: cs.peer(p, target.model, draft_model, pad), p, cs.PEERS[p], "peer", True)
+                   for p in peer_ids if p not in cs.LLAMACPP]
+    contenders += [cs.built(lambda p=p: cs.llamacpp_peer(p, torch.get_num_threads()), p, cs.PEERS[p], "peer", False,
+                            relative_to=cs.LLAMACPP_GREEDY)
+                   for p in peer_ids if p in cs.LLAMACPP]
+    return contenders
+
+
+def _plan(contenders: list, chosen: list, repeats: int, done: set) -> list:
+    """(question, repeat, contender) still to measure: per question and repeat the baseline first, then
+    the others, rotated one place further each time so that no method always holds the same place."""
+    others, plan = contenders[1:], []
+    for index, (question, repeat) in enumerate((q, r) for q in chosen for r in range(repeats)):
+        shift = index % len(others) if others else 0
+        for contender in [contenders[0], *others[shift:], *others[:shift]]:
+            if (question.id, repeat, contender.id) not in done:
+                plan.append((question, repeat, contender))
+    return plan
+
+
 def _shown(path: Path) -> str:
     """A path as recorded in results: relative to the repository when inside it, so result
     files carry no machine-specific location."""
@@ -335,44 +318,9 @@ def _shown(path: Path) -> str:
         return path.name
 
 
-def _default_out() -> Path:
-    return repo_root() / "results"
-
-
 def _arguments(args) -> dict:
     """The command's arguments as recorded in results: paths as `_shown` records them."""
     return {k: _shown(v) if isinstance(v, Path) else v for k, v in sorted(vars(args).items()) if not k.startswith("_")}
-
-
-def _reason(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def built(build, method_id: str, name: str, kind: str, lossless: bool, policy: str | None = None,
-          relative_to: str | None = None):
-    """The contender, or one that records why it could not be built (a peer transformers refuses,
-    a method that needs what this model lacks): a long run must not die for one row. Either way
-    with the sha256 of every trained head, adapter or drafter its build loaded, by name: shipped
-    heads are retrained, and the leaderboard averages only runs of the same weights."""
-    from specatlas.bench.contenders import Contender
-    from specatlas.impls.engine.checkpoints import recording
-
-    with recording() as loaded:
-        try:
-            contender = build()
-        except Exception as exc:  # noqa: BLE001 - any failure is reported in the result row
-            contender = Contender(method_id, name, kind, lossless, "", None, _reason(exc), policy, relative_to)
-    contender.weights = provenance.loaded_weights(loaded)
-    return contender
-
-
-def attempt(contender, call):
-    try:
-        return call()
-    except Exception as exc:  # noqa: BLE001 - the row records the reason; other rows go on
-        contender.error = _reason(exc)
-        return None
 
 
 def _unit(contender, question, repeat: int, tokenizer, args, stop) -> dict:

@@ -2,7 +2,7 @@
 leaderboard, so that the page never ranks what the check refuses, nor the check passes what the
 page leaves out.
 
-A file passes when it loads (`results.load`: a bounded size and nesting, the schema, its config
+A file passes when it loads (`result_files.load`: a bounded size and nesting, the schema, its config
 hash, and a summary equal, within rounding, to the one recomputed from its own samples) and:
 
 - its name is plain (letters, digits, '.', '_', '+', '-'), and it is a file, not a link;
@@ -36,7 +36,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from specatlas.bench.provenance import COMMIT
-from specatlas.bench.results import BASELINE, SHA256_HEX, Run, divergence, forward_cost, load, references, row_name
+from specatlas.bench.result_files import load
+from specatlas.bench.results import BASELINE, SHA256_HEX, Run, divergence, forward_cost, references, row_name
 from specatlas.impls.engine.head_folders import SHIPPED_HEADS
 
 SHA256 = re.compile(SHA256_HEX)

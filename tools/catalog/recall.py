@@ -33,8 +33,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from specatlas.catalog.records import normalize_title
-from specatlas.catalog.stats import posted_month
+from specatlas.catalog.records import normalize_title, posted_month
 from specatlas.catalog.yamlio import YamlProblem, load_yaml, one_line
 
 SWEEPS = Path(__file__).resolve().parent / "recall"

@@ -21,6 +21,22 @@ from specatlas.fsutil import ReadError, read_limited
 
 # The largest record is ~2 KB; a bigger file is a mistake or an attack, refused before parsing.
 MAX_RECORD_BYTES = 64 * 1024
+_ARXIV_NEW_STYLE = re.compile(r"^(\d{2})(\d{2})\.\d{4,5}$")  # YYMM.NNNNN
+
+
+def arxiv_posted(arxiv_id: str | None) -> tuple[int, int] | None:
+    """(year, month) a new-style arXiv id was posted; None for an old-style id or none."""
+    match = _ARXIV_NEW_STYLE.match(arxiv_id or "")
+    return (2000 + int(match.group(1)), int(match.group(2))) if match else None
+
+
+def posted_month(paper) -> str | None:
+    """'YYYY-MM' the work first appeared: the arXiv id's month when it has a new-style id, else the
+    record's year and month; None when the month is unknown."""
+    posted = arxiv_posted(paper.arxiv)
+    if posted:
+        return f"{posted[0]}-{posted[1]:02d}"
+    return f"{paper.year}-{paper.month:02d}" if paper.month else None
 
 
 @dataclass(frozen=True, order=True)

@@ -130,15 +130,20 @@ def execute(args: argparse.Namespace) -> int:
         return 1
 
 
-def _scaffold(args: argparse.Namespace) -> int:
-    if status := _fill_from_metadata(args):
-        return status
+def _ask_missing(args: argparse.Namespace) -> list[str]:
+    """The required facts not given, asked for in a terminal; the flags of those still missing."""
     interactive = sys.stdin.isatty()
     for name, label in _PROMPTS:
         if getattr(args, name) in (None, "") and interactive:
             value = _ask(label)
             setattr(args, name, int(value) if name == "year" and value.isdigit() else value or None)
-    missing = [f"--{name}" for name, _ in _PROMPTS if getattr(args, name) in (None, "")]
+    return [f"--{name}" for name, _ in _PROMPTS if getattr(args, name) in (None, "")]
+
+
+def _scaffold(args: argparse.Namespace) -> int:
+    if status := _fill_from_metadata(args):
+        return status
+    missing = _ask_missing(args)
     if missing:
         print(f"specatlas new: missing {', '.join(missing)} (or run it in a terminal to be prompted)", file=sys.stderr)
         return 2

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import re
 from collections import Counter
 
+from specatlas.catalog.records import posted_month
 from specatlas.catalog.schema import NO_RESULT_REASONS, RESULT_GAP
 from specatlas.catalog.taxonomy import FACETS, Taxonomy
 from specatlas.catalog.validate import validate
@@ -20,18 +20,6 @@ def implemented_ids() -> set[str]:
     except ImportError:
         return set()
     return set(registered())
-
-
-_ARXIV_NEW_STYLE = re.compile(r"^(\d{2})(\d{2})\.\d{4,5}$")
-
-
-def posted_month(paper) -> str | None:
-    """'YYYY-MM' the work first appeared: the arXiv id's month when it has a new-style id, else the
-    record's year and month; None when the month is unknown."""
-    match = _ARXIV_NEW_STYLE.match(paper.arxiv or "")
-    if match:
-        return f"20{match.group(1)}-{match.group(2)}"
-    return f"{paper.year}-{paper.month:02d}" if paper.month else None
 
 
 def month_counts(papers) -> dict[str, int]:

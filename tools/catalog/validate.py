@@ -1,19 +1,16 @@
-"""`specatlas validate`: every rule a paper record must satisfy, in one pass.
+"""Every rule a paper record must satisfy, in one pass (`specatlas validate` prints them:
+`specatlas.catalog.validate_command`; the site, stats and BibTeX read the valid records through it).
 
 Each problem is one line `papers/x.yaml:LINE: field: what is wrong (how to fix it)`.
-Exit status 0 when clean, 1 when any problem is found.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
-import json
-import re
-import sys
 from pathlib import Path
 
-from specatlas.catalog.records import Problem, Record, display_path, normalize_title, read_record, safe_resolve
+from specatlas.catalog.records import (Problem, Record, arxiv_posted, display_path, normalize_title, read_record,
+                                       safe_resolve)
 from specatlas.catalog.schema import NO_RESULT_REASONS
 from specatlas.catalog.taxonomy import FACETS, Taxonomy, load_taxonomy
 from specatlas.paths import repo_root
@@ -26,7 +23,6 @@ NEAR_DUPLICATE_TITLE_SCORE = 95.0
 TARGET_MODIFYING_TAGS = {"alignment": ("target-fine-tuning",)}
 # Scope nodes of works that study methods rather than propose one: they need no speed result.
 NON_METHOD_SCOPES = ("survey", "analysis", "benchmark")
-_ARXIV_NEW_STYLE = re.compile(r"^(\d{2})(\d{2})\.\d{4,5}$")
 
 
 def validate(paths: list[Path] | None = None, root: Path | None = None, today: dt.date | None = None) -> tuple[list[Problem], list[Record], Taxonomy]:
@@ -218,9 +214,8 @@ def _check_dates(record: Record, today: dt.date, report) -> None:
     paper = record.paper
     if (paper.year, paper.month or 1) > (today.year, today.month):
         report(record, "year" if paper.year > today.year else "month", f"{paper.year}-{paper.month or 1:02d} is in the future")
-    match = _ARXIV_NEW_STYLE.match(paper.arxiv or "")
-    if match:
-        posted = (2000 + int(match.group(1)), int(match.group(2)))
+    posted = arxiv_posted(paper.arxiv)
+    if posted:
         if paper.year < posted[0] - 1:
             report(record, "year", f"{paper.year} is long before arXiv {paper.arxiv} was posted ({posted[0]}-{posted[1]:02d}); check the id")
         elif (paper.year, paper.month or 12) > posted and paper.venue == "arXiv":
@@ -287,27 +282,3 @@ def github_annotation(problem: Problem, level: str = "error") -> str:
         return data(text).replace(":", "%3A").replace(",", "%2C")
 
     return f"::{level} file={prop(problem.file)},line={problem.line},title={prop(problem.field)}::{data(problem.message)}"
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="record files or folders (default: the whole catalog)")
-    parser.add_argument("--format", choices=("text", "json", "github"), default="text",
-                        help="text: file:line: field: message; json: machine-readable; github: Actions annotations")
-
-
-def execute(args: argparse.Namespace) -> int:
-    problems, records, taxonomy = validate(args.paths or None)
-    if args.format == "json":
-        json.dump({"ok": not problems, "records": len(records), "problems": [p.__dict__ for p in problems]}, sys.stdout, indent=2)
-        print()
-    else:
-        for problem in problems:
-            if args.format == "github":
-                print(github_annotation(problem))
-            else:
-                print(problem)
-        n_nodes = len(taxonomy.all_nodes())
-        summary = (f"{len(problems)} problem(s) in {len({p.file for p in problems})} file(s)" if problems
-                   else f"ok: {len(records)} records, {n_nodes} taxonomy nodes")
-        print(summary, file=sys.stderr)
-    return 1 if problems else 0

@@ -91,6 +91,10 @@ class Catalog:
         return ([first, *facet.ancestors(first)])[-1]
 
 
+def newest_first(papers) -> list[Paper]:
+    return sorted(papers, key=chronological, reverse=True)
+
+
 def posted(paper: Paper) -> tuple[int, int | None]:
     """(year, month) the work appeared: the arXiv id's yymm when there is one, else year/month."""
     return _posted(paper.arxiv, paper.year, paper.month)

@@ -21,7 +21,8 @@ from urllib.parse import urlencode
 
 import yaml
 
-from specatlas.bench.leaderboard import NO_POLICY, Measured, measured_rows
+from specatlas.bench.aggregate import NO_POLICY
+from specatlas.bench.measured import Measured, measured_rows
 from specatlas.bench.published import SpecBenchLeaderboard
 from specatlas.catalog.schema import ENGINE_NAMES, Paper
 from specatlas.impls.engine.draft_length import PAPER as PAPER_POLICY

@@ -192,6 +192,13 @@ def neighbourhood(catalog: Catalog, paper: Paper) -> dict[str, list[Paper]]:
     return {"parents": parents, "siblings": siblings, "children": children}
 
 
+def _hood_document(height: float, elements: list[str]) -> str:
+    """The neighbourhood graph's <svg>: its edges first, so the boxes are drawn over them."""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {HOOD_W} {height:g}" '
+            'role="img" aria-label="Lineage neighbourhood: what this paper builds on, and what builds on it" '
+            'class="sa-lineage-svg sa-hood-svg">' + "".join(elements) + "</svg>")
+
+
 def neighbourhood_svg(catalog: Catalog, paper: Paper, href: str, hood: dict[str, list[Paper]] | None = None) -> str | None:
     """A small top-to-bottom graph that reads at phone width: the papers it builds on (two boxes a
     row), the paper across the width, the papers building on it (two a row), then its siblings
@@ -248,8 +255,4 @@ def neighbourhood_svg(catalog: Catalog, paper: Paper, href: str, hood: dict[str,
         title("Siblings: also building on " + " or ".join(name(p) for p in hood["parents"][:3])
               + (" …" if len(hood["parents"]) > 3 else ""), "siblings")
         grid(shown["siblings"], "sa-node sa-sibling")
-    height = y - HOOD_GAP + PAD
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {HOOD_W} {height:g}" '
-            'role="img" aria-label="Lineage neighbourhood: what this paper builds on, and what builds on it" '
-            'class="sa-lineage-svg sa-hood-svg">'
-            + "".join(edges) + "".join(parts) + "</svg>")
+    return _hood_document(y - HOOD_GAP + PAD, edges + parts)

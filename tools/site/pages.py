@@ -9,25 +9,26 @@ one of them.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
-from collections.abc import Iterable
-from pathlib import Path
 from urllib.parse import urlencode
 
 from markupsafe import Markup
 
 from specatlas import bib
-from specatlas.bench.leaderboard import load_all, measured_by_method, measured_rows, render_markdown
+from specatlas.bench.aggregate import load_all
+from specatlas.bench.leaderboard_page import page_context
+from specatlas.bench.measured import measured_by_method, measured_rows
 from specatlas.bench.published import load_spec_bench
 from specatlas.catalog.recall import SweepError
-from specatlas.catalog.schema import ENGINE_NAMES, ID_PATTERN, Paper
+from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
 from specatlas.site import choose, lineage, reported, timeline
-from specatlas.site.catalog import Catalog, chronological, posted, public_url, trainable_families
-from specatlas.site.templating import render
+from specatlas.site.catalog import Catalog, chronological, newest_first, posted, public_url, trainable_families
+from specatlas.site.project_pages import (RUN_PROMPT, RepositoryFileError, contributing_page, coverage_page, repository_json,
+                                          resources_page, robots, run_page, training_page)
+from specatlas.site.templating import render_page, venue
 from specatlas.site.text import safe_url, tag_name
 
 _ID = re.compile(ID_PATTERN)
@@ -35,7 +36,6 @@ _NODE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 METRIC_UNITS = {"speedup": "×", "throughput-gain": "×"}
 RAW_RESULTS = "runs"  # the site folder of the result files under results/
-RUN_PROMPT = "Explain speculative decoding in two sentences."
 NODE_SEARCH_BOOST = 4  # Material search: a taxonomy node's page scores this many times a paper's
 
 
@@ -93,26 +93,6 @@ def bib_entries(bibtex: str) -> dict[str, str]:
     return {re.match(r"@\w+\{([^,]*),", chunk).group(1): chunk.strip() for chunk in chunks}
 
 
-# Shared pieces -------------------------------------------------------------------------------
-
-def _venue(paper: Paper) -> str:
-    return paper.venue if paper.venue in VENUES else "?"
-
-
-def _when(paper: Paper) -> str:
-    year, month = posted(paper)
-    return f"{year}-{month:02d}" if month else str(year)
-
-
-def _newest_first(papers: Iterable[Paper]) -> list[Paper]:
-    return sorted(papers, key=chronological, reverse=True)
-
-
-def _page(template: str, **context: object) -> str:
-    """A page from its template, with the page functions the shared macros use."""
-    return render(template, when=_when, venue=_venue, **context)
-
-
 # Home ----------------------------------------------------------------------------------------
 
 def home(catalog: Catalog, loaded=None) -> str:
@@ -134,7 +114,7 @@ def home(catalog: Catalog, loaded=None) -> str:
         "used_nodes": sum(1 for ids in catalog.node_papers.values() if ids),
         "nodes": len(catalog.taxonomy.all_nodes()),
     }
-    return _page(
+    return render_page(
         "home.md.j2", glance=glance, years=Counter(posted(p)[0] for p in papers),
         families=[(node, len(catalog.node_papers.get(node.id, []))) for node in (drafting.children(None) if drafting else [])],
         runnable=sorted(catalog.runnable), run_prompt=RUN_PROMPT,
@@ -157,7 +137,7 @@ def spec_bench_by_paper(catalog: Catalog) -> dict[str, list[reported.ResultRow]]
 def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | None = None,
                directory_urls: bool = True, third_party: list | None = None, trained: dict | None = None,
                repo_url: str | None = None) -> str:
-    """`measured`: the method's rows in the leaderboard's tables (see `leaderboard.measured_by_method`);
+    """`measured`: the method's rows in the leaderboard's tables (see `measured.measured_by_method`);
     `third_party`: Spec-Bench's published rows for it (`spec_bench_by_paper`); `trained`: `trained_here`."""
     from specatlas.impls.registry import METHODS
 
@@ -173,11 +153,11 @@ def paper_page(catalog: Catalog, paper: Paper, bibtex: str, measured: list | Non
         if nodes:
             facets.append((facet, nodes))
     venue = VENUES.get(paper.venue)
-    return _page(
+    return render_page(
         "paper.md.j2", paper=paper, tags=sorted({node.name for _, nodes in facets for node in nodes}), facets=facets,
         venue_name=venue.name if venue else paper.venue, links=_links(paper),
         parents=[catalog.by_id[i] for i in paper.builds_on if i in catalog.by_id],
-        children=_newest_first(catalog.by_id[i] for i in catalog.built_upon_by.get(paper.id, [])),
+        children=newest_first(catalog.by_id[i] for i in catalog.built_upon_by.get(paper.id, [])),
         siblings=neighbours["siblings"],
         hood=Markup(hood) if hood else None,  # lineage.py escapes every text it draws
         results=_result_cells(paper), implemented=paper.id in catalog.implemented, run_prompt=RUN_PROMPT, bibtex=bibtex,
@@ -201,7 +181,7 @@ def trained_here(catalog: Catalog) -> dict[str, dict[str, list[str]]]:
         heads = sorted(p.parent.name for p in (catalog.root / "reference_impls" / "trained_heads").glob(f"*-{name}/training.json"))
         out[name] = {"heads": heads, "curves": []}
     for path in sorted((catalog.root / "results" / "training").glob("*-acceptance-vs-data.json")):
-        family = _json(path).get("family")
+        family = repository_json(path).get("family")
         if family in out:
             out[family]["curves"].append(path.name)
     return out
@@ -255,17 +235,17 @@ def _result_cells(paper: Paper) -> list[list[str]]:
 
 def taxonomy_index(catalog: Catalog) -> str:
     facets = [catalog.taxonomy.facets[f] for f in FACETS if f in catalog.taxonomy.facets]
-    return _page("taxonomy.md.j2", facets=facets, count=_counter(catalog))
+    return render_page("taxonomy.md.j2", facets=facets, count=_counter(catalog))
 
 
 def node_page(catalog: Catalog, node: Node, directory_urls: bool = True) -> str:
     facet = catalog.taxonomy.facets[node.facet]
     # a raw link: MkDocs keeps a .md link's anchor but not the query the catalog's filters read
     filtered = ("../../catalog/" if directory_urls else "../catalog.html") + "?" + urlencode({"node": node.id})
-    return _page("node.md.j2", node=node, facet=facet, count=_counter(catalog), search_boost=NODE_SEARCH_BOOST,
+    return render_page("node.md.j2", node=node, facet=facet, count=_counter(catalog), search_boost=NODE_SEARCH_BOOST,
                  catalog_href=filtered,
                  ancestors=[facet.nodes[a] for a in reversed(facet.ancestors(node.id))], children=facet.children(node.id),
-                 papers=_newest_first(catalog.by_id[i] for i in catalog.node_papers.get(node.id, [])))
+                 papers=newest_first(catalog.by_id[i] for i in catalog.node_papers.get(node.id, [])))
 
 
 def _counter(catalog: Catalog):
@@ -308,7 +288,7 @@ def catalog_page(catalog: Catalog, directory_urls: bool, entries: dict[str, str]
             "aliases": paper.aliases,
             "year": paper.year,
             "posted": f"{year}-{month or 0:02d}",
-            "venue": _venue(paper),
+            "venue": venue(paper),
             "tags": [{"id": t, "name": names.get(t, t), "href": node_href.format(t)}
                      for facet in ("drafting", "verification", "alignment") for t in catalog.tags(paper, facet)],
             "nodes": catalog.expanded_tags(paper),
@@ -320,7 +300,7 @@ def catalog_page(catalog: Catalog, directory_urls: bool, entries: dict[str, str]
             "implemented": paper.id in catalog.implemented,
             "bibtex": entries[paper.id],
         })
-    return _page("catalog.md.j2", data={"facets": facets, "papers": rows})
+    return render_page("catalog.md.j2", data={"facets": facets, "papers": rows})
 
 
 # Timeline ------------------------------------------------------------------------------------
@@ -332,7 +312,7 @@ def timeline_page(catalog: Catalog) -> str:
     except SweepError as exc:
         raise RepositoryFileError(str(exc)) from None
     # timeline.py escapes every text it draws into the SVG
-    return _page("timeline.md.j2", svg=Markup(figure.svg), families=figure.families, rows=figure.rows,
+    return render_page("timeline.md.j2", svg=Markup(figure.svg), families=figure.families, rows=figure.rows,
                  coverage=figure.coverage, row_status=figure.row_status, statuses=timeline.STATUSES,
                  recall=recall)
 
@@ -351,13 +331,13 @@ def lineage_page(catalog: Catalog, directory_urls: bool) -> str:
                      [catalog.by_id[u] for u in catalog.by_id[i].builds_on if u in catalog.by_id]) for i in members],
         "svg": Markup(lineage.svg(catalog, members, href)),  # lineage.py escapes every text it draws
     } for path, members in lineage.families(catalog)]
-    return _page("lineage.md.j2", families=families)
+    return render_page("lineage.md.j2", families=families)
 
 
-# Leaderboard and contributing ----------------------------------------------------------------
+# Leaderboard ---------------------------------------------------------------------------------
 
 def measured_results(catalog: Catalog):
-    """The result files under results/ as `specatlas.bench.leaderboard.load_all` reads them, or
+    """The result files under results/ as `specatlas.bench.aggregate.load_all` reads them, or
     None when there are none."""
     results = catalog.root / "results"
     if not results.is_dir():
@@ -367,220 +347,18 @@ def measured_results(catalog: Catalog):
 
 
 def leaderboard_page(catalog: Catalog, loaded=None) -> str:
-    tables = None
-    if loaded:
-        from specatlas.impls.registry import METHODS
-
-        def link(method_id: str) -> str | None:  # a registry variant (hu2025sam-eagle2) links its paper's record
-            record = METHODS[method_id].record_id if method_id in METHODS else method_id
-            return f"papers/{record}.md" if record in catalog.by_id else None
-
-        # Markdown that specatlas.bench.leaderboard escapes text by text, as results/LEADERBOARD.md
-        tables = Markup(render_markdown(catalog.root / "results", link=link, papers=catalog.by_id, loaded=loaded,
-                                        raw=lambda name: f"{RAW_RESULTS}/{name}"))
-    return _page("leaderboard.md.j2", tables=tables)
-
-
-def training_page(catalog: Catalog) -> str:
-    """The data the heads learn from (the train-data manifests), the shipped heads' model cards, their
-    methods' held-out acceptance and the acceptance-vs-data curves (results/training/), each read
-    from the repository's files."""
-    from specatlas.bench.charts import acceptance_by_data
-
-    impls = catalog.root / "reference_impls"
-    manifests = [(path.parent.name, _json(path)) for path in sorted((impls / "training_data").glob("*/manifest.json"))]
-    heads = [(path.parent.name, _json(path)) for path in sorted((impls / "trained_heads").glob("*/training.json"))]
-    curves = []
-    for path in sorted((catalog.root / "results" / "training").glob("*-acceptance-vs-data.json")):
-        curve = _json(path)
-        try:
-            points = curve["points"]
-            series = {"top-1 chain": [(p["train_answer_tokens"], p["chain"]["mean_accepted_tokens_chain"]) for p in points],
-                      f"{points[0]['paper_method']['method']}, paper settings" if points else "paper method":
-                          [(p["train_answer_tokens"], p["paper_method"]["mean_accepted_tokens"]) for p in points]}
-        except (KeyError, TypeError, IndexError) as exc:
-            raise RepositoryFileError(f"{path}: not an acceptance-vs-data curve (`specatlas train-curve`): "
-                                      f"{type(exc).__name__} {exc}") from None
-        chart = acceptance_by_data(series, f"{curve['family']} on {curve['model']}: held-out mean accepted tokens "
-                                           f"by training data size, {schedule_label(curve)}") if points else None
-        curves.append((path.name, curve, schedule_label(curve), Markup(chart) if chart else None))
-    evaluations = [(path.name, path.name.removesuffix("-held-out-acceptance.json"), _held_out_methods(path))
-                   for path in sorted((catalog.root / "results" / "training").glob("*-held-out-acceptance.json"))]
-    published = spec_bench_accepted(catalog) if evaluations else {}
-    sources = {model: [(source, counts.get("read", 0), counts.get("kept", 0),
-                        "; ".join(f"{why.removeprefix('dropped: ')} {n:,}" for why, n in counts.items()
-                                  if why.startswith("dropped")) or "–")
-                       for source, counts in manifest.get("sources", {}).items()] for model, manifest in manifests}
-    return _page("training.md.j2", manifests=manifests, heads=heads, curves=curves, sources=sources,
-                 evaluations=evaluations, published=published)
-
-
-def spec_bench_accepted(catalog: Catalog) -> dict[str, str]:
-    """Spec-Bench's published mean accepted tokens by registry method, on the smallest target the
-    leaderboard lists for the method's record (the first such row): what the papers' own heads reach
-    on 7B-33B targets, beside what the heads shipped here reach."""
+    """The measured tables and reported numbers (the templates results/LEADERBOARD.md renders from
+    too, see `specatlas.bench.leaderboard_page`), linked to the site's paper pages and the raw files."""
+    if not loaded:
+        return render_page("leaderboard.md.j2", measured=None)
     from specatlas.impls.registry import METHODS
 
-    rows = [row for row in reported.spec_bench_rows(catalog, load_spec_bench(catalog.root))
-            if row.paper_id and row.accepted is not None]
-    smallest = {}
-    for row in sorted(rows, key=lambda row: reported.billions(row.target)):  # stable: the file's order among equals
-        smallest.setdefault(row.paper_id, f"{row.accepted} ({row.method} on {row.target})")
-    return {spec.id: smallest[spec.record_id] for spec in METHODS.values() if spec.record_id in smallest}
+    def link(method_id: str) -> str | None:  # a registry variant (hu2025sam-eagle2) links its paper's record
+        record = METHODS[method_id].record_id if method_id in METHODS else method_id
+        return f"papers/{record}.md" if record in catalog.by_id else None
 
-
-def schedule_label(curve: dict) -> str:
-    """How an acceptance-vs-data curve was trained: the same epochs at every size, or the same steps
-    (a file written before the label existed is fixed-steps: its name carries the steps)."""
-    if curve.get("schedule") == "epochs":
-        return f"{curve['epochs']} epochs at every size (steps grow with the data)"
-    steps = curve.get("steps") or (curve["points"][0]["steps"] if curve["points"] else "?")
-    return f"fixed {steps} steps at every size (a larger set is drawn fewer times)"
-
-
-class RepositoryFileError(ValueError):
-    """A file the project writes and a page reads (a manifest, a model card, a training result) is
-    broken: the build stops with this one line naming it."""
-
-
-def _json(path: Path) -> dict:
-    """A JSON file the project writes (a manifest, a model card, a curve); a broken one fails the build."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RepositoryFileError(f"{path}: cannot be read ({exc})") from None
-
-
-def _held_out_methods(path: Path) -> dict:
-    """The methods' entries of a `specatlas train-eval` results file."""
-    from specatlas.train_eval import ENTRY_KEYS, is_results
-
-    results = _json(path)
-    if not is_results(results):
-        raise RepositoryFileError(f"{path}: not a held-out acceptance file (`specatlas train-eval`): every method's "
-                                  f"entry holds {', '.join(ENTRY_KEYS)}")
-    return results["methods"]
-
-
-RESOURCES_FILE = Path(__file__).resolve().parent / "resources.yaml"
-
-
-def resources_page(catalog: Catalog) -> str:
-    """Where to learn the field: the catalog's surveys, tutorials and benchmarks, recorded talks, the
-    serving engines' documentation its records cite, and the blog posts and project pages of a public
-    paper list (resources.yaml, with its source and licence)."""
-    import yaml
-
-    try:
-        listed = yaml.safe_load(RESOURCES_FILE.read_text(encoding="utf-8"))
-        posts = [(str(p["title"]), str(p["posted"]), [(k, v) for k, v in p["links"].items() if safe_url(v)])
-                 for p in listed["posts"]]
-        talks = [{key: str(t[key]) for key in ("title", "speaker", "host", "about", "link")} for t in listed["talks"]
-                 if safe_url(str(t["link"]))]
-    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
-        raise RepositoryFileError(f"{RESOURCES_FILE}: needs source, licence, posts of title, posted and links, and "
-                                  f"talks of title, speaker, host, about and link ({type(exc).__name__}: {exc})") from None
-    node = lambda node_id: _newest_first(catalog.by_id[i] for i in catalog.node_papers.get(node_id, []))  # noqa: E731
-    engines: dict[str, dict[str, list[Paper]]] = {}
-    for paper in catalog.papers:
-        for support in paper.serving_engines:
-            engines.setdefault(ENGINE_NAMES[support.engine], {}).setdefault(str(support.source), []).append(paper)
-    surveys = node("survey")
-    return _page("resources.md.j2", surveys=surveys, benchmarks=node("benchmark"),
-                 writing=_newest_first(p for p in catalog.papers if p.kind != "paper" and p not in surveys), engines=sorted(engines.items()),
-                 posts=sorted(posts, key=lambda post: post[1], reverse=True), talks=talks, source=listed["source"],
-                 licence=listed["licence"], url=public_url, name=choose.method_name)
-
-
-def robots(site_url: str | None) -> str:
-    """Every page may be crawled; the sitemap is named only where the site's address is configured."""
-    lines = ["User-agent: *", "Allow: /"]
-    if site_url and safe_url(site_url):
-        lines.append(f"Sitemap: {site_url.rstrip('/')}/sitemap.xml")
-    return "\n".join(lines) + "\n"
-
-
-def run_page(catalog: Catalog, repo_url: str | None = None, site_url: str | None = None) -> str:
-    """How to get the code and run a method: on the embedded model, on your own model and GPU,
-    with published checkpoints, a head you train, and a benchmark run to contribute."""
-    from specatlas.impls.registry import METHODS
-
-    methods = [(METHODS.get(method_id), method_id, paper) for method_id, paper in catalog.runnable]
-    families = [(name, (paper_id, catalog.by_id.get(paper_id))) for name, paper_id in trainable_families()]
-    return _page("run.md.j2", addresses=_addresses(repo_url, site_url), repo_url=safe_url(repo_url) if repo_url else None,
-                 methods=methods, families=families,
-                 run_prompt=RUN_PROMPT, example="pld",
-                 draft_example=next((s.aliases[0] for s in METHODS.values() if s.uses_draft_model and s.aliases), "sps"))
-
-
-def coverage_page(catalog: Catalog, loaded=None) -> str:
-    """Each taxonomy node: the papers on it, the methods that run here (the registry's compositions,
-    their drafting and verification nodes with the ones above them; alignment and scope from their
-    records), the head families `specatlas train` trains for it, which methods have measured results,
-    and why the idea cannot run here when that is a limit of the engine."""
-    from specatlas.impls.coverage import NOT_RUNNABLE
-    from specatlas.impls.registry import METHODS
-
-    nodes = {n.id: n for n in catalog.taxonomy.all_nodes()}
-    unknown = sorted(set(NOT_RUNNABLE) - set(nodes))
-    if unknown:
-        raise ValueError(f"reference_impls/coverage.py names taxonomy nodes that do not exist: {', '.join(unknown)}")
-
-    def with_ancestors(node_ids) -> set[str]:
-        out = set()
-        for node_id in node_ids:
-            if node_id in nodes:
-                facet = catalog.taxonomy.facets[nodes[node_id].facet]
-                out |= {node_id, *facet.ancestors(node_id)}
-        return out
-
-    runs: dict[str, list[Paper]] = {}
-    for spec in METHODS.values():
-        paper = catalog.by_id.get(spec.id)
-        if paper is None:
-            continue
-        records = [t for t in catalog.expanded_tags(paper) if nodes.get(t) and nodes[t].facet in ("alignment", "scope")]
-        for node_id in with_ancestors((*spec.drafting, *spec.verification)) | set(records):
-            runs.setdefault(node_id, []).append(paper)
-    trains: dict[str, list[str]] = {}
-    for name, paper_id in trainable_families():
-        paper = catalog.by_id.get(paper_id)
-        for node_id in catalog.expanded_tags(paper) if paper else []:
-            trains.setdefault(node_id, []).append(name)
-    measured = {row.method_id for row in measured_rows(catalog.root / "results", loaded)} if loaded else set()
-    facets = []
-    for facet_id in FACETS:
-        facet = catalog.taxonomy.facets.get(facet_id)
-        if facet is None:
-            continue
-        rows = []
-
-        def walk(parent: str | None, depth: int) -> None:
-            for node in facet.children(parent):
-                methods = sorted(runs.get(node.id, []), key=chronological)
-                rows.append({"node": node, "depth": depth, "papers": len(catalog.node_papers.get(node.id, [])),
-                             "methods": methods, "measured": [p for p in methods if p.id in measured],
-                             "trains": trains.get(node.id, []), "why": NOT_RUNNABLE.get(node.id)})
-                walk(node.id, depth + 1)
-
-        walk(None, 0)
-        facets.append((facet, rows))
-    return _page("coverage.md.j2", facets=facets, implemented=len(catalog.runnable),
-                 measured=len(measured & set(catalog.by_id)), name=choose.method_name)
-
-
-def contributing_page(catalog: Catalog, repo_url: str | None = None, site_url: str | None = None) -> str:
-    """CONTRIBUTING.md as it is, then where to send a contribution (the configured addresses)."""
-    source = catalog.root / "CONTRIBUTING.md"
-    guide = source.read_text(encoding="utf-8").rstrip() if source.is_file() else _page("contributing.md.j2").rstrip()
-    where = _addresses(repo_url, site_url)
-    return guide + "\n" + (render("addresses.md.j2", addresses=where) if where else "")
-
-
-def _addresses(repo_url: str | None, site_url: str | None) -> dict[str, str]:
-    """The configured repository and site addresses (`specatlas.site.urls`), those that are safe to link."""
-    found = {"repository": safe_url(repo_url) if repo_url else None, "site": safe_url(site_url) if site_url else None}
-    return {name: url for name, url in found.items() if url}
+    return render_page("leaderboard.md.j2", **page_context(catalog.root / "results", link=link, papers=catalog.by_id,
+                                                     loaded=loaded, raw=lambda name: f"{RAW_RESULTS}/{name}"))
 
 
 # Reported results compared -------------------------------------------------------------------
@@ -603,7 +381,7 @@ def results_page(catalog: Catalog, directory_urls: bool) -> str:
         "rows": sorted(by_benchmark[name], key=lambda r: (r.speedup is None, -(r.speedup or 0), r.method)),
     } for name in order]
     third = sum(r.measured_by == reported.THIRD_PARTY for r in rows)
-    return _page("results.md.j2", tables=tables, papers=len({r.source_id for r in rows if r.measured_by == reported.OWN}),
+    return render_page("results.md.j2", tables=tables, papers=len({r.source_id for r in rows if r.measured_by == reported.OWN}),
                  settings=len(rows) - third, third=third, mixed=reported.MIXED, third_party=reported.THIRD_PARTY,
                  href="../papers/{}/" if directory_urls else "papers/{}.html", num=_num, sort_num=_sort_num,
                  size_order=[label for _, label in reported.SIZE_BUCKETS] + [reported.NOT_STATED])
@@ -640,7 +418,7 @@ def choose_page(catalog: Catalog, loaded=None, directory_urls: bool = True) -> s
         needs.append({"title": title, "meaning": meaning, "fit": len(fits), "papers": fits[:SHORTLIST],
                       "best": reported.best_speedup, "browse": [names[n] for n in nodes if n in names]})
     serving, serving_total = choose.serving(catalog)
-    return _page("choose.md.j2", settings=choose.settings(catalog, loaded, load_spec_bench(catalog.root)),
+    return render_page("choose.md.j2", settings=choose.settings(catalog, loaded, load_spec_bench(catalog.root)),
                  serving=serving, serving_total=serving_total, needs=needs, implemented=catalog.implemented,
                  engine_column=choose.has_engine_data(catalog), engines=choose.engines, needs_of=lambda p: choose.needs(catalog, p),
                  num=_num, count=_counter(catalog), serving_node=names.get("serving-systems"),

@@ -13,7 +13,8 @@ from specatlas.bench.published import PublishedDataError
 from specatlas.paths import repo_root
 from specatlas.site import internal, urls
 from specatlas.site.catalog import Catalog, load_catalog, log
-from specatlas.site.pages import RepositoryFileError, allowed_tags, generate
+from specatlas.site.pages import allowed_tags, generate
+from specatlas.site.project_pages import RepositoryFileError
 
 
 class SpecAtlasPlugin(BasePlugin):

@@ -15,7 +15,10 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+from specatlas.catalog.schema import Paper
+from specatlas.catalog.venues import VENUES
 from specatlas.site import internal, text
+from specatlas.site.catalog import posted
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -50,3 +53,17 @@ def environment() -> Environment:
 
 def render(template: str, **context: object) -> str:
     return environment().get_template(template).render(**context)
+
+
+def venue(paper: Paper) -> str:
+    return paper.venue if paper.venue in VENUES else "?"
+
+
+def when(paper: Paper) -> str:
+    year, month = posted(paper)
+    return f"{year}-{month:02d}" if month else str(year)
+
+
+def render_page(template: str, **context: object) -> str:
+    """A site page from its template, with the page functions the shared macros use."""
+    return render(template, when=when, venue=venue, **context)

@@ -32,12 +32,13 @@ import torch
 from specatlas.fsutil import CACHE_BYTES, ReadError, read_json
 from specatlas.impls.engine import kv
 from specatlas.impls.drafters.self_drafting.bayes import GaussianProcess
-from specatlas.impls.engine.checkpoints import SHIPPED_HEADS
+from specatlas.impls.engine.head_folders import SHIPPED_HEADS
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.drafting import Draft, Drafter, ModelDrafter, TargetLayers
 from specatlas.impls.engine.layer_view import LayerView
 from specatlas.impls.engine.models import cache_root, encode_chat
 from specatlas.impls.engine.sampling import without
+from specatlas.impls.registry import METHODS
 from specatlas.train_prompts import PROMPTS
 
 # Draft & Verify's adaptive draft-exiting (its code's `auto_parameters` = [1, 0.5, 0.9, 1e-2, 0.9]):
@@ -151,10 +152,12 @@ def replay(target: TargetLayers, view, start: int, tokens: list[int], own_rows: 
 # steps without improvement or after 1000; drafting stops below confidence 0.8 (at most 25
 # tokens); verify the top 3/5/8/10 tokens at a depth drafted with confidence >0.95/>0.8/>0.5/less
 # (1/3/5/10 when sampling). UCB κ = 2.5.
-SWIFT_WINDOW, SWIFT_SKIP_RATIO, SWIFT_BAYES_EVERY = 50, 0.45, 25
-SWIFT_MAX_SCORE, SWIFT_TOLERANCE, SWIFT_MAX_ITERATIONS = 0.93, 300, 1000
-SWIFT_STOP, SWIFT_MAX_DRAFT, SWIFT_KAPPA = 0.8, 25, 2.5
-SWIFT_CANDIDATES = {True: (3, 5, 8, 10), False: (1, 3, 5, 10)}  # by greedy
+# The paper's numbers are its definition's (`registry.py`).
+_SWIFT = METHODS["xia2025swift"].paper
+SWIFT_WINDOW, SWIFT_SKIP_RATIO, SWIFT_BAYES_EVERY = _SWIFT.window, _SWIFT.skip_ratio, _SWIFT.bayes_every
+SWIFT_MAX_SCORE, SWIFT_TOLERANCE, SWIFT_MAX_ITERATIONS = _SWIFT.max_score, _SWIFT.tolerance, _SWIFT.max_iterations
+SWIFT_STOP, SWIFT_MAX_DRAFT, SWIFT_KAPPA = _SWIFT.stop, _SWIFT.max_draft, 2.5
+SWIFT_CANDIDATES = {True: _SWIFT.candidates, False: (1, 3, 5, 10)}  # by greedy
 
 
 def swift_candidates(confidence: float, greedy: bool) -> int:
@@ -232,10 +235,12 @@ class Swift(LayerSkip):
 # the target's own text (a verification costs 1, a draft forward the share of the weights the view
 # reads, as in memory-bound decoding), each draft token taken as the view's first draft after its
 # position (`replay`: one forward per prompt and candidate).
-DV_ITERATIONS, DV_ITERATIONS_CPU, DV_INIT_POINTS, DV_KAPPA = 1000, 48, 5, 2.576
-DV_PROMPTS, DV_PROMPTS_CPU, DV_TOKENS = 8, 2, 32
 # Decoding (its evaluate_sum.ipynb): at most 12 draft tokens, adaptive threshold starting at 0.6.
-DV_MAX_DRAFT, DV_THRESHOLD = 12, 0.6
+# The numbers stated in its settings are its definition's (`registry.py`).
+_DV = METHODS["zhang2024draft"].paper
+DV_ITERATIONS, DV_ITERATIONS_CPU, DV_INIT_POINTS, DV_KAPPA = _DV.iterations, _DV.iterations_cpu, 5, 2.576
+DV_PROMPTS, DV_PROMPTS_CPU, DV_TOKENS = _DV.prompts, _DV.prompts_cpu, _DV.tokens
+DV_MAX_DRAFT, DV_THRESHOLD = _DV.max_draft, _DV.threshold
 
 
 def simulated_speed(matches: list[bool], confidence: list[float], view_cost: float, threshold: ExitThreshold) -> tuple[int, float]:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specatlas.impls.engine.decoding import SpeculativeDecoder
+from specatlas.impls.engine.decoding import Round, SpeculativeDecoder
 from specatlas.impls.engine.drafting import Draft
 
 
@@ -50,35 +50,13 @@ class Pearl(SpeculativeDecoder):
     overlap: bool = True
 
     def steps(self, session, sampling, limit, stats):
-        unverified = Draft()  # u: drafted after the committed text, not verified yet (post-verify)
+        """The shared step (`SpeculativeDecoder.step`), each drawn by a round of this generation's `Rounds`."""
+        rounds = Rounds(self)
         while stats.new_tokens < limit:
-            self.draft_length.at(len(session.tokens))
-            depth = max(0, min(self.draft_length.choose(), limit - stats.new_tokens - len(unverified.tokens) - 1))
-            context = session.tokens + unverified.tokens
-            if not depth:  # nothing to draft: the target alone, as plain decoding runs it
-                draft, draft_seconds = Draft(), 0.0
-                scored, target_seconds = self._score(session, unverified)
-            elif self.overlap:
-                # The drafter's thread lives for this round only: kept for the generation, it and the
-                # OpenMP team its forwards start would stay beside the target's forwards of later
-                # rounds that draft nothing (the cost-aware policy's plain steps).
-                with ThreadPoolExecutor(1) as pool:
-                    drafting = pool.submit(self._draft, context, depth, sampling, session.rng)
-                    scored, target_seconds = self._score(session, unverified)
-                    draft, draft_seconds = drafting.result()
-            else:
-                draft, draft_seconds = self._draft(context, depth, sampling, session.rng)
-                scored, target_seconds = self._score(session, unverified)
-            chain, before = joined(unverified, draft, 0, 1), len(session.tokens)
-            step = session.settle(chain, scored)
-            committed = len(step.committed) - before
-            # No target token: every node of the chain was kept, d_1 unscored, so d_2.. wait for the next round.
-            unverified = joined(Draft(), draft, 1, len(draft.tokens)) if committed == len(step.accepted) else Draft()
-            # With the overlap, draft and target seconds add up to more than the wall time.
-            stats.draft_seconds += draft_seconds
-            stats.verify_seconds += target_seconds
-            stats.record(chain, step.accepted, committed)
-            self.draft_length.record(chain, len(step.accepted), draft_seconds, target_seconds, len(scored.logits))
+            room = limit - stats.new_tokens - len(rounds.unverified.tokens) - 1
+            before = len(session.tokens)
+            step = self.step(session, sampling, room, stats, rounds.draw)
+            rounds.settled(step, len(step.committed) - before)
             yield step
 
     def _score(self, session, unverified: Draft):
@@ -92,6 +70,42 @@ class Pearl(SpeculativeDecoder):
         with torch.inference_mode():
             draft = self.drafter.propose(context, depth, sampling, rng)
         return draft, self.clock() - begin
+
+
+class Rounds:
+    """One generation's rounds: u (`unverified`: drafted after the committed text, not verified yet,
+    post-verify) and the drafts of the round under way."""
+
+    def __init__(self, pearl: Pearl):
+        self.pearl, self.unverified, self.drafted = pearl, Draft(), Draft()
+
+    def draw(self, session, depth, sampling) -> Round:
+        """The target scores [pending] + u while the drafter drafts `depth` more after u; the step
+        verifies the chain u + [d_1]."""
+        pearl, unverified = self.pearl, self.unverified
+        context = session.tokens + unverified.tokens
+        if not depth:  # nothing to draft: the target alone, as plain decoding runs it
+            draft, draft_seconds = Draft(), 0.0
+            scored, target_seconds = pearl._score(session, unverified)
+        elif pearl.overlap:
+            # The drafter's thread lives for this round only: kept for the generation, it and the
+            # OpenMP team its forwards start would stay beside the target's forwards of later
+            # rounds that draft nothing (the cost-aware policy's plain steps).
+            with ThreadPoolExecutor(1) as pool:
+                drafting = pool.submit(pearl._draft, context, depth, sampling, session.rng)
+                scored, target_seconds = pearl._score(session, unverified)
+                draft, draft_seconds = drafting.result()
+        else:
+            draft, draft_seconds = pearl._draft(context, depth, sampling, session.rng)
+            scored, target_seconds = pearl._score(session, unverified)
+        self.drafted = draft
+        # With the overlap, draft and target seconds add up to more than the wall time.
+        return Round(joined(unverified, draft, 0, 1), scored, draft_seconds, target_seconds)
+
+    def settled(self, step, committed: int) -> None:
+        """No target token: every node of the chain was kept, d_1 unscored, so d_2.. wait for the next round."""
+        drafted = self.drafted
+        self.unverified = joined(Draft(), drafted, 1, len(drafted.tokens)) if committed == len(step.accepted) else Draft()
 
 
 def joined(head: Draft, tail: Draft, start: int, stop: int) -> Draft:

@@ -1,0 +1,61 @@
+"""Layers import downward only, imports inside functions included: the engine knows no drafter,
+family or method (they compose it); the bench library knows no other command and not the site."""
+
+import ast
+
+import pytest
+
+from specatlas.cli import COMMANDS
+from tests.test_import_cycles import imported, module_imports
+
+ENGINE = "specatlas.impls.engine"
+ABOVE_ENGINE = ("specatlas.impls.drafters", "specatlas.impls.families", "specatlas.impls.methods",
+                "specatlas.impls.registry")
+BENCH = "specatlas.bench"
+ABOVE_BENCH = ("specatlas.cli", "specatlas.site",
+               *(module for module, _ in COMMANDS.values() if not module.startswith(BENCH + ".")))
+
+
+def under(module: str, packages) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+COMMAND_MODULES = {module for module, _ in COMMANDS.values()}
+
+
+def upward(layer: str, above) -> list[str]:
+    """`module -> imported` for each import of a module in `layer` from a module in `above`; a
+    command's own module in the layer (`specatlas bench`'s, `results check`'s) may import the CLI's
+    shared checks, as every command does."""
+    return sorted(f"{module} -> {other}" for module, others in module_imports().items() if under(module, [layer])
+                  for other in others if under(other, above)
+                  and not (module in COMMAND_MODULES and other == "specatlas.cli"))
+
+
+# Strict: once the leaderboard's Markdown page and the targets' text stop importing the site's
+# templating and text helpers, this passes unexpectedly and fails, so the mark goes.
+BENCH_PENDING = pytest.mark.xfail(strict=True, reason="specatlas.bench.leaderboard_page and bench.targets still "
+                                  "import specatlas.site (templating, text, catalog, reported)")
+
+
+@pytest.mark.parametrize("layer, above", [(ENGINE, ABOVE_ENGINE), pytest.param(BENCH, ABOVE_BENCH, marks=BENCH_PENDING)],
+                         ids=["engine", "bench"])
+def test_no_layer_imports_upward(layer, above):
+    assert not upward(layer, above), f"{layer} imports from above it: " + "; ".join(upward(layer, above))
+
+
+def test_every_import_form_is_seen():
+    """An import hidden in a function, a relative one or an `importlib` call still counts."""
+    source = """
+import specatlas.impls.engine.kv
+def lazy():
+    from specatlas.impls.families import FAMILIES
+    from .. import methods
+    from .drafting import Draft
+    importlib.import_module("specatlas.impls.drafters.model_free.retrieval")
+"""
+    names = imported(ast.parse(source), "specatlas.impls.engine.decoding")
+    assert {"specatlas.impls.engine.kv", "specatlas.impls.families", "specatlas.impls.methods",
+            "specatlas.impls.engine.drafting", "specatlas.impls.drafters.model_free.retrieval"} <= names
+    assert under("specatlas.impls.families.checkpoints", ABOVE_ENGINE) and not under("specatlas.impls.engine.kv", ABOVE_ENGINE)
+    assert "specatlas.run_command" in ABOVE_BENCH and "specatlas.bench.results" not in ABOVE_BENCH
