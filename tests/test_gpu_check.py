@@ -62,7 +62,7 @@ def test_each_method_that_diverges_never_drafts_or_fails_is_one_line(monkeypatch
     builders = dict(zip(["saxena2023prompt", "fu2024break", "cai2024medusa", "li2024eagle2"],
                         [drafts_plain, never_drafts, diverges, fails]))
     for method_id, builder in builders.items():
-        monkeypatch.setitem(METHODS, method_id, dataclasses.replace(METHODS[method_id], builder=f"{__name__}:{builder.__name__}"))
+        monkeypatch.setitem(METHODS, method_id, dataclasses.replace(METHODS[method_id], builder=f"tests.test_gpu_check:{builder.__name__}"))
     args = argparse.Namespace(device="cpu", dtype="float32", max_new_tokens=6)
     problems = gpu_check.identical_outputs(args, list(builders))
     assert problems == ["fu2024break: never drafted", "cai2024medusa: differs from plain decoding on check prompt 1",

@@ -17,7 +17,7 @@ def recipe(target: str, tmp_path: Path) -> str:
     """What `make TARGET` would run on a fresh clone (no .venv yet)."""
     for name in ("Makefile", "pyproject.toml"):
         shutil.copy(ROOT / name, tmp_path / name)
-    done = subprocess.run(["make", "-n", target], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    done = subprocess.run(["make", "--no-print-directory", "-n", target], cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -52,6 +52,6 @@ def test_gpu_check_runs_the_command_on_the_device_it_is_given(tmp_path):
     commands = recipe("gpu-check", tmp_path)
     assert "peers" not in extras(commands)
     assert commands.rstrip().endswith("specatlas gpu-check --device cuda")
-    done = subprocess.run(["make", "-n", "gpu-check", "DEVICE=cuda:1", "QUESTIONS=q dir/question.jsonl"], cwd=tmp_path,
+    done = subprocess.run(["make", "--no-print-directory", "-n", "gpu-check", "DEVICE=cuda:1", "QUESTIONS=q dir/question.jsonl"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=30)
     assert done.stdout.rstrip().endswith('specatlas gpu-check --device cuda:1 --questions "q dir/question.jsonl"')

@@ -176,7 +176,7 @@ def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: P
     """Train `trainer`'s module on the data in `data` (its first `tokens` answer tokens) and save it
     to `output`; `epochs` (instead of `steps`) resolves to steps on that data. `code`: the checkout
     the command started in (`provenance.checkout_state`), for the model card. A shipped head is
-    replaced only by a better one, unless `replace_anyway` (`training.keep_better`)."""
+    replaced only by a better one, unless `replace_anyway` (`head_folders.keep_better`)."""
     print(f"specatlas train: {trainer.paper} ({trainer.name}) for {loaded.name}; data in {data}", file=sys.stderr)
     shards, held_out = data_shards.load(data, loaded.tokenizer, tokens)
     folder = training.features_folder(loaded.name)

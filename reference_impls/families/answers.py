@@ -19,6 +19,8 @@ the answer ended on its own (EOS) or at the length cap.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import hashlib
 import io
 import zipfile
@@ -164,12 +166,7 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, stop: set[int
         visible[:, : end - shift] = visible[:, shift:end].clone()
         visible[:, end - shift :] = False
 
-    # transformers finds attention by name in one process-wide table: the name is there only while
-    # this generation runs, and the model's own setting comes back after it.
-    ATTENTION[GROUPED] = grouped_attention
-    before = model.config._attn_implementation
-    model.set_attn_implementation(GROUPED)
-    try:
+    with _grouped_attention(model):
         while True:
             free = [slot for slot in range(rows) if owner[slot] < 0]
             # Refill in groups: a prefill of several prompts costs about what one costs.
@@ -201,6 +198,17 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, stop: set[int
                 if owner[slot] >= 0:
                     answers[slot].append(int(nxt[slot]))
             last, position = nxt, position + 1
+
+
+@contextmanager
+def _grouped_attention(model):
+    """transformers finds attention by name in one process-wide table: the name is there only while
+    a generation runs, and the model's own setting comes back after it."""
+    ATTENTION[GROUPED] = grouped_attention
+    before = model.config._attn_implementation
+    model.set_attn_implementation(GROUPED)
+    try:
+        yield
     finally:
         model.set_attn_implementation(before)
         del ATTENTION[GROUPED]

@@ -27,7 +27,6 @@ import dataclasses
 import hashlib
 import io
 import itertools
-import json
 import math
 import random
 import sys
@@ -38,9 +37,9 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from specatlas.fsutil import WriteError, atomic_write, exclusive
+from specatlas.fsutil import atomic_write, exclusive
+from specatlas.impls.engine.head_folders import keep_better
 from specatlas.impls.engine.errors import unpickle_failure
-from specatlas.impls.engine.head_folders import SHIPPED_HEADS
 from specatlas.impls.engine.models import cache_root
 from specatlas.impls.engine.weight_storage import stored
 
@@ -530,24 +529,6 @@ def finish(family, run: Run, module, loaded, features, train_ids, test_ids, stat
     family.save(module, output, loaded.model, loaded.name, extra, card)
     return f"{state.step} steps in {state.seconds / 60:.1f} min, loss {card['final_loss']}, " \
            f"held-out mean accepted tokens (top-1 chain) {accuracy['mean_accepted_tokens_chain']}"
-
-
-def keep_better(name: str, output: Path, accuracy: dict) -> None:
-    """Refuse (a `WriteError`) to replace the head shipped in `output` unless the retrained one's
-    held-out mean accepted tokens beat its model card's: every committed retrain stays in the git
-    history, so one that is no better only grows the repository. A folder outside the shipped heads,
-    or with no readable card, is written as before."""
-    if output.resolve().parent != SHIPPED_HEADS.resolve():
-        return
-    try:
-        shipped = json.loads((output / "training.json").read_text(encoding="utf-8"))["held_out"]["mean_accepted_tokens_chain"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return
-    new = accuracy["mean_accepted_tokens_chain"]
-    if isinstance(shipped, (int, float)) and new <= shipped:
-        raise WriteError(f"{output}: kept the shipped {name} head: the retrained one's held-out mean accepted tokens, "
-                         f"{new}, are no better than its card's {shipped}; the same command with --replace-anyway "
-                         "writes it (resuming from this run's saved state, no training again)")
 
 
 def epochs_seen(family, features: Features, train_ids: list[int], steps: int) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from specatlas import train, train_data
+from specatlas import data_shards, train
 from specatlas.cli import main
 from specatlas.impls.engine.models import LoadedModel
 from tests.impls.toy import tiny_llama
@@ -19,7 +19,7 @@ def test_several_families_train_one_after_another_on_one_pass_of_the_target(tmp_
     target = tiny_llama(3, layers=6, vocab=16).float()
     monkeypatch.setattr(train, "load_model", lambda *args, **kwargs: LoadedModel(
         target, range(target.config.vocab_size), "tiny"))  # a tokenizer's length is all loading reads
-    monkeypatch.setattr(train_data, "default_folder", lambda name: tmp_path / "data")
+    monkeypatch.setattr(data_shards, "default_folder", lambda name: tmp_path / "data")
     monkeypatch.setattr(train, "default_output", lambda family, name: tmp_path / f"{family.name}-head")
     monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))
     rows = []
@@ -65,14 +65,14 @@ def test_a_run_the_time_budget_ended_says_so_and_how_to_finish_it(tmp_path, caps
 def test_a_retrained_head_replaces_the_shipped_one_only_when_better(tmp_path, monkeypatch, capsys):
     """Every committed retrain stays in git: a shipped head is replaced only by one whose held-out
     acceptance beats its card's, or with --replace-anyway; a folder outside the shipped heads as before."""
-    from specatlas.impls.families import training
+    from specatlas.impls.engine import head_folders
 
     make_folder(tmp_path / "data", shards=3, per_shard=3, answer=10)
     target = tiny_llama(3, layers=6, vocab=16).float()
     monkeypatch.setattr(train, "load_model", lambda *args, **kwargs: LoadedModel(
         target, range(target.config.vocab_size), "tiny"))
-    monkeypatch.setattr(train_data, "default_folder", lambda name: tmp_path / "data")
-    monkeypatch.setattr(training, "SHIPPED_HEADS", tmp_path / "shipped")
+    monkeypatch.setattr(data_shards, "default_folder", lambda name: tmp_path / "data")
+    monkeypatch.setattr(head_folders, "SHIPPED_HEADS", tmp_path / "shipped")
     monkeypatch.setattr(train, "default_output", lambda family, name: tmp_path / "shipped" / f"{family.name}-head")
     monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))
     head = tmp_path / "shipped" / "medusa-head"

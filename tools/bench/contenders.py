@@ -165,7 +165,7 @@ def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
         else:  # pure temperature sampling, as ours: transformers would otherwise default to top_k=50
             sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
         torch.manual_seed(seed)
-        models = [target] + [extra["assistant_model"]] * ("assistant_model" in extra)  # transformers' kernels for both
+        models = [target, extra["assistant_model"]] if "assistant_model" in extra else [target]  # transformers' kernels for both
         with default_kernels(*models), counting_forwards(target) as widths:
             start = time.perf_counter()
             out = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,

@@ -66,13 +66,13 @@ def page_context(results_dir: Path, link: Linker | None = None, papers: dict[str
     link = link or record_linker(root)
     measured_ids = sorted({method_paper_id(m.id) for run, _ in runs for m in run.methods})
     return {"measured": MeasuredPage(runs, failed, link, raw or _beside),
-            "reported": reported(measured_ids, root, link, papers), **HELPERS}
+            "reported": reported(measured_ids, root, link, papers), **FILTERS}
 
 
 def measured_markdown(results_dir: Path, link: Linker | None = None, raw: FileLinker | None = None) -> str:
     """results/LEADERBOARD.md (leaderboard_measured.md.j2): the result files alone."""
     page = MeasuredPage(*load_all(Path(results_dir)), link or record_linker(Path(results_dir).parent), raw or _beside)
-    return render("leaderboard_measured.md.j2", measured=page, **HELPERS).rstrip("\n")
+    return render("leaderboard_measured.md.j2", measured=page, **FILTERS).rstrip("\n")
 
 
 def _beside(name: str) -> str:
@@ -287,7 +287,7 @@ def acceptance_by_position(line: Line) -> list[float | None]:
 
 
 # What the templates use beside the site's escaping filters.
-HELPERS = {"fmt": fmt, "milliseconds": milliseconds, "percent": percent, "subtask": lambda c: SUBTASKS.get(c, c),
+FILTERS = {"fmt": fmt, "milliseconds": milliseconds, "percent": percent, "subtask": lambda c: SUBTASKS.get(c, c),
            "kinds": KINDS, "curve_warning": curve_warning, "wide_rows": WIDE_ROWS, "lossless": lossless,
            "acceptance_by_position": acceptance_by_position, "breakable": breakable, "drafts_with_a_model": drafts_with_a_model,
            "references": references, "row_name": row_name}
