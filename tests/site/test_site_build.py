@@ -31,9 +31,11 @@ def test_mkdocs_build_strict_on_the_real_catalog(tmp_path):
         assert (out / page / "index.html").is_file()
     assert not list(Path(repo_root(), "docs").glob("**/*.md")), "generated pages must not land in docs/"
     # Light pages: no graph library anywhere (lineage is drawn at build time), every page well
-    # under a megabyte, and the search index no larger than the pages it indexes need.
+    # under a megabyte, and the search index no larger than the pages it indexes need. The catalog
+    # lists every record on one page (filtered in the browser), so it is held to 1,600 bytes a record.
     for html in out.rglob("*.html"):
-        assert html.stat().st_size < 1_000_000, html
+        bound = 1_600 * len(ids) if html == out / "catalog" / "index.html" else 1_000_000
+        assert html.stat().st_size < bound, html
     assert "mermaid" not in (out / "lineage" / "index.html").read_text(encoding="utf-8")
     assert not list(out.rglob("mermaid*.js"))
     # Site basics: a sitemap of every page, a favicon, edit links to each page's source.
