@@ -312,6 +312,15 @@ METHODS: dict[str, MethodSpec] = {
                             "target's states at {draft_layers} layers spread from layer 1 to the fourth-last, fused "
                             "and injected as keys and values; loss weights exp(-(k - 1) / {decay})",
                    source="its released b16 drafters and code", draft=lambda c: (c.block - 1, c.block - 1)),
+        MethodSpec(id="chen2026dflash-cpu", name="DFlash, CPU-sized: one draft layer, blocks of 8",
+                   aliases=("dflash-cpu",), variant_of="chen2026dflash",
+                   drafting=("independent-fine-tuned",), verification=("greedy-verification",),
+                   lossless=True, builder="heads:dflash_cpu", trained_head="dflash",
+                   constants={"block": 8, "draft_layers": 1, "conditioning": 5, "decay": 4},
+                   settings="a hardware-sized variant, not the paper's drafter: blocks of {block} from one draft "
+                            "layer reading the paper drafter's {conditioning} target states; loss weights "
+                            "exp(-(k - 1) / {decay}), the paper's decay for blocks of {block}",
+                   source="its paper's decay for blocks of 8", draft=lambda c: (c.block - 1, c.block - 1)),
         MethodSpec(id="ankner2024hydra", name="Hydra: sequentially dependent draft heads", aliases=("hydra",),
                    drafting=("extra-heads", "token-tree"), verification=("token-tree-verification",),
                    lossless=True, builder="heads:hydra", trained_head="hydra",

@@ -7,7 +7,7 @@ and evaluated. `checkpoints.load` detects a checkpoint's family by asking each i
 """
 
 from specatlas.impls.families.base import Family
-from specatlas.impls.families.dflash import DFlashFamily
+from specatlas.impls.families.dflash import DFlashCPUFamily, DFlashFamily
 from specatlas.impls.families.distillspec import DistillFamily
 from specatlas.impls.families.eagle import EagleFamily
 from specatlas.impls.families.eagle3 import Eagle3Family
@@ -22,4 +22,5 @@ from specatlas.impls.families.specdecpp import SpecDecFamily
 
 FAMILIES: dict[str, Family] = {family.name: family for family in (
     MedusaFamily(), HydraFamily(), EagleFamily(), Eagle3Family(), KangarooFamily(), DistillFamily(), FrSpecFamily(),
-    PassFamily(), SpecDecFamily(), ReDrafterFamily(), ParallelFamily(), DFlashFamily())}
+    PassFamily(), SpecDecFamily(), ReDrafterFamily(), ParallelFamily(), DFlashFamily(),
+    DFlashCPUFamily())}

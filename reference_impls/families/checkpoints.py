@@ -92,13 +92,14 @@ def shipped_head_folder(family: str) -> Path:
     return SHIPPED_HEADS / f"{EMBEDDED}-{family}"
 
 
-def load_head(target, family: str, drafter_checkpoint=None) -> DraftCheckpoint:
-    """The head for `target`: a given checkpoint, else the one shipped for the embedded model;
-    a `ModelLoadError` (`HeadNotShipped` when it is not shipped yet) with one line otherwise."""
-    source = drafter_checkpoint or shipped_head_folder(family)
+def load_head(target, family: str, drafter_checkpoint=None, folder: str = "") -> DraftCheckpoint:
+    """The head for `target`: a given checkpoint, else the one shipped for the embedded model (in
+    `folder`'s shipped folder where a variant trains its own `family` head); a `ModelLoadError`
+    (`HeadNotShipped` when it is not shipped yet) with one line otherwise."""
+    source = drafter_checkpoint or shipped_head_folder(folder or family)
     if drafter_checkpoint is None and not source.is_dir():
-        raise HeadNotShipped(f"no trained {family} head is shipped yet; train one with `specatlas train {family}` "
-                             "or pass --drafter-checkpoint")
+        raise HeadNotShipped(f"no trained {folder or family} head is shipped yet; train one with "
+                             f"`specatlas train {folder or family}` or pass --drafter-checkpoint")
     try:
         checkpoint = load(source, target, None if drafter_checkpoint else EMBEDDED)
     except CheckpointError as exc:

@@ -42,7 +42,7 @@ from specatlas.impls.families.training import (LOSS_VOCAB, acceptance_summary, f
 # the fourth-last (its code's build_target_layer_ids). Its loss weights the k-th draft of a block by
 # exp(-(k - 1) / gamma), gamma = 7 at block 16. (Its definition's numbers, `registry.py`.)
 _PAPER = METHODS["chen2026dflash"].paper
-DFLASH_BLOCK, DFLASH_LAYERS, DFLASH_DECAY = _PAPER.block, _PAPER.draft_layers, float(_PAPER.decay)
+DFLASH_BLOCK, DFLASH_LAYERS = _PAPER.block, _PAPER.draft_layers
 
 
 def conditioning_layers(target_layers: int, draft_layers: int) -> tuple[int, ...]:
@@ -95,16 +95,28 @@ class DFlashDraft(nn.Module):
         self.register_buffer("draft_vocab", torch.zeros(draft_vocab_size, dtype=torch.long))
 
     @classmethod
-    def starting(cls, target, draft_vocab: torch.Tensor, num_layers: int = DFLASH_LAYERS) -> DFlashDraft:
-        """Training's starting point: the target's first `num_layers` layers, the mask the mean token embedding."""
+    def starting(cls, target, draft_vocab: torch.Tensor, num_layers: int = DFLASH_LAYERS,
+                 layers: tuple[int, ...] | None = None, deep: bool = False) -> DFlashDraft:
+        """Training's starting point, reading the target states `layers` (`num_layers` of them
+        spread as its code spreads them by default); the mask is the mean token embedding. The
+        draft layers are the target's first ones, or with `deep` copies of the target layer that
+        reads the deepest conditioning state, with `fc` passing that state alone and `hidden_norm`
+        that layer's input norm: the injected keys and values then start as that layer's own."""
         config = LayerConfig.from_dict(target.config.to_dict())
-        module = cls(config, num_layers, num_layers, len(draft_vocab))
-        for mine, theirs in zip(module.layers, target.model.layers):
+        layers = layers or conditioning_layers(target.config.num_hidden_layers, num_layers)
+        module = cls(config, num_layers, len(layers), len(draft_vocab))
+        source = [target.model.layers[layers[-1]]] * num_layers if deep else target.model.layers
+        for mine, theirs in zip(module.layers, source):
             mine.load_state_dict(theirs.state_dict())
         module.norm.load_state_dict(target.model.norm.state_dict())
         module.draft_vocab.copy_(draft_vocab)
         with torch.no_grad():
             module.mask_embedding.copy_(target.model.embed_tokens.weight.mean(0))
+            if deep:
+                hidden = config.hidden_size
+                module.fc.weight.zero_()
+                module.fc.weight[:, -hidden:] = torch.eye(hidden)
+                module.hidden_norm.load_state_dict(target.model.layers[layers[-1]].input_layernorm.state_dict())
         return module.to(target.device, target.dtype)
 
     def fuse(self, states: torch.Tensor) -> torch.Tensor:
@@ -200,18 +212,37 @@ class DFlashFamily(Family):
     """DFlash's drafter, trained on the target's greedy answers with the paper's block loss. Its
     code trains on GPUs for epochs over 800k conversations; here a CPU run of a few hundred steps,
     so the layers start from the target's first ones (the draft rows read token embeddings, as
-    those layers do) and learn at 3e-4, PARD's rate here."""
+    those layers do) and learn at 3e-4, PARD's rate here. Block, layers, conditioning states and
+    decay are its registry definition's (`method`)."""
 
-    name, default_steps, steps_evaluated = "dflash", 400, DFLASH_BLOCK - 1
-    block, draft_layers, decay, lr, conversations = DFLASH_BLOCK, DFLASH_LAYERS, DFLASH_DECAY, 3e-4, 2
+    name, default_steps, method = "dflash", 400, "chen2026dflash"
+    lr, conversations, deep_start = 3e-4, 2, False
     # Blocks anchored per conversation a step (its code anchors 512 blocks in sequences of up to
     # 3,072 tokens; the answers here are about 300 tokens long).
     anchors = 32
     held_out_conversations = 48
     title, paper, aliases = "DFlash", "chen2026dflash", ("dflash",)
 
+    @property
+    def block(self) -> int:
+        return METHODS[self.method].paper.block
+
+    @property
+    def draft_layers(self) -> int:
+        return METHODS[self.method].paper.draft_layers
+
+    @property
+    def decay(self) -> float:
+        return float(METHODS[self.method].paper.decay)
+
+    @property
+    def steps_evaluated(self) -> int:
+        return self.block - 1
+
     def layers(self, model):
-        return conditioning_layers(model.config.num_hidden_layers, self.draft_layers)
+        """Its code's rule gives a drafter of n layers n conditioning states; a definition may name another count."""
+        count = getattr(METHODS[self.method].paper, "conditioning", self.draft_layers)
+        return conditioning_layers(model.config.num_hidden_layers, count)
 
     def detect(self, weights, config):
         if "mask_embedding" in weights and "fc.weight" in weights and any(k.startswith("layers.") for k in weights):
@@ -248,8 +279,8 @@ class DFlashFamily(Family):
         train_ids, test_ids = split(features, run.seed)
         test_ids = test_ids[: self.held_out_conversations]
         vocab = frequency_ranked(features, train_ids, model.config.vocab_size)[:LOSS_VOCAB].sort().values
-        student = DFlashDraft.starting(model, vocab, self.draft_layers).float().train()
         layers = self.layers(model)
+        student = DFlashDraft.starting(model, vocab, self.draft_layers, layers, self.deep_start).float().train()
         untrained = self.evaluate(student, model, features, test_ids)
         local = torch.full((model.config.vocab_size,), -100, dtype=torch.long)
         local[student.draft_vocab] = torch.arange(len(student.draft_vocab))
@@ -319,3 +350,19 @@ class DFlashFamily(Family):
                 accepted += hits.int().cumprod(1).sum(1).tolist()
         return acceptance_summary(accepted, drafts)
 
+
+
+class DFlashCPUFamily(DFlashFamily):
+    """The hardware-sized DFlash variant (`chen2026dflash-cpu`), not the paper's drafter: one draft
+    layer and blocks of 8, so a block costs a small share of a target step on a CPU, still reading
+    the paper drafter's five conditioning states. Its one layer starts as a copy of the target
+    layer reading the deepest of them (`DFlashDraft.starting`'s `deep`): with one layer there is
+    no stack of the target's first layers to reuse. Its checkpoints are DFlash checkpoints, which
+    the `dflash` family loads; only its shipped folder and training differ."""
+
+    name, method, deep_start = "dflash-cpu", "chen2026dflash-cpu", True
+    default_steps, anchors = 2400, 64  # 64 blocks of 8: the paper-sized run's rows a step
+    title, paper, aliases = "DFlash, CPU-sized", "chen2026dflash-cpu", ("dflash-cpu",)
+
+    def detect(self, weights, config):
+        return None

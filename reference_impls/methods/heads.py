@@ -203,12 +203,22 @@ def dflash(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_c
     """Chen et al. 2026 (DFlash): the block-diffusion drafter drafts the block's tokens after the
     pending one in one forward, reading the target's states injected as keys and values; exact
     match verifies the chain when greedy, speculative sampling when sampling."""
-    drafts = METHODS["chen2026dflash"].paper.block - 1
-    checkpoint = load_head(target, "dflash", drafter_checkpoint)
+    return _dflash(target, "chen2026dflash", "dflash", policy, drafter_checkpoint)
+
+
+def dflash_cpu(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
+    """DFlash's hardware-sized variant: the same drafting and verification with its own one-layer
+    drafter drafting blocks of 8."""
+    return _dflash(target, "chen2026dflash-cpu", "dflash-cpu", policy, drafter_checkpoint)
+
+
+def _dflash(target, method: str, folder: str, policy, drafter_checkpoint) -> SpeculativeDecoder:
+    block = METHODS[method].paper.block
+    checkpoint = load_head(target, "dflash", drafter_checkpoint, folder=folder)
     drafter = DFlashDrafter(checkpoint.head, target, checkpoint.hidden_layers,
                             label=f"DFlash drafter ({checkpoint.head.describe()}; {checkpoint.describe()})")
     return SpeculativeDecoder(target, drafter, draft_length=policy.controller(
-        target, drafts, max_depth=drafts, source="DFlash's block of 16"))
+        target, block - 1, max_depth=block - 1, source=f"DFlash's block of {block}"))
 
 
 def specdec_pp(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:

@@ -27,6 +27,10 @@ def test_a_block_sees_the_context_before_its_anchor_and_all_of_itself():
     assert positions.tolist() == [2, 3, 4, 5, 6, 7]
 
 
+class _Block5(DFlashFamily):
+    block = 5
+
+
 def _world():
     target = tiny_llama(5, layers=4, vocab=16).float()
     torch.manual_seed(0)
@@ -57,8 +61,7 @@ def test_the_drafted_block_is_the_block_its_training_rows_predict():
         draft = drafter.propose(text[:7], 4, Sampling(1.0), Randomness(0))
     features = Features(tokens=[torch.tensor(text)], prompt_lengths=[4], hidden={l: [s] for l, s in per_layer.items()},
                         greedy=[torch.tensor(text[1:] + [0])])
-    family = DFlashFamily()
-    family.block = 5
+    family = _Block5()
     with torch.no_grad():
         rows, _ = family._block_states(student, target, features, 0, torch.tensor([6]), layers)
         want = Sampling(1.0).probs(student.head(target)(rows[1:]))
@@ -77,3 +80,20 @@ def test_greedy_drafts_are_each_rows_top_token_inside_the_draft_vocabulary():
     with torch.no_grad():
         draft = drafter.propose(text, 6, Sampling(), Randomness(0))
     assert len(draft.tokens) == 6 and draft.q is None and all(0 <= t < 10 for t in draft.tokens)
+
+
+def test_a_deep_start_injects_the_keys_and_values_of_the_target_layer_it_copies():
+    """The CPU-sized variant's one layer starts as the target layer reading the deepest
+    conditioning state: its injected keys and values are that layer's own at every position."""
+    target = tiny_llama(5, layers=4, vocab=16).float()
+    layers = (1, 3)
+    student = DFlashDraft.starting(target, torch.arange(10), 1, layers, deep=True).float()
+    with torch.no_grad():
+        states = target(input_ids=torch.tensor([[3, 1, 4, 1, 5]]), output_hidden_states=True).hidden_states
+        fused = student.fuse(torch.cat([states[layer] for layer in layers], -1))
+        theirs = target.model.layers[layers[-1]]
+        normed = theirs.input_layernorm(states[layers[-1]])
+        mine = student.layers[0].self_attn
+        assert torch.allclose(mine.k_proj(fused), theirs.self_attn.k_proj(normed), atol=1e-5)
+        assert torch.allclose(mine.v_proj(fused), theirs.self_attn.v_proj(normed), atol=1e-5)
+    assert student.fc.in_features == 2 * student.fc.out_features
