@@ -21,7 +21,7 @@ from specatlas.bench.result_files import load
 from specatlas.cli import main
 from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY, shipped_in, shipped_label
 from specatlas.paths import repo_root
-from specatlas.site.text import md
+from specatlas.escaping import md
 
 HEAD = "tiny-kangaroo"
 SETUP = f"adapter ({shipped_label('kangaroo', HEAD)}); the paper's draft length 6"

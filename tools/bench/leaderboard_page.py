@@ -38,7 +38,7 @@ from specatlas.impls.registry import resolve
 from specatlas.site.catalog import public_url
 from specatlas.site.reported import source_text
 from specatlas.site.templating import render
-from specatlas.site.text import md
+from specatlas.escaping import md
 
 PAGE_FILE = "LEADERBOARD.md"
 PAGE_START = "Measured by `specatlas bench`"  # how every page this module writes begins (its template's first words)

@@ -11,7 +11,7 @@ from specatlas.bench.results import (BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP,
                                      forward_cost, references, row_name)
 from specatlas.impls.engine.draft_length import COST_AWARE as DEFAULT_POLICY
 from specatlas.impls.registry import resolve
-from specatlas.site.text import md
+from specatlas.escaping import md
 
 # The project's speed targets on a CPU, for one run of `specatlas bench` on Spec-Bench questions.
 BEST_LOSSLESS = 2.0  # × our baseline overall, the best lossless method

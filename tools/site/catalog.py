@@ -13,7 +13,7 @@ from pathlib import Path
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.taxonomy import FACETS, Taxonomy
 from specatlas.catalog.validate import validate
-from specatlas.site.text import safe_url
+from specatlas.escaping import safe_url
 
 log = logging.getLogger("mkdocs.plugins.specatlas")
 

@@ -29,7 +29,7 @@ from specatlas.site.catalog import Catalog, chronological, newest_first, posted,
 from specatlas.site.project_pages import (RUN_PROMPT, RepositoryFileError, contributing_page, coverage_page, repository_json,
                                           resources_page, robots, run_page, training_page)
 from specatlas.site.templating import render_page, venue
-from specatlas.site.text import safe_url, tag_name
+from specatlas.escaping import safe_url, tag_name
 
 _ID = re.compile(ID_PATTERN)
 _NODE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

@@ -17,7 +17,7 @@ from specatlas.catalog.taxonomy import FACETS
 from specatlas.site import choose, reported
 from specatlas.site.catalog import Catalog, chronological, newest_first, public_url, trainable_families
 from specatlas.site.templating import render, render_page
-from specatlas.site.text import safe_url
+from specatlas.escaping import safe_url
 
 
 RUN_PROMPT = "Explain speculative decoding in two sentences."

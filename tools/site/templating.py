@@ -2,7 +2,7 @@
 
 Autoescape is on, so any value a template inserts as it is comes out HTML-escaped. Where a value
 lands in Markdown, the template says so with one of the filters below, the escaping functions of
-`specatlas.site.text`: their output is final (it is already escaped for where it lands), so it is
+`specatlas.escaping`: their output is final (it is already escaped for where it lands), so it is
 marked safe and not escaped twice.
 """
 
@@ -17,7 +17,8 @@ from markupsafe import Markup
 
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.venues import VENUES
-from specatlas.site import internal, text
+from specatlas import escaping as text
+from specatlas.site import internal
 from specatlas.site.catalog import posted
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"

@@ -10,7 +10,7 @@ import yaml
 
 from specatlas.catalog import recall
 from specatlas.site.catalog import Catalog, posted
-from specatlas.site.text import attr
+from specatlas.escaping import attr
 
 # The sweeps' record of how completely each posted month was searched (see the file's header).
 COVERAGE_FILE = "tools/catalog/sweep/coverage.yaml"
