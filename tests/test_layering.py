@@ -32,13 +32,7 @@ def upward(layer: str, above) -> list[str]:
                   and not (module in COMMAND_MODULES and other == "specatlas.cli"))
 
 
-# Strict: once the leaderboard's Markdown page and the targets' text stop importing the site's
-# templating and text helpers, this passes unexpectedly and fails, so the mark goes.
-BENCH_PENDING = pytest.mark.xfail(strict=True, reason="specatlas.bench.leaderboard_page and bench.targets still "
-                                  "import specatlas.site (templating, text, catalog, reported)")
-
-
-@pytest.mark.parametrize("layer, above", [(ENGINE, ABOVE_ENGINE), pytest.param(BENCH, ABOVE_BENCH, marks=BENCH_PENDING)],
+@pytest.mark.parametrize("layer, above", [(ENGINE, ABOVE_ENGINE), (BENCH, ABOVE_BENCH)],
                          ids=["engine", "bench"])
 def test_no_layer_imports_upward(layer, above):
     assert not upward(layer, above), f"{layer} imports from above it: " + "; ".join(upward(layer, above))

@@ -4,6 +4,8 @@ specatlas.impls), so a new subfolder must be added there or it will be missing f
 import tomllib
 from fnmatch import fnmatch
 
+import pytest
+
 from specatlas.paths import repo_root
 
 MAPPING = {"tools": "specatlas", "reference_impls": "specatlas.impls"}
@@ -20,9 +22,11 @@ def test_every_package_folder_is_listed():
     assert found == listed
 
 
-def test_the_site_templates_are_package_data():
+@pytest.mark.parametrize("package, data", [("site", "templates"), ("bench", "templates"), ("catalog", "internal_words.yaml")])
+def test_the_files_read_at_run_time_are_package_data(package, data):
     root = repo_root()
-    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["specatlas.site"]
-    site = root / "tools" / "site"
-    templates = [p.relative_to(site).as_posix() for p in (site / "templates").rglob("*") if p.is_file()]
-    assert templates and [t for t in templates if not any(fnmatch(t, g) for g in globs)] == []
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][f"specatlas.{package}"]
+    folder = root / "tools" / package
+    paths = [folder / data] if (folder / data).is_file() else [p for p in (folder / data).rglob("*") if p.is_file()]
+    files = [p.relative_to(folder).as_posix() for p in paths]
+    assert files and [f for f in files if not any(fnmatch(f, g) for g in globs)] == []

@@ -348,20 +348,17 @@ def test_a_failure_a_later_run_superseded_is_dropped_and_each_table_opens_with_i
 
 def test_leaderboard_file_and_site_page_render_from_one_template(two_method_run, write_run, tmp_path, monkeypatch):
     """results/LEADERBOARD.md and the site's page are one template's output: a line added to it shows in both."""
-    from specatlas.site import templating
+    from specatlas.bench import leaderboard_page
     from specatlas.site.catalog import Catalog
-    from specatlas.site.pages import leaderboard_page, measured_results
+    from specatlas.site.pages import leaderboard_page as site_leaderboard_page
+    from specatlas.site.pages import measured_results
 
     folder = write_run(two_method_run, folder=tmp_path / "root" / "results").parent
     shutil.copytree(repo_root() / SPEC_BENCH_FILE.parent, folder.parent / SPEC_BENCH_FILE.parent)
-    templates = shutil.copytree(templating.TEMPLATES, tmp_path / "templates")
+    templates = shutil.copytree(leaderboard_page.TEMPLATES, tmp_path / "templates")
     page = templates / "leaderboard_measured.md.j2"
     page.write_text(page.read_text(encoding="utf-8") + "\nOne template, two pages.\n", encoding="utf-8")
-    monkeypatch.setattr(templating, "TEMPLATES", templates)
-    templating.environment.cache_clear()
-    try:
-        catalog = Catalog(folder.parent, [], None)
-        assert measured_markdown(folder).endswith("\nOne template, two pages.")
-        assert "\nOne template, two pages.\n" in leaderboard_page(catalog, measured_results(catalog))
-    finally:
-        templating.environment.cache_clear()
+    monkeypatch.setattr(leaderboard_page, "TEMPLATES", templates)
+    catalog = Catalog(folder.parent, [], None)
+    assert measured_markdown(folder).endswith("\nOne template, two pages.")
+    assert "\nOne template, two pages.\n" in site_leaderboard_page(catalog, measured_results(catalog))

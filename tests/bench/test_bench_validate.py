@@ -16,7 +16,7 @@ from specatlas.bench.result_files import dumps
 from specatlas.bench.results import config_hash, summarize
 from specatlas.bench.validate_results import ACCELERATOR, check_files, check_folder
 from specatlas.cli import main
-from specatlas.site.text import md
+from specatlas.escaping import md
 
 
 def run_at(seconds=1.0, **changes):

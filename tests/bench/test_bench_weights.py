@@ -19,9 +19,9 @@ from specatlas.bench import earlier_weights, provenance
 from specatlas.bench.leaderboard_page import measured_markdown
 from specatlas.bench.result_files import load
 from specatlas.cli import main
+from specatlas.escaping import md
 from specatlas.impls.engine.head_folders import SHIPPED_IN_REPOSITORY, shipped_in, shipped_label
 from specatlas.paths import repo_root
-from specatlas.site.text import md
 
 HEAD = "tiny-kangaroo"
 SETUP = f"adapter ({shipped_label('kangaroo', HEAD)}); the paper's draft length 6"

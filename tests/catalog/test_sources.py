@@ -6,16 +6,17 @@ import subprocess
 
 import pytest
 
-from specatlas.catalog.sources import INTERNAL_VOCABULARY, narration, no_narration, public_addresses
+from specatlas.catalog.sources import internal_words, narration, no_narration, public, public_addresses
+from specatlas.site.internal import check_page
 from specatlas.paths import repo_root
 
 # Shipped text: what readers and users get (records, taxonomy, docs, results, tools, implementations).
 SHIPPED = ("papers", "taxonomy", "docs", "README.md", "CONTRIBUTING.md", "results", "tools", "reference_impls")
 # The validators' word lists name these words on purpose.
-WORD_LISTS = {"tools/catalog/sources.py", "tools/site/internal_words.yaml"}
+WORD_LISTS = {"tools/catalog/internal_words.yaml"}
 # How the work was done, as it reads in a file: look-up tools, search corpora and stored copies, working
-# notes, work sessions, issue numbers, work branches, helpers. Wider than INTERNAL_VOCABULARY, which also
-# runs on record prose, in one way: issue numbers, branches and helpers; narrower in another: "row 0" and
+# notes, work sessions, issue numbers, work branches, helpers. Wider than internal_words.yaml, which also
+# runs on record prose and pages, in one way: branches; narrower in another: "row 0" and
 # "not reachable" are ordinary words in code. "corpora" alone is subject matter (a retrieval drafter's
 # text corpora), so only the look-up corpora count.
 NARRATION = re.compile(
@@ -26,18 +27,18 @@ NARRATION = re.compile(
     r"|\bissues? #?[0-9]{1,3}\b|\bwt-catalog|\bhelpers?\b", re.IGNORECASE)
 
 
-@pytest.mark.parametrize("text, word", [
-    ("find_string '2610.02251' (2026-12-05, fourth session): arXiv RSS copy", "find_string"),
-    ("October 2026 digest (read_file 70913805574, row 251)", "read_file"),
-    ("search (pages): 'speculative decoding edge device' -> https://arxiv.org/abs/2510.15312", "search (...)"),
-    ("quoted by two notes (code corpus)", "'<name> corpus'"),
-    ("checked in the fifth session", "a work session"),
-    ("cn-chat-arxiv page, id 70899475109", "an internal file id"),
-    ("a digest, row 364", "a row number"),
-    ("as a reading note quotes it", "a reading note"),
+@pytest.mark.parametrize("text, said", [
+    ("find_string '2610.02251' (2026-12-05, fourth session): arXiv RSS copy", "'find_string': names a search tool"),
+    ("October 2026 digest (read_file 70913805574, row 251)", "'read_file': names a search tool"),
+    ("search (pages): 'speculative decoding edge device' -> https://arxiv.org/abs/2510.15312", "'search (pages)': names a search tool"),
+    ("quoted by two notes (code corpus)", "'code corpus': names a search corpus"),
+    ("checked in the fifth session", "'fifth session': describes a work session"),
+    ("cn-chat-arxiv page, id 70899475109", "'id 70899475109': names an internal file id"),
+    ("a digest, row 364", "'row 364': names a row of a working copy"),
+    ("as a reading note quotes it", "'reading note': cites working notes instead of a public address"),
 ])
-def test_narration_names_the_internal_word(text, word):
-    assert narration(text) == word
+def test_narration_names_the_internal_word(text, said):
+    assert narration(text) == said
 
 
 @pytest.mark.parametrize("text", [
@@ -50,12 +51,36 @@ def test_subject_matter_is_not_narration(text):
     assert narration(text) is None and no_narration(text) == text
 
 
-def test_every_vocabulary_pattern_is_reachable():
-    # Each pattern matches its own example: the list has no dead entries.
-    examples = ["find_string", "read_file", "find_files", "find_repos", "search (docs)", "pages corpus",
-                "third session", "id 123456", "row 12", "reading notes", "stored HTML", "read 2026-12-05",
-                "not reachable"]
-    assert [narration(e) for e in examples] == list(INTERNAL_VOCABULARY.values())
+def test_every_listed_pattern_is_reachable():
+    # Each entry is the first to match its own example: the list has no dead entries.
+    examples = ["find_repos", "search (docs)", "pages corpus", "stored HTML", "reading notes", "third session",
+                "issue 27", "candidates.yaml", "helpers", "arXiv daily digest", "id 123456", "row 12",
+                "read 2026-12-05", "not reachable"]
+    rules = internal_words()
+    assert [next(i for i, r in enumerate(rules) if r.pattern.search(e)) for e in examples] == list(range(len(rules)))
+
+
+@pytest.mark.parametrize("text", ["names from issue 27", "a file of the helpers", "a digest, row 364", "read 2026-12-05"])
+def test_one_list_serves_the_validator_and_the_pages(text):
+    """What the validator refuses in a record, a page may not show, and the other way round."""
+    with pytest.raises(ValueError, match="describes how the fact was looked up"):
+        no_narration(text)
+    assert "internal wording" in check_page(f"<p>{text}</p>")
+
+
+def test_a_records_only_entry_is_skipped_on_pages_but_keeps_record_text_off_them():
+    text = "its text was not reachable"
+    with pytest.raises(ValueError, match="not reachable"):
+        no_narration(text)
+    assert public(text) is None and check_page(f"<p>{text}</p>") is None
+
+
+@pytest.mark.parametrize("entry", ["{pattern: '(', why: x}", "{why: x}", "{pattern: x, why: x, pages: 'no'}"])
+def test_a_malformed_word_list_is_one_line(tmp_path, entry):
+    bad = tmp_path / "words.yaml"
+    bad.write_text(f"internal:\n  - {entry}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"words\.yaml: internal must list \{pattern, why\} entries \("):
+        internal_words(bad)
 
 
 @pytest.mark.parametrize("value", [
@@ -73,7 +98,7 @@ def test_public_addresses_accepted(value):
     ("found on a digest: http://example.org/x", "is not a public address"),  # not https
     ("https://arxiv.org/abs/2401.10774 (v1 01 May 2026; byline from the HTML)", "is not a public address"),
     ("a long description of where the paper was seen first: https://arxiv.org/abs/2401.10774", "is not a public address"),
-    ("find_string '2401.10774': https://arxiv.org/abs/2401.10774", "describes how the fact was looked up (find_string)"),
+    ("find_string '2401.10774': https://arxiv.org/abs/2401.10774", "describes how the fact was looked up ('find_string': names a search tool)"),
 ])
 def test_narrated_or_bare_found_via_rejected(value, says):
     with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):

@@ -26,7 +26,7 @@ REPO_DATE = "2025-12-31T00:00:00+00:00"  # the commit the valid result ran, in a
 def _page_lacks_link(name: str):
     """The page does not link `name` as a ranked run's raw result file."""
     def check(root: Path, tmp: Path, text: str) -> str | None:
-        from specatlas.site.text import md
+        from specatlas.escaping import md
 
         page = (root / "results" / "LEADERBOARD.md").read_text(encoding="utf-8")
         return f"the page ranks {name}" if f"[{md(name)}](" in page else None

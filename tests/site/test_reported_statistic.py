@@ -1,7 +1,7 @@
 """A reported number's aggregation (benchmark mean or "up to") is shown beside it."""
 
 from specatlas.catalog.schema import ReportedResult
-from specatlas.site.reported import statistic_label
+from specatlas.catalog.citations import statistic_label
 
 
 def _result(**extra):

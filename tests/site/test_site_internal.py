@@ -1,6 +1,6 @@
 """No page shows how the catalog was compiled (search tools, reading notes, sessions, issue numbers,
 the sweep's files) or Markdown that did not render: the build checks every page against
-tools/site/internal_words.yaml, and record text that cites working notes is left off the pages."""
+tools/catalog/internal_words.yaml, and record text that cites working notes is left off the pages."""
 
 import logging
 
@@ -9,11 +9,12 @@ import yaml
 from mkdocs.exceptions import Abort
 
 from sitecatalog import make_root
+from specatlas.catalog.citations import source_text
 from specatlas.catalog.schema import ReportedResult
+from specatlas.catalog.sources import narration, public
 from specatlas.site.build import build
 from specatlas.site.catalog import load_catalog
-from specatlas.site.internal import check_page, internal, public
-from specatlas.site.reported import source_text
+from specatlas.site.internal import check_page
 
 
 def plant(root, paper_id, **fields):
@@ -23,19 +24,20 @@ def plant(root, paper_id, **fields):
     path.write_text(yaml.safe_dump(record, allow_unicode=True), encoding="utf-8")
 
 
-@pytest.mark.parametrize("summary, said", [
-    ("Medusa adds heads; its numbers come from two reading notes of the paper.", "reading notes"),
-    ("Medusa adds heads (found with find_string in the fifth session).", "find_string"),
-    ("Medusa adds heads, as the `train-data` command shows.", "`"),
+@pytest.mark.parametrize("summary, said, kind", [
+    ("Medusa adds heads; its numbers come from two reading notes of the paper.", "reading notes",
+     "(the list: tools/catalog/internal_words.yaml)"),
+    ("Medusa adds heads (found with find_string in the fifth session).", "find_string",
+     "(the list: tools/catalog/internal_words.yaml)"),
+    ("Medusa adds heads, as the `train-data` command shows.", "`", "unrendered Markdown"),
 ])
-def test_a_planted_internal_word_or_unrendered_markdown_fails_the_build(tmp_path, caplog, summary, said):
+def test_a_planted_internal_word_or_unrendered_markdown_fails_the_build(tmp_path, caplog, summary, said, kind):
     root = make_root(tmp_path / "root")
     plant(root, "cai2024medusa", summary=summary)
     with caplog.at_level(logging.ERROR), pytest.raises(Abort):
         build(tmp_path / "site", load_catalog(root))
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert any("papers/cai2024medusa.md" in e and said in e for e in errors), errors
-    assert any("internal_words.yaml" in e for e in errors), errors
+    assert any("papers/cai2024medusa.md" in e and said in e and kind in e for e in errors), errors
 
 
 def test_a_note_citing_working_notes_is_left_out_and_the_source_is_the_public_address(tmp_path):
@@ -66,7 +68,7 @@ def test_source_text_keeps_public_notes_and_drops_internal_ones():
 
 
 def test_the_rules():
-    assert internal("names from issue 27") and internal("the fourth session") and internal("see candidates.yaml")
+    assert narration("names from issue 27") and narration("the fourth session") and narration("see candidates.yaml")
     assert public("a retrieval corpus built from the session's text") is not None  # ordinary English stays
     assert public("read in the stored arXiv HTML") is None
     clean = "<p>EAGLE uses <code>specatlas train-data</code> and <strong>bold</strong>.</p>"

@@ -164,15 +164,18 @@ def test_record_and_taxonomy_text_cannot_open_a_box(site):
 def test_templates_escape_every_value_they_insert_as_it_is():
     """Page markup lives in templates rendered with autoescape: a value inserted without a filter
     is HTML-escaped, a filtered one is escaped once for where it lands, and no template opts out."""
-    from specatlas.site.templating import TEMPLATES, environment
+    from specatlas.bench.leaderboard_page import TEMPLATES as LEADERBOARD_TEMPLATES
+    from specatlas.site.templating import TEMPLATES
+    from specatlas.templating import environment
 
     hostile = '<img src=x onerror=alert(1)> "q" & [x](javascript:y)'
-    out = environment().from_string('<a title="{{ v }}">{{ v }}</a> {{ v|html }} {{ v|md }}').render(v=hostile)
+    env = environment(TEMPLATES, LEADERBOARD_TEMPLATES)
+    out = env.from_string('<a title="{{ v }}">{{ v }}</a> {{ v|html }} {{ v|md }}').render(v=hostile)
     assert "<img" not in out and "&amp;lt;" not in out
     assert out.count("&lt;img src=x onerror=alert(1)&gt;") == 3  # the attribute, the body, |html
     assert "&lt;img src=x onerror=alert\\(1\\)&gt;" in out and "\\[x\\]\\(javascript:y\\)" in out  # |md
-    templates = sorted(TEMPLATES.glob("*.j2"))
+    templates = sorted([*TEMPLATES.glob("*.j2"), *LEADERBOARD_TEMPLATES.glob("*.j2")])
     assert len(templates) >= 10
     for path in templates:
-        environment().get_template(path.name)  # every template compiles
+        env.get_template(path.name)  # every template compiles
         assert "|safe" not in path.read_text(encoding="utf-8").replace(" ", ""), path.name

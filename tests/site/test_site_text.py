@@ -3,7 +3,7 @@ import re
 
 import markdown
 
-from specatlas.site.text import code_fence, md, md_prose, safe_url, script_json
+from specatlas.escaping import code_fence, md, md_prose, safe_url, script_json
 
 
 def render(text: str) -> str:

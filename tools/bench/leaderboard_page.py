@@ -8,6 +8,9 @@ results say. The reported part reads the catalog beside results/ and Spec-Bench'
 leaderboard (results/published/, see `specatlas.bench.published`), which change independently of
 the measured runs.
 
+The markup is in templates/ beside this module, rendered in `specatlas.templating`'s environment; the
+site (which imports the bench, never the other way) includes the same templates in its page.
+
 Each table's heading states what its numbers depend on (`aggregate.Table`). Methods that could not
 run are listed as failed, never ranked; refused result files are listed with their first problem.
 """
@@ -30,16 +33,16 @@ from specatlas.bench.published import SpecBenchLeaderboard, load_spec_bench
 from specatlas.bench.questions import SUBTASKS
 from specatlas.bench.results import Run, curve_warning, forward_cost, references, row_name
 from specatlas.bench.targets import WIDE_RATIO, WIDE_ROWS
+from specatlas.catalog.citations import public_url, source_text
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.validate import validate
+from specatlas.escaping import md
 from specatlas.impls.engine.draft_length import COST_AWARE as DEFAULT_POLICY
 from specatlas.impls.engine.draft_length import PAPER as PAPER_POLICY
 from specatlas.impls.registry import resolve
-from specatlas.site.catalog import public_url
-from specatlas.site.reported import source_text
-from specatlas.site.templating import render
-from specatlas.site.text import md
+from specatlas.templating import environment
 
+TEMPLATES = Path(__file__).resolve().parent / "templates"  # the site's leaderboard page includes them too
 PAGE_FILE = "LEADERBOARD.md"
 PAGE_START = "Measured by `specatlas bench`"  # how every page this module writes begins (its template's first words)
 KINDS = {"specatlas": "SpecAtlas", "peer": "peer"}
@@ -55,7 +58,7 @@ def render_markdown(results_dir: Path, link: Linker | None = None, papers: dict[
     the method's paper page, or None; by default, its record beside results/. `raw(file name)` is
     the URL of a result file; by default the file beside the page. `papers` (id -> record) and
     `loaded` (what `load_all` returned) save a caller that has them from reading them again."""
-    return render("leaderboard_tables.md.j2", **page_context(results_dir, link, papers, loaded, raw)).rstrip("\n")
+    return _render("leaderboard_tables.md.j2", **page_context(results_dir, link, papers, loaded, raw))
 
 
 def page_context(results_dir: Path, link: Linker | None = None, papers: dict[str, Paper] | None = None,
@@ -72,7 +75,11 @@ def page_context(results_dir: Path, link: Linker | None = None, papers: dict[str
 def measured_markdown(results_dir: Path, link: Linker | None = None, raw: FileLinker | None = None) -> str:
     """results/LEADERBOARD.md (leaderboard_measured.md.j2): the result files alone."""
     page = MeasuredPage(*load_all(Path(results_dir)), link or record_linker(Path(results_dir).parent), raw or _beside)
-    return render("leaderboard_measured.md.j2", measured=page, **FILTERS).rstrip("\n")
+    return _render("leaderboard_measured.md.j2", measured=page, **FILTERS)
+
+
+def _render(template: str, **context: object) -> str:
+    return environment(TEMPLATES).get_template(template).render(**context).rstrip("\n")
 
 
 def _beside(name: str) -> str:
@@ -286,7 +293,7 @@ def acceptance_by_position(line: Line) -> list[float | None]:
     return [fmean(values) if values else None for values in by_position]
 
 
-# What the templates use beside the site's escaping filters.
+# What the templates use beside the escaping filters (`specatlas.templating`).
 FILTERS = {"fmt": fmt, "milliseconds": milliseconds, "percent": percent, "subtask": lambda c: SUBTASKS.get(c, c),
            "kinds": KINDS, "curve_warning": curve_warning, "wide_rows": WIDE_ROWS, "lossless": lossless,
            "acceptance_by_position": acceptance_by_position, "breakable": breakable, "drafts_with_a_model": drafts_with_a_model,

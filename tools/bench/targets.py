@@ -9,9 +9,9 @@ from specatlas.bench.aggregate import Entry, Table, kernels, method_paper_id, mi
 from specatlas.bench.questions import SUBTASKS
 from specatlas.bench.results import (BASELINE, LLAMACPP_GREEDY, LLAMACPP_LOOKUP, Run, StepTime, curve_warning,
                                      forward_cost, references, row_name)
+from specatlas.escaping import md
 from specatlas.impls.engine.draft_length import COST_AWARE as DEFAULT_POLICY
 from specatlas.impls.registry import resolve
-from specatlas.site.text import md
 
 # The project's speed targets on a CPU, for one run of `specatlas bench` on Spec-Bench questions.
 BEST_LOSSLESS = 2.0  # × our baseline overall, the best lossless method

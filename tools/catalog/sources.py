@@ -3,45 +3,64 @@
 `found_via` names the public pages that confirm a record (arXiv, proceedings, repository, project
 page); result and engine notes say where in those pages a number stands. Neither may narrate the
 look-up itself: the tools used, internal file ids, row numbers or dates of work mean nothing to a
-reader and cannot be checked. `INTERNAL_VOCABULARY` is the one list of such words.
+reader and cannot be checked. internal_words.yaml beside this file is the one list of such wording:
+the validator refuses it here, and the site leaves it off its pages (`public`, and
+`specatlas.site.internal`, which checks every built page).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
-# Words that only describe how a fact was looked up. Each is specific enough not to match the
-# catalog's own subject matter ("a text corpus", "per-request caches" stay allowed).
-INTERNAL_VOCABULARY: dict[str, str] = {
-    r"\bfind_string\b": "find_string",
-    r"\bread_file\b": "read_file",
-    r"\bfind_files\b": "find_files",
-    r"\bfind_repos\b": "find_repos",
-    r"\bsearch\s*\((?:docs|pages|code|issues)\)": "search (...)",
-    r"\b(?:docs|pages|code|issues) corpus\b": "'<name> corpus'",
-    r"\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|work|this|earlier|later|previous) session\b": "a work session",
-    r"\b(?:file )?id [0-9]{5,}\b": "an internal file id",
-    r"\brow [0-9]+\b": "a row number",
-    r"\breading notes?\b": "a reading note",
-    r"\bstored (?:copy|page|arXiv|source|HTML|version)\b": "a stored copy",
-    r"\b(?:read|checked|confirmed|looked up) (?:on )?20[0-9]{2}-[0-9]{2}-[0-9]{2}\b": "a date of work",
-    r"\bnot reachable\b": "what could not be reached",
-}
-_NARRATION = re.compile("|".join(f"(?:{p})" for p in INTERNAL_VOCABULARY), re.IGNORECASE)
+import yaml
+
+WORDS_FILE = Path(__file__).resolve().parent / "internal_words.yaml"
+
+
+@dataclass(frozen=True)
+class Rule:
+    pattern: re.Pattern
+    why: str
+    on_pages: bool = True  # False: records only, the site's check of built pages skips it
+
+
+@lru_cache(maxsize=None)
+def internal_words(path: Path = WORDS_FILE) -> tuple[Rule, ...]:
+    """The list's {pattern, why[, pages]} entries (case-insensitive patterns); a malformed file is one line naming it."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return tuple(_rule(item) for item in data["internal"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, re.error) as exc:
+        raise ValueError(f"{path}: internal must list {{pattern, why}} entries ({type(exc).__name__}: {exc})") from None
+
+
+def _rule(item: dict) -> Rule:
+    pages = item.get("pages", True)
+    if not isinstance(pages, bool):
+        raise TypeError(f"pages must be true or false, not {pages!r}")
+    return Rule(re.compile(item["pattern"], re.IGNORECASE), str(item["why"]), pages)
+
+
+def narration(text: str | None, page: bool = False) -> str | None:
+    """The internal wording `text` uses and why it is refused, in one line; None when there is none.
+    `page`: `text` is a built page's, checked against the entries that apply to pages."""
+    return next((f"{m.group(0)!r}: {r.why}" for r in internal_words()
+                 if (r.on_pages or not page) and (m := r.pattern.search(text or ""))), None)
+
+
+def public(text: str | None) -> str | None:
+    """A record's free text as a page may show it: None when it holds internal wording."""
+    return None if text is None or narration(text) else text
+
 
 _URL = r"https://[^\s<>\"'{}\\;]+"
 # One cited address: a URL, optionally after a short label ("ACL Anthology: https://...").
 _ENTRY = re.compile(rf"^(?:(?P<label>[^:;]{{2,60}}): )?(?P<url>{_URL})$")
 SOURCE_FORM = ("public addresses, each an https:// URL optionally after a short label ('paper list: https://...'), "
                "several separated by '; '")
-
-
-def narration(text: str | None) -> str | None:
-    """The internal look-up word `text` uses, or None."""
-    found = _NARRATION.search(text or "")
-    if not found:
-        return None
-    return next(name for pattern, name in INTERNAL_VOCABULARY.items() if re.fullmatch(pattern, found.group(), re.IGNORECASE))
 
 
 def no_narration(value: str | None) -> str | None:

@@ -13,7 +13,6 @@ from pathlib import Path
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.taxonomy import FACETS, Taxonomy
 from specatlas.catalog.validate import validate
-from specatlas.site.text import safe_url
 
 log = logging.getLogger("mkdocs.plugins.specatlas")
 
@@ -124,15 +123,6 @@ def short_name(paper: Paper) -> str:
     if colon and len(head.strip()) <= 24:
         return re.sub(r"\$\^\{?([0-9+\-n]+)\}?\$", lambda m: m.group(1).translate(_SUPERSCRIPTS), head.strip())
     return paper.aliases[0] if paper.aliases else paper.id
-
-
-def public_url(paper: Paper) -> str | None:
-    """The paper's public address (a safe http(s) URL): its arXiv abstract, else its page, DOI or PDF;
-    None when it has none."""
-    if paper.arxiv:
-        return safe_url(f"https://arxiv.org/abs/{paper.arxiv}")
-    found = paper.url or (f"https://doi.org/{paper.doi}" if paper.doi else paper.pdf)
-    return safe_url(found) if found else None
 
 
 def registry_methods() -> list:

@@ -1,49 +1,23 @@
-"""What a reader never sees: wording about how the catalog was compiled, and Markdown that failed to
-render. The list is data (internal_words.yaml beside this file); `check_page` is run on every built
-page by the site plugin, and `public` keeps such wording in a record's free text off the pages."""
+"""What a reader never sees: wording about how the catalog was compiled (the one list,
+tools/catalog/internal_words.yaml, read by `specatlas.catalog.sources`), and Markdown that failed to
+render. `check_page` is run on every built page by the site plugin."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from functools import lru_cache
 from html.parser import HTMLParser
-from pathlib import Path
 
-import yaml
+from specatlas.catalog.sources import Rule, narration
 
-WORDS_FILE = Path(__file__).resolve().parent / "internal_words.yaml"
 # Elements whose text is not prose: code shows commands as typed; scripts, styles and drawings are not text.
 _VERBATIM = {"code", "pre", "script", "style", "svg", "textarea"}
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
-
-
-@dataclass(frozen=True)
-class Rule:
-    pattern: re.Pattern
-    why: str
-
-
-@lru_cache(maxsize=None)
-def rules(path: Path = WORDS_FILE) -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
-    """(internal wording, unrendered Markdown) as the file lists them; a malformed file is one line."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        return tuple(tuple(Rule(re.compile(item["pattern"], re.IGNORECASE), str(item["why"])) for item in data[key])
-                     for key in ("internal", "unrendered"))
-    except (OSError, yaml.YAMLError, KeyError, TypeError, re.error) as exc:
-        raise ValueError(f"{path}: each of internal and unrendered must list {{pattern, why}} entries "
-                         f"({type(exc).__name__}: {exc})") from None
-
-
-def internal(text: str) -> str | None:
-    """Why `text` holds internal wording, or None."""
-    return next((f"{m.group(0)!r}: {r.why}" for r in rules()[0] if (m := r.pattern.search(text))), None)
-
-
-def public(text: str | None) -> str | None:
-    """A record's free text as a page may show it: None when it holds internal wording."""
-    return None if text is None or internal(text) else text
+# Markdown that reached a page unrendered: checked in the prose, outside _VERBATIM.
+UNRENDERED = (
+    Rule(re.compile("`"), "a literal backtick (an unrendered code span)"),
+    Rule(re.compile(r"\*\*"), "a literal ** (unrendered emphasis)"),
+    Rule(re.compile(r"\\[\\`*_{}\[\]()#+\-.!|]"), "a literal backslash escape"),
+)
 
 
 class _Text(HTMLParser):
@@ -77,11 +51,11 @@ def check_page(html: str) -> str | None:
     parser.feed(html)
     parser.close()
     prose = "\n".join(parser.prose)
-    found = internal(prose + "\n" + "\n".join(parser.verbatim))
+    found = narration(prose + "\n" + "\n".join(parser.verbatim), page=True)
     if found:
-        return f"shows internal wording {found}"
+        return f"shows internal wording {found} (the list: tools/catalog/internal_words.yaml)"
     return next((f"shows unrendered Markdown {m.group(0)!r}: {r.why} near {_around(prose, m)!r}"
-                 for r in rules()[1] if (m := r.pattern.search(prose))), None)
+                 for r in UNRENDERED if (m := r.pattern.search(prose))), None)
 
 
 def _around(text: str, match: re.Match) -> str:

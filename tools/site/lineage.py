@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from specatlas.catalog.schema import Paper
+from specatlas.escaping import attr
 from specatlas.site.catalog import Catalog, chronological, posted
-from specatlas.site.text import attr
 
 COLUMN, ROW, BOX_W, BOX_H, PAD = 200, 56, 170, 46, 10
 LINE_CHARS, LINES, LINE_H = 26, 3, 13  # a box's label: up to 3 lines of about 26 characters

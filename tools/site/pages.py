@@ -20,16 +20,17 @@ from specatlas.bench.aggregate import load_all
 from specatlas.bench.leaderboard_page import page_context
 from specatlas.bench.measured import measured_by_method, measured_rows
 from specatlas.bench.published import load_spec_bench
+from specatlas.catalog.citations import public_url
 from specatlas.catalog.recall import SweepError
 from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES
+from specatlas.escaping import safe_url, tag_name
 from specatlas.site import choose, lineage, reported, timeline
-from specatlas.site.catalog import Catalog, chronological, newest_first, posted, public_url, trainable_families
+from specatlas.site.catalog import Catalog, chronological, newest_first, posted, trainable_families
 from specatlas.site.project_pages import (RUN_PROMPT, RepositoryFileError, contributing_page, coverage_page, repository_json,
                                           resources_page, robots, run_page, training_page)
 from specatlas.site.templating import render_page, venue
-from specatlas.site.text import safe_url, tag_name
 
 _ID = re.compile(ID_PATTERN)
 _NODE_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

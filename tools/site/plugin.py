@@ -62,7 +62,7 @@ class SpecAtlasPlugin(BasePlugin):
 
     def on_post_page(self, output: str, page, config: MkDocsConfig) -> str:
         """A page that shows how the catalog was compiled, or Markdown that did not render, is
-        named here and stops the build once every page is checked (the list: internal_words.yaml)."""
+        named here and stops the build once every page is checked (`internal.check_page`)."""
         problem = internal.check_page(output)
         if problem:
             self.leaks.append(f"{page.file.src_uri} {problem}")
@@ -71,8 +71,7 @@ class SpecAtlasPlugin(BasePlugin):
 
     def on_post_build(self, config: MkDocsConfig) -> None:
         if self.leaks:
-            raise PluginError(f"specatlas: {len(self.leaks)} page(s) show what no reader should see, first: "
-                              f"{self.leaks[0]} (tools/site/internal_words.yaml)")
+            raise PluginError(f"specatlas: {len(self.leaks)} page(s) show what no reader should see, first: {self.leaks[0]}")
 
     def edit_source(self, src_uri: str) -> str | None:
         """The repository path a generated page is edited through, or None."""

@@ -12,12 +12,13 @@ from markupsafe import Markup
 
 from specatlas.bench.measured import measured_rows
 from specatlas.bench.published import load_spec_bench
+from specatlas.catalog.citations import public_url
 from specatlas.catalog.schema import ENGINE_NAMES, Paper
 from specatlas.catalog.taxonomy import FACETS
+from specatlas.escaping import safe_url
 from specatlas.site import choose, reported
-from specatlas.site.catalog import Catalog, chronological, newest_first, public_url, trainable_families
+from specatlas.site.catalog import Catalog, chronological, newest_first, trainable_families
 from specatlas.site.templating import render, render_page
-from specatlas.site.text import safe_url
 
 
 RUN_PROMPT = "Explain speculative decoding in two sentences."

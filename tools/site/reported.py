@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 
 from specatlas.bench.published import SpecBenchLeaderboard
-from specatlas.catalog.schema import STATISTIC_LABELS, Paper, ReportedResult
-from specatlas.site.catalog import Catalog, public_url, short_name
-from specatlas.site.internal import public
+from specatlas.catalog.citations import public_url, source_text, statistic_label
+from specatlas.catalog.schema import Paper
+from specatlas.site.catalog import Catalog, short_name
 
 # (shown name, pattern over the record's benchmark text), in display order.
 BENCHMARKS = (
@@ -187,20 +187,6 @@ def _paper_for(method: str, by_alias: dict[str, str]) -> str | None:
         if candidate in by_alias:
             return by_alias[candidate]
     return None
-
-
-def source_text(result: ReportedResult) -> str:
-    """Where in the paper a number is, how it aggregates and the record's note, as a page shows them:
-    wording about how the record was compiled (`internal.public`) is left out, so the source shown
-    is the paper's public address (`ResultRow.source_url`) with what the record says of it."""
-    note = public(result.note)
-    return (public(result.source) or "the paper") + statistic_label(result) + (f" ({note})" if note else "")
-
-
-def statistic_label(result: ReportedResult) -> str:
-    """' [up to (best setting)]', ' [benchmark mean]'...: how the number aggregates, so an abstract's
-    best case is not read as a typical figure; '' when the record does not say."""
-    return f" [{STATISTIC_LABELS[result.statistic]}]" if result.statistic else ""
 
 
 def components(method: str, by_alias: dict[str, str]) -> list[str]:

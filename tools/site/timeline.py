@@ -9,8 +9,8 @@ from datetime import date
 import yaml
 
 from specatlas.catalog import recall
+from specatlas.escaping import attr
 from specatlas.site.catalog import Catalog, posted
-from specatlas.site.text import attr
 
 # The sweeps' record of how completely each posted month was searched (see the file's header).
 COVERAGE_FILE = "tools/catalog/sweep/coverage.yaml"

@@ -1,5 +1,6 @@
-"""Escaping record text for the places the site puts it. Records are data, never markup: every
-string from a record goes through one of these before it reaches Markdown, HTML, JSON or a URL."""
+"""Escaping record text for the places a page puts it (the site's pages, results/LEADERBOARD.md).
+Records are data, never markup: every string from a record goes through one of these before it
+reaches Markdown, HTML, JSON or a URL."""
 
 from __future__ import annotations
 
