@@ -317,8 +317,8 @@ METHODS: dict[str, MethodSpec] = {
                    drafting=("independent-fine-tuned",), verification=("greedy-verification",),
                    lossless=True, builder="heads:dflash_cpu", trained_head="dflash",
                    constants={"block": 8, "draft_layers": 1, "conditioning": 5, "decay": 4},
-                   settings="a hardware-sized variant, not the paper's drafter: blocks of {block} from one draft "
-                            "layer reading the paper drafter's {conditioning} target states; loss weights "
+                   settings="a hardware-sized variant, not the paper's drafter: blocks of {block} from "
+                            "{draft_layers} draft layer reading the paper drafter's {conditioning} target states; loss weights "
                             "exp(-(k - 1) / {decay}), the paper's decay for blocks of {block}",
                    source="its paper's decay for blocks of 8", draft=lambda c: (c.block - 1, c.block - 1)),
         MethodSpec(id="ankner2024hydra", name="Hydra: sequentially dependent draft heads", aliases=("hydra",),
@@ -418,10 +418,10 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec(id="monea2023pass", name="PaSS: parallel speculative sampling with look-ahead tokens",
                    aliases=("pass",), drafting=("learnable-draft-tokens",), verification=("speculative-sampling",),
                    lossless=True, builder="heads:pass_tokens", trained_head="pass",
-                   settings="k = {draft_depth} learned look-ahead tokens appended to the frozen target's forward, our "
-                            "choice: the paper ablates their number and summaries of it say the running time falls "
-                            "up to 6, but its text was not reachable to cite a section or a stated default; a fully "
-                            "accepted draft's forward drafts the next, else the next forward drafts only",
+                   settings="k = {draft_depth} learned look-ahead tokens appended to the frozen target's forward, "
+                            "this implementation's choice: the paper ablates their number and no default of it is "
+                            "cited here; a fully accepted draft's forward drafts the next, else the next forward "
+                            "drafts only",
                    draft=(6, 6)),
         MethodSpec(id="huang2024specdec", name="SpecDec++: adaptive candidate lengths", aliases=("specdec++",),
                    drafting=("independent-tuning-free", "adaptive-draft-length"), verification=("speculative-sampling",),

@@ -362,7 +362,7 @@ class DFlashCPUFamily(DFlashFamily):
 
     name, method, deep_start = "dflash-cpu", "chen2026dflash-cpu", True
     default_steps, anchors = 2400, 64  # 64 blocks of 8: the paper-sized run's rows a step
-    title, paper, aliases = "DFlash, CPU-sized", "chen2026dflash-cpu", ("dflash-cpu",)
+    title, paper, aliases = "", "chen2026dflash-cpu", ("dflash-cpu",)  # untitled: its checkpoints are DFlash's
 
     def detect(self, weights, config):
         return None

@@ -57,9 +57,8 @@ class PassFamily(Family):
     k embeddings get gradients. They start at the mean token embedding (ours: a neutral input).
     AdamW with the shared schedule."""
 
-    # k = 6 look-ahead tokens is our choice: the paper ablates their number, and summaries of it say the
-    # running time falls up to 6, but its text (arXiv 2311.13581) was not reachable to cite a section,
-    # a table or a stated default.
+    # k = 6 look-ahead tokens is this implementation's choice: the paper (arXiv 2311.13581) ablates
+    # their number, and no stated default of it is cited here.
     name, count, positions, lr, default_steps = "pass", 6, 48, 1e-2, 600
     held_out_conversations, held_out_stride = 32, 8  # evaluation: every 8th answer position of 32 conversations
     title, paper, aliases = "PaSS", "monea2023pass", ("pass",)
