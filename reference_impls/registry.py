@@ -227,8 +227,11 @@ METHODS: dict[str, MethodSpec] = {
                    drafting=("retrieval-drafting", "token-tree"),
                    verification=("token-tree-verification", "greedy-verification"),
                    lossless=True, builder="retrieval:rest", uses_datastore=True,
-                   constants={"depth": 10, "nodes": 64},
-                   settings="suffixes 16..2, 5000 retrieved entries, {depth} tokens each, {nodes}-node tree",
+                   # Its code's defaults (github.com/FasterDecoding/REST): suffixes of at most 16 tokens tried
+                   # down to 2, at most 5000 retrieved entries (a bound on the work of one lookup), 64 nodes.
+                   constants={"depth": 10, "nodes": 64, "longest_suffix": 16, "shortest_suffix": 2, "retrieved": 5000},
+                   settings="suffixes {longest_suffix}..{shortest_suffix}, {retrieved} retrieved entries, "
+                            "{depth} tokens each, {nodes}-node tree",
                    draft=lambda c: (c.depth, c.nodes), draft_exact=False, sized=THREE_PER_LEVEL),
         MethodSpec(id="hu2025sam", name="SAM-Decoding: suffix automaton drafts", aliases=("sam-decoding",),
                    drafting=("retrieval-drafting", "context-copy", "token-tree"),

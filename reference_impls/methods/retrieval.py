@@ -45,7 +45,8 @@ def rest(target, draft_model=None, policy=DraftLengthPolicy.paper(), datastore: 
     matching suffix, verified as one token tree."""
     sizes = METHODS["he2024rest"].constants_for(policy, target)
     nodes = node_budget(sizes)
-    drafter = RetrievalTree(used(target, datastore), nodes)
+    drafter = RetrievalTree(used(target, datastore), nodes, sizes.longest_suffix, sizes.shortest_suffix,
+                            sizes.retrieved)
     return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, sizes.depth, nodes))
 
 

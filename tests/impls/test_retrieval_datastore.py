@@ -13,10 +13,11 @@ from specatlas import contamination, data_shards
 from specatlas.bench.result_files import load
 from specatlas.cli import main
 from specatlas.data_shards import chosen_datastore, training_data_store
-from specatlas.impls.drafters.model_free.retrieval import Datastore, RetrievalTree
+from specatlas.impls.drafters.model_free.retrieval import Datastore
 from specatlas.impls.families.answers import Conversation, text_sha, write_shard
 from specatlas.impls.methods.retrieval import DEFAULT_DATASTORE, datastore_for
 
+from .test_retrieval_index import rest_tree
 from .tiny_world import TOKENIZER_CHARACTERS, VOCAB, model_folder
 
 EOS = "<unused0>"
@@ -140,7 +141,7 @@ def test_run_names_the_chosen_datastore_and_its_size(model, tmp_path, capsys):
 def test_the_shipped_datastore_is_named_by_its_size_alone_as_before():
     shipped = datastore_for(SimpleNamespace(config=SimpleNamespace(vocab_size=49152)))
     assert shipped.path == DEFAULT_DATASTORE and shipped.label is None
-    assert RetrievalTree(shipped, lambda depth: 8).describe() == f"REST retrieval tree (datastore of {len(shipped)} tokens)"
+    assert rest_tree(shipped, lambda depth: 8).describe() == f"REST retrieval tree (datastore of {len(shipped)} tokens)"
 
 
 def test_bench_records_the_chosen_datastore_in_its_config_and_rows(model, tmp_path, monkeypatch):

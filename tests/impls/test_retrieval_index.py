@@ -14,8 +14,17 @@ from specatlas.impls.engine.drafting import Prefill, Verified
 from specatlas.impls.drafters.model_free.recycling import TokenRecycling
 from specatlas.impls.engine.sampling import Randomness, Sampling
 from specatlas.contamination import shared_text
+from specatlas.impls.drafters.model_free import retrieval
+from specatlas.impls.registry import METHODS
 
 GREEDY, RNG = Sampling(), Randomness(0)
+
+
+def rest_tree(store, nodes, **changed):
+    """REST's drafter with the registry's constants (`changed` overrides some)."""
+    paper = vars(METHODS["he2024rest"].paper)
+    constants = {name: paper[name] for name in ("longest_suffix", "shortest_suffix", "retrieved")} | changed
+    return RetrievalTree(store, nodes, **constants)
 
 
 def random_texts(count=150, seed=0):
@@ -73,10 +82,49 @@ def test_trie_keeps_the_most_frequent_prefixes_as_a_tree():
 
 def test_rest_drafts_the_continuations_of_the_longest_suffix():
     store = Datastore([5, 1, 2, 3, 9, 7, 1, 2, 3, 9, 8, 4, 2, 3, 6])
-    draft = RetrievalTree(store, nodes=lambda depth: 3 * depth).propose([0, 1, 2, 3], 2, GREEDY, RNG)
+    draft = rest_tree(store, lambda depth: 3 * depth).propose([0, 1, 2, 3], 2, GREEDY, RNG)
     # [1, 2, 3] occurs twice (then 9 7 / 9 8); the shorter [2, 3] is not consulted.
     assert draft.tokens == [9, 7, 8] and draft.parents == [-1, 0, 0]
-    assert RetrievalTree(store, nodes=lambda depth: 3).propose([0, 0, 6], 2, GREEDY, RNG).tokens == []
+    assert rest_tree(store, lambda depth: 3).propose([0, 0, 6], 2, GREEDY, RNG).tokens == []
+
+
+def test_rest_reads_at_most_the_retrieved_cap_of_a_common_suffix(monkeypatch):
+    """A 2-gram occurring 400 times: one lookup reads only the first `retrieved` entries of its
+    suffix-array interval, however large the datastore."""
+    rng = random.Random(0)
+    tokens = [token for _ in range(400) for token in (7, 8, rng.randrange(4), rng.randrange(4))]
+    store, seen = Datastore(tokens), []
+    counted = retrieval.trie_draft
+    monkeypatch.setattr(retrieval, "trie_draft", lambda rows, budget: seen.append(rows) or counted(rows, budget))
+    draft = rest_tree(store, lambda depth: 6, retrieved=50).propose([9, 7, 8], 2, GREEDY, RNG)
+    lo, hi = store.interval([7, 8])
+    assert hi - lo == 400 and [rows.shape for rows in seen] == [(50, 2)]
+    starts = store.suffixes[lo : lo + 50] + 2
+    assert seen[0].tolist() == [tokens[start : start + 2] for start in starts] and draft.tokens
+    assert METHODS["he2024rest"].paper.retrieved == 5000  # the paper's code's cap
+
+
+def test_trie_counts_equal_brute_force_prefix_counts():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        rows = rng.integers(0, 3, (int(rng.integers(1, 30)), 4))
+        for row in rows:
+            row[int(rng.integers(1, 5)) :] = -1  # continuations that end early
+        budget = int(rng.integers(1, 12))
+        draft = trie_draft(rows, budget)
+        counts = {}
+        for row in rows.tolist():
+            for end in range(1, (row.index(-1) if -1 in row else len(row)) + 1):
+                counts[tuple(row[:end])] = counts.get(tuple(row[:end]), 0) + 1
+        paths = []
+        for node, token in enumerate(draft.tokens):
+            parent = draft.parents[node]
+            paths.append((*paths[parent], token) if parent >= 0 else (token,))
+        cut = sorted(counts.values(), reverse=True)[min(budget, len(counts)) - 1]
+        # every prefix more frequent than the budget-th count is kept (ties at the cut may not all fit)
+        assert len(set(paths)) == len(paths) <= budget and set(paths) <= set(counts)
+        assert {path for path, count in counts.items() if count > cut} <= set(paths)
+        assert all(parent < node for node, parent in enumerate(draft.parents))
 
 
 def test_llma_copies_from_the_first_occurrence_of_the_longest_ngram():

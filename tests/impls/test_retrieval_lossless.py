@@ -10,12 +10,13 @@ import pytest
 from specatlas.cli import main
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import FixedLength
-from specatlas.impls.drafters.model_free.retrieval import Datastore, ReferenceCopy, RetrievalTree, SuffixAutomatonDraft
+from specatlas.impls.drafters.model_free.retrieval import Datastore, ReferenceCopy, SuffixAutomatonDraft
 from specatlas.impls.drafters.model_free.suffix_tree import SuffixDecoding
 from specatlas.impls.engine.sampling import Randomness, Sampling
 
 from .test_exact_distribution import PROMPT, SAMPLINGS
 from .test_parallel_drafters import hot_recycling
+from .test_retrieval_index import rest_tree
 from .toy import VOCAB, ToyLM, enumerate_outputs, sequence_distribution, tiny_llama
 
 METHODS = ["yang2023inference", "he2024rest", "hu2025sam", "hu2025sam + token recycling", "oliaro2025suffixdecoding"]
@@ -26,7 +27,7 @@ def drafters(vocab: int):
     store = Datastore([rng.randrange(vocab) for _ in range(200)])
     return {
         "yang2023inference": ReferenceCopy(),
-        "he2024rest": RetrievalTree(store, nodes=lambda depth: 3 * depth),
+        "he2024rest": rest_tree(store, lambda depth: 3 * depth),
         "hu2025sam": SuffixAutomatonDraft(store, bias=0),
         "hu2025sam + token recycling": SuffixAutomatonDraft(store, bias=0, auxiliary=hot_recycling(vocab), threshold=2),
         "oliaro2025suffixdecoding": SuffixDecoding(),

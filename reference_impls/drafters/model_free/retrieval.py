@@ -179,13 +179,15 @@ class RetrievalTree(Drafter):
     context, count every prefix of their continuations (a trie weighted by frequency), keep the
     most frequent prefixes within a node budget and propose them as one token tree.
 
-    Paper defaults: suffix lengths tried from 16 down to 2, at most 5000 retrieved entries, 10
-    continuation tokens each, 64 tree nodes. Here the depth is the loop's budget and the node
-    budget is `nodes(depth)`, so the cost-aware policy prices the tree it will get.
+    Its constants (the registry's he2024rest entry, from the paper's code): suffix lengths tried
+    from `longest_suffix` = 16 down to `shortest_suffix` = 2, only the first `retrieved` = 5000
+    entries of the matching suffix-array interval read, 10 continuation tokens each, 64 tree
+    nodes. The `retrieved` cap is what bounds a lookup: a common 2-gram of a large datastore
+    occurs tens of thousands of times. Here the depth is the loop's budget and the node budget is
+    `nodes(depth)`, so the cost-aware policy prices the tree it will get.
     """
 
-    def __init__(self, datastore: Datastore, nodes, longest_suffix: int = 16, shortest_suffix: int = 2,
-                 retrieved: int = 5000):
+    def __init__(self, datastore: Datastore, nodes, longest_suffix: int, shortest_suffix: int, retrieved: int):
         self.datastore, self.nodes = datastore, nodes
         self.longest_suffix, self.shortest_suffix, self.retrieved = longest_suffix, shortest_suffix, retrieved
 
@@ -206,22 +208,28 @@ def trie_draft(rows: np.ndarray, budget: int) -> Draft:
     """The `budget` most frequent prefixes of `rows` (-1 ends a row) as a token tree.
 
     A prefix is at least as frequent as its extensions, so ranking prefixes by (count desc,
-    length asc) keeps parents before their children; only the `budget` most frequent prefixes of
-    each length can make the cut, so only those are materialized.
+    length asc) keeps parents before their children. One lexicographic sort of the rows makes
+    every prefix a run of adjacent rows, so each depth's counts are run lengths (O(n log n) for
+    the sort, O(n) a depth); only the `budget` most frequent prefixes of each length can make the
+    cut, so only those are materialized, in lexicographic order among equal counts.
     """
+    if not rows.size:
+        return Draft()
+    rows = rows[np.lexsort(rows.T[::-1])]  # column 0 the primary key; -1 sorts before every token
     candidates: dict[tuple[int, ...], int] = {}
-    group = np.zeros(len(rows), dtype=np.int64)  # id of each row's prefix so far
     alive = np.ones(len(rows), dtype=bool)
+    differs = np.zeros(len(rows), dtype=bool)  # row i's prefix so far differs from row i-1's
+    differs[0] = True
     for column in range(rows.shape[1]):
         alive &= rows[:, column] >= 0
+        differs[1:] |= rows[1:, column] != rows[:-1, column]
         members = np.flatnonzero(alive)
         if not len(members):
             break
-        keys = group[members] * (int(rows.max()) + 1) + rows[members, column]
-        _, first, inverse, sizes = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
-        group[members] = inverse.reshape(-1)
+        first = members[differs[members]]  # a prefix's run starts at its first alive row
+        sizes = np.diff(np.searchsorted(members, first), append=len(members))
         for top in np.argsort(-sizes, kind="stable")[:budget]:
-            candidates[tuple(rows[members[first[top]], : column + 1].tolist())] = int(sizes[top])
+            candidates[tuple(rows[first[top], : column + 1].tolist())] = int(sizes[top])
     kept: dict[tuple[int, ...], int] = {}  # prefix -> node index
     for prefix in sorted(candidates, key=lambda prefix: (-candidates[prefix], len(prefix)))[:budget]:
         if len(prefix) == 1 or prefix[:-1] in kept:
