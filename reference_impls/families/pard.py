@@ -19,19 +19,20 @@ PARD-2 (An et al. 2026, https://arxiv.org/abs/2605.08632) keeps this drafter and
 and changes the objective (`ConfidenceAdaptiveFamily`). The paper states that Confidence-Adaptive
 Token (CAT) optimization reweights each token by its part in verification, so that training aims at
 the accepted run length rather than per-token accuracy. Its released training code
-(https://github.com/AMD-AGI/PARD/blob/4cd44e5afff16e2c3b53b6c1a35ec8755389890c/pard/pard2_train.py,
-the collator's `prev_prob` and `TargetFeatEmbedWarp.forward`) defines the weight: the k-th draft of a block is
-weighted by the product of the target's probabilities of the block's k - 1 data tokens before it
-(1 for the first draft), how likely the verification is to reach it, and the loss is ce x weighted cross-entropy + kd x weighted
-KL(target || drafter) at a temperature, each normalised by the sum of the weights (constants from
-its configs, in the registry). Its dual mode adds, for the target-dependent mode, the target's
-hidden states (4 layers, projected and scaled) to the drafter's input embeddings, dropped for
-whole sequences at random in training so one model serves both modes. Implemented here: the
-target-independent mode (the drafter never reads target states at inference; training reads the
-target's final states for its probabilities). Not implemented: the target-dependent mode's feature
-projection and its injection at inference. Our reading where the code is GPU-specific: the KL runs
-over the drafter's restricted vocabulary (the target's distribution renormalised on it), and rows
-whose label lies outside that vocabulary are left out of both terms, as PARD's loss leaves them out.
+(https://github.com/AMD-AGI/PARD/blob/4cd44e5afff16e2c3b53b6c1a35ec8755389890c/pard/pard2_train.py:
+the collator's `prev_prob`, the loss in `TargetFeatEmbedWarp.forward`) defines the weight: the k-th
+draft of a block is weighted by the product of the target's probabilities of the block's k - 1
+data tokens before it (1 for the first draft), how likely the verification is to reach it; the
+loss is ce x weighted cross-entropy + kd x weighted KL(target || drafter) at a temperature, each
+normalised by the sum of the weights (the constants are its configs', in the registry). Its dual
+mode: for the target-dependent mode the target's hidden states (4 layers, projected and scaled)
+are added to the drafter's input embeddings, dropped for whole sequences at random in training so
+that one model serves both modes. Implemented here: the target-independent mode (the drafter reads
+no target state at inference; training reads the target's final states for its probabilities).
+Not implemented: the target-dependent mode's feature projection and its use at inference. This
+implementation's reading where its drafter differs from the code's (a head over part of the
+vocabulary): the KL runs over the drafter's vocabulary, the target's distribution renormalised on
+it, and rows whose label lies outside it are left out of both terms, as PARD's loss leaves them out.
 """
 
 from __future__ import annotations
@@ -151,7 +152,8 @@ class ParallelFamily(Family):
     def detect(self, weights, config):
         if "mask_embedding" in weights and "draft_vocab" in weights and "fc.weight" not in weights:  # fc: DFlash's
             # PARD-2's layout is PARD's: its config names which objective trained it
-            return (self.name, weights) if config.get("specatlas_family", ParallelFamily.name) == self.name else None
+            trained_by = config.get("specatlas_family", ParallelFamily.name)
+            return (self.name, weights) if trained_by == self.name else None
         return None
 
     def build(self, weights, config, target):
@@ -202,7 +204,8 @@ class ParallelFamily(Family):
                 hidden = block_states(drafter, embed, rows, student.mask_id(model))
                 scored = labels != -100
                 logits = F.linear(hidden[scored], drafter.lm_head.weight)
-                losses, weights = self.row_losses(logits, labels[scored], rows.positions[scored], rows.depth[scored], teacher)
+                losses, weights = self.row_losses(logits, labels[scored], rows.positions[scored], rows.depth[scored],
+                                                  teacher)
                 total, weight = total + (losses * weights).sum(), weight + weights.sum()
             return total / max(float(weight), 1e-6)
 
