@@ -307,6 +307,21 @@ METHODS: dict[str, MethodSpec] = {
                             "COD retention {retain} a mask depth, floor {floor} (its code's training config, para_num "
                             "{block}); the drafter adapted here is the distilled 2-layer drafter",
                    draft=chain("block")),
+        MethodSpec(id="an2026pard", name="PARD-2: confidence-adaptive parallel draft model", aliases=("pard-2", "pard2"),
+                   drafting=("independent-fine-tuned", "multi-token-prediction"),
+                   verification=("greedy-verification", "speculative-sampling"),
+                   lossless=True, builder="heads:pard2", trained_head="pard2",
+                   constants={"draft": 15, "block": 16, "retain": 0.7, "floor": 0.1, "ce": 0.1, "kd": 1.0,
+                              "temperature": 1.0},
+                   settings="target-independent mode: K = {draft} tokens drafted by one drafter forward over mask "
+                            "tokens (draft_k {draft}), trained on blocks of para_num {block} with COD retention "
+                            "{retain} a mask depth, floor {floor}; Confidence-Adaptive Token loss: each row's weight "
+                            "the target's probability of the block's earlier tokens, {ce} x cross-entropy + {kd} x "
+                            "KL to the target at temperature {temperature}; the drafter adapted here is the "
+                            "distilled 2-layer drafter",
+                   source="its code's configs, github.com/AMD-AGI/PARD config/train/example_pard2_llama3.yaml and "
+                          "config/eval/pard2_l3_eval.yaml",
+                   draft=chain("draft")),
         MethodSpec(id="chen2026dflash", name="DFlash: block diffusion drafter", aliases=("dflash",),
                    drafting=("independent-fine-tuned",), verification=("greedy-verification",),
                    lossless=True, builder="heads:dflash", trained_head="dflash",

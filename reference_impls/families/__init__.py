@@ -15,12 +15,12 @@ from specatlas.impls.families.fr_spec import FrSpecFamily
 from specatlas.impls.families.hydra import HydraFamily
 from specatlas.impls.families.kangaroo import KangarooFamily
 from specatlas.impls.families.medusa import MedusaFamily
-from specatlas.impls.families.pard import ParallelFamily
+from specatlas.impls.families.pard import ConfidenceAdaptiveFamily, ParallelFamily
 from specatlas.impls.families.pass_tokens import PassFamily
 from specatlas.impls.families.redrafter import ReDrafterFamily
 from specatlas.impls.families.specdecpp import SpecDecFamily
 
 FAMILIES: dict[str, Family] = {family.name: family for family in (
     MedusaFamily(), HydraFamily(), EagleFamily(), Eagle3Family(), KangarooFamily(), DistillFamily(), FrSpecFamily(),
-    PassFamily(), SpecDecFamily(), ReDrafterFamily(), ParallelFamily(), DFlashFamily(),
-    DFlashCPUFamily())}
+    PassFamily(), SpecDecFamily(), ReDrafterFamily(), ParallelFamily(), ConfidenceAdaptiveFamily(),
+    DFlashFamily(), DFlashCPUFamily())}

@@ -14,6 +14,26 @@ max(r^m, r_min) overall; each row sees the real tokens up to its base and the ma
 on its own branch, at the positions it would have at inference, so training costs O(N) rows
 instead of K * N. What ships: the drafter's layers, its draft vocabulary and the mask token's
 embedding (the target's vocabulary has no spare token here; a published PARD model reserves one).
+
+PARD-2 (An et al. 2026, https://arxiv.org/abs/2605.08632) keeps this drafter and its COD batches
+and changes the objective (`ConfidenceAdaptiveFamily`). The paper states that Confidence-Adaptive
+Token (CAT) optimization reweights each token by its part in verification, so that training aims at
+the accepted run length rather than per-token accuracy. Its released training code
+(https://github.com/AMD-AGI/PARD/blob/4cd44e5afff16e2c3b53b6c1a35ec8755389890c/pard/pard2_train.py:
+the collator's `prev_prob`, the loss in `TargetFeatEmbedWarp.forward`) defines the weight: the k-th
+draft of a block is weighted by the product of the target's probabilities of the block's k - 1
+data tokens before it (1 for the first draft), how likely the verification is to reach it; the
+loss is ce x weighted cross-entropy + kd x weighted KL(target || drafter) at a temperature, each
+normalised by the sum of the weights (the constants are its configs', in the registry). Its dual
+mode: for the target-dependent mode the target's hidden states (4 layers, projected and scaled)
+are added to the drafter's input embeddings, dropped for whole sequences at random in training so
+that one model serves both modes. Implemented here: the target-independent mode (the drafter reads
+no target state at inference; training runs the target over each conversation it draws for its
+probabilities).
+Not implemented: the target-dependent mode's feature projection and its use at inference. This
+implementation's reading where its drafter differs from the code's (a head over part of the
+vocabulary): the KL runs over the drafter's vocabulary, the target's distribution renormalised on
+it, and rows whose label lies outside it are left out of both terms, as PARD's loss leaves them out.
 """
 
 from __future__ import annotations
@@ -42,6 +62,8 @@ PARD_BLOCK, COD_RETAIN, COD_FLOOR = _PAPER.block, _PAPER.retain, _PAPER.floor
 # Its eval configs draft up to draft_k = 12 tokens a forward, past the trained block: the deepest
 # block the cost-aware policy may ask for.
 PARD_MAX_BLOCK = 12
+# PARD-2's (its code's configs): blocks of para_num = 16, COD floor 0.1, the CAT loss's mix.
+_PAPER2 = METHODS["an2026pard"].paper
 
 
 class ParallelDraft(nn.Module):
@@ -130,7 +152,9 @@ class ParallelFamily(Family):
 
     def detect(self, weights, config):
         if "mask_embedding" in weights and "draft_vocab" in weights and "fc.weight" not in weights:  # fc: DFlash's
-            return "pard", weights
+            # PARD-2's layout is PARD's: its config names which objective trained it
+            trained_by = config.get("specatlas_family", ParallelFamily.name)
+            return (self.name, weights) if trained_by == self.name else None
         return None
 
     def build(self, weights, config, target):
@@ -147,7 +171,7 @@ class ParallelFamily(Family):
                 "trained_block": self.block}
 
     def describe(self, config):
-        return (f"a PARD parallel drafter: {config.get('num_hidden_layers')} decoder layers adapted from the distilled "
+        return (f"a {self.title} parallel drafter: {config.get('num_hidden_layers')} decoder layers adapted from the distilled "
                 f"drafter to draft {config.get('trained_block')} tokens a forward from mask tokens (a learned mask "
                 f"embedding); the target's embeddings, final norm and LM head (restricted to "
                 f"{config.get('draft_vocab_size')} tokens) are shared, not shipped")
@@ -169,28 +193,40 @@ class ParallelFamily(Family):
 
         def batches(step, generator):
             picked = torch.randperm(len(train_ids), generator=generator)[: self.conversations]
-            return [cod_rows(features.tokens[train_ids[i]], self.block, self.retain, self.floor, generator) for i in picked]
+            return [(cod_rows(features.tokens[train_ids[i]], self.block, self.retain, self.floor, generator),
+                     self.teacher(model, features, train_ids[i], student.draft_vocab)) for i in picked]
 
         def loss_fn(batch):
-            total, count = 0.0, 0
-            for rows in batch:
+            total, weight = 0.0, 0.0
+            for rows, teacher in batch:
                 # Labels in the draft vocabulary, after the shared system prompt (`local`: -100 outside it).
                 inside = (rows.labels >= 0) & (rows.positions + 1 >= start)
                 labels = torch.where(inside, local[rows.labels.clamp(min=0)], -100)
                 hidden = block_states(drafter, embed, rows, student.mask_id(model))
                 scored = labels != -100
                 logits = F.linear(hidden[scored], drafter.lm_head.weight)
-                total = total + F.cross_entropy(logits, labels[scored], reduction="sum")
-                count += int(scored.sum())
-            return total / max(count, 1)
+                losses, weights = self.row_losses(logits, labels[scored], rows.positions[scored], rows.depth[scored],
+                                                  teacher)
+                total, weight = total + (losses * weights).sum(), weight + weights.sum()
+            return total / max(float(weight), 1e-6)
 
         state = train_loop(student, optimizer, batches, loss_fn, run, budget_minutes, progress)
         accuracy = self.evaluate(student, model, features, test_ids) | {"untrained": untrained}
         return finish(self, run, student, loaded, features, train_ids, test_ids, state, accuracy, output, command, {},
-                      {"trained_on": f"by PARD's adaptation of {label}: on the target's greedy answers, COD batches",
-                       "targets": f"labels are the next tokens of the target's answers, cross-entropy over the "
-                                  f"drafter's {len(student.draft_vocab):,}-token head; COD retention "
+                      {"trained_on": f"by {self.title}'s adaptation of {label}: on the target's greedy answers, COD batches",
+                       "targets": f"{self.objective(len(student.draft_vocab))}; COD retention "
                                   f"{self.retain} a mask depth, floor {self.floor}, blocks of {self.block}"})
+
+    def teacher(self, model, features, conversation: int, draft_vocab: torch.Tensor):
+        """What the loss reads from the target for one conversation: nothing, PARD learns the data's tokens."""
+        return None
+
+    def row_losses(self, logits, labels, positions, depth, teacher) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each scored row's loss and its weight in the batch's mean: cross-entropy, every row alike."""
+        return F.cross_entropy(logits, labels, reduction="none"), torch.ones(len(labels))
+
+    def objective(self, vocab: int) -> str:
+        return f"labels are the next tokens of the target's answers, cross-entropy over the drafter's {vocab:,}-token head"
 
     @torch.no_grad()
     def evaluate(self, student: ParallelDraft, target, features, conversations) -> dict:
@@ -211,6 +247,65 @@ class ParallelFamily(Family):
             runs = hits[first:][complete[first:]].int().cumprod(1).sum(1)
             accepted += runs.tolist()
         return acceptance_summary(accepted, self.block)
+
+
+@dataclass
+class Teacher:
+    """The target over one conversation: `confidence[t]`, its probability of the data's token after
+    position t (1 after the last), and `log_probs[t]`, its tempered distribution there renormalised
+    on the drafter's vocabulary."""
+
+    confidence: torch.Tensor
+    log_probs: torch.Tensor
+
+
+class ConfidenceAdaptiveFamily(ParallelFamily):
+    """PARD-2's objective on PARD's drafter and COD batches (module doc): every row weighted by the
+    target's probability of reaching it (`cat_weights`), ce x cross-entropy + kd x KL(target ||
+    drafter) at `temperature`. Its block, COD floor and loss mix are its code's (`an2026pard`); the
+    learning rate, batches and steps PARD's here, so the two differ in their objective and block."""
+
+    name, steps_evaluated = "pard2", _PAPER2.block
+    block, retain, floor = _PAPER2.block, _PAPER2.retain, _PAPER2.floor
+    ce, kd, temperature = float(_PAPER2.ce), float(_PAPER2.kd), float(_PAPER2.temperature)
+    title, paper, aliases = "PARD-2", "an2026pard", ("pard-2", "pard2")
+
+    def layers(self, model):
+        # No cached states: the target's probabilities come from a forward over each conversation a
+        # step draws (`teacher`), a few hundred conversations, not a pass over the whole data.
+        return None
+
+    @torch.no_grad()
+    def teacher(self, model, features, conversation, draft_vocab) -> Teacher:
+        tokens = features.tokens[conversation]
+        logits = model(input_ids=tokens[None].to(model.device)).logits[0].float().cpu()
+        confidence = torch.ones(len(tokens))
+        confidence[:-1] = logits[:-1].log_softmax(-1).gather(1, tokens[1:, None])[:, 0].exp()
+        return Teacher(confidence, (logits[:, draft_vocab] / self.temperature).log_softmax(-1))
+
+    def row_losses(self, logits, labels, positions, depth, teacher):
+        cross_entropy = F.cross_entropy(logits, labels, reduction="none")
+        drafted = (logits / self.temperature).log_softmax(-1)
+        target = teacher.log_probs[positions]
+        kl = (target.exp() * (target - drafted)).sum(-1) * self.temperature ** 2
+        return self.ce * cross_entropy + self.kd * kl, cat_weights(teacher.confidence, positions, depth)
+
+    def objective(self, vocab: int) -> str:
+        return (f"PARD-2's Confidence-Adaptive Token loss over the drafter's {vocab:,}-token head: "
+                f"{self.ce:g} x cross-entropy to the answers' next tokens + {self.kd:g} x KL from the target's "
+                f"distribution (temperature {self.temperature:g}), each row weighted by the target's probability "
+                f"of the tokens before it in its block")
+
+
+def cat_weights(confidence: torch.Tensor, positions: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
+    """PARD-2's row weights: the row at `positions` of mask depth m drafts the token after it from
+    the real tokens up to its base, positions - m; the m data tokens between are the block's earlier
+    drafts, and the verification reaches this one with the target's probability of them all,
+    prod_{k=1..m} confidence[positions - k]."""
+    weights = torch.ones(len(positions))
+    for k in range(1, int(depth.max()) + 1 if len(depth) else 1):
+        weights = weights * torch.where(depth >= k, confidence[(positions - k).clamp(min=0)], 1.0)
+    return weights
 
 
 @dataclass

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from specatlas.impls.engine import kv
+from specatlas.impls.families import FAMILIES
 from specatlas.impls.families.checkpoints import HeadNotShipped, load_head, record, shipped_head_folder
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
@@ -190,13 +191,28 @@ def pass_tokens(target, draft_model=None, policy=DraftLengthPolicy.paper(), draf
 def pard(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     """An et al. 2025 (PARD): the adapted drafter drafts a block of K tokens in one forward over
     K - 1 mask tokens; exact match verifies it when greedy, speculative sampling when sampling."""
-    checkpoint = load_head(target, "pard", drafter_checkpoint)
+    return parallel_drafting(target, "an2025pard", METHODS["an2025pard"].paper.block, PARD_MAX_BLOCK,
+                             "PARD's trained block", policy, drafter_checkpoint)
+
+
+def pard2(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
+    """An et al. 2026 (PARD-2), its target-independent mode: PARD's drafting and verification on a
+    drafter trained with Confidence-Adaptive Token weights (`families.pard`), K = its eval draft_k,
+    at most its trained block."""
+    paper = METHODS["an2026pard"].paper
+    return parallel_drafting(target, "an2026pard", paper.draft, paper.block, "PARD-2's eval draft_k", policy,
+                             drafter_checkpoint)
+
+
+def parallel_drafting(target, method: str, depth: int, max_depth: int, source: str, policy,
+                      drafter_checkpoint) -> SpeculativeDecoder:
+    """A parallel drafter's block of `depth` drafts (up to `max_depth` under the cost-aware policy)
+    from one forward over mask tokens, on `method`'s trained head."""
+    checkpoint = load_head(target, METHODS[method].trained_head, drafter_checkpoint)
     head = checkpoint.head
     drafter = ParallelDrafter(head.drafter(target), head.mask_id(target), head.embed(target),
-                              label=f"PARD drafter ({head.describe()}; {checkpoint.describe()})")
-    return SpeculativeDecoder(target, drafter,
-                              draft_length=policy.controller(target, METHODS["an2025pard"].paper.block, max_depth=PARD_MAX_BLOCK,
-                                                             source="PARD's trained block"))
+                              label=f"{FAMILIES[checkpoint.family].title} drafter ({head.describe()}; {checkpoint.describe()})")
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, max_depth=max_depth, source=source))
 
 
 def dflash(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:

@@ -331,7 +331,7 @@ def test_unreadable_sources_fail_clearly(tmp_path, target):
     with pytest.raises(CheckpointError, match="no weights"):
         load(tmp_path / "empty", target)
     write(tmp_path / "other", {}, {"encoder.weight": torch.ones(2)}, "model.safetensors")
-    with pytest.raises(CheckpointError, match="not a Medusa, Hydra, EAGLE, EAGLE-3, Kangaroo, DistillSpec, PaSS, SpecDec\\+\\+, ReDrafter, PARD or DFlash checkpoint"):
+    with pytest.raises(CheckpointError, match="not a Medusa, Hydra, EAGLE, EAGLE-3, Kangaroo, DistillSpec, PaSS, SpecDec\\+\\+, ReDrafter, PARD, PARD-2 or DFlash checkpoint"):
         load(tmp_path / "other", target)
 
 

@@ -439,9 +439,37 @@ def test_self_drafters_sample_the_targets_distribution(small_llama, build, sampl
     exit layer), a distilled drafter whose head covers only part of the vocabulary, and PARD's and
     DFlash's blocks (every draft of a step from one forward over mask tokens, each with its own q;
     DFlash's reading the target's states of the rows each verification kept)."""
-    length = 3
-    got = enumerate_outputs(lambda rng: tuple(build(small_llama).generate(PROMPT, length, sampling, rng).tokens))
-    want = sequence_distribution(FullPrefix(small_llama), PROMPT, length, sampling)
+    assert_samples_the_target(small_llama, build, sampling)
+
+
+@pytest.fixture(scope="module")
+def pard2_head(small_llama, tmp_path_factory):
+    """A PARD-2 head for the small target, saved as `specatlas train pard2` saves one."""
+    from specatlas.impls.families import FAMILIES
+    from specatlas.impls.families.pard import ParallelDraft
+
+    torch.manual_seed(0)
+    student = perturbed(ParallelDraft(small_llama, 1, 2).to(small_llama.dtype), 9)
+    student.draft_vocab.copy_(torch.tensor([0, 2]))  # token 1 is never drafted
+    return FAMILIES["pard2"].save(student, tmp_path_factory.mktemp("heads") / "pard2", small_llama, "tiny")
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS[:3], ids=lambda s: f"T{s.temperature}-p{s.top_p}")
+def test_pard2_as_its_builder_composes_it_samples_the_targets_distribution(small_llama, pard2_head, sampling):
+    """PARD-2's method (`an2026pard`'s builder: its head loaded from a checkpoint, its block drafter
+    and verifier), at depth 2: the CAT objective changes training only, the drafting stays exact."""
+    from specatlas.impls.registry import METHODS
+
+    build = lambda model: METHODS["an2026pard"].build(model, None, DraftLengthPolicy.fixed(2),  # noqa: E731
+                                                      drafter_checkpoint=str(pard2_head))
+    assert "PARD-2 drafter" in build(small_llama).drafter.label
+    assert_samples_the_target(small_llama, build, sampling)
+
+
+def assert_samples_the_target(model, build, sampling, length: int = 3):
+    """A fresh decoder from `build` per enumerated run: its output distribution equals the target's."""
+    got = enumerate_outputs(lambda rng: tuple(build(model).generate(PROMPT, length, sampling, rng).tokens))
+    want = sequence_distribution(FullPrefix(model), PROMPT, length, sampling)
     assert abs(sum(got.values()) - 1) < 1e-9
     worst = max(abs(got.get(seq, 0.0) - p) for seq, p in want.items())
     assert worst < 1e-6, f"max |P_decoder - P_target| = {worst:.2e}"

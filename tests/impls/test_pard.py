@@ -1,11 +1,21 @@
-"""PARD's block drafter: what it is trained on is what it drafts with, and COD keeps whole branches."""
+"""PARD's block drafter: what it is trained on is what it drafts with, and COD keeps whole branches;
+PARD-2's Confidence-Adaptive Token objective on it."""
 
+import math
+
+import pytest
 import torch
 
 from specatlas.impls.engine.drafting import Prefill
+from specatlas.impls.engine.errors import ModelLoadError
+from specatlas.impls.engine.models import EMBEDDED
 from specatlas.impls.engine.sampling import Randomness, Sampling
-from specatlas.impls.families.pard import (ParallelDraft, ParallelDrafter, block_rows, block_states, cod_rows,
-                                           rows_for)
+from specatlas.impls.families import FAMILIES, checkpoints
+from specatlas.impls.families.checkpoints import HeadNotShipped
+from specatlas.impls.families.pard import (ParallelDraft, ParallelDrafter, Teacher, block_rows, block_states,
+                                           cat_weights, cod_rows, rows_for)
+from specatlas.impls.families.training import Features
+from specatlas.impls.methods import heads
 from tests.impls.toy import tiny_llama
 
 
@@ -56,3 +66,76 @@ def test_the_drafted_block_is_the_block_its_training_rows_predict():
     assert len(draft.tokens) == 4 and torch.allclose(draft.q, want, atol=1e-9)
     # The masks never stay in the drafter's cache: the next block starts from the committed text.
     assert drafter.cached == context and drafter.cache.get_seq_length() == len(context)
+
+
+def test_cat_weights_are_the_targets_probability_of_the_blocks_earlier_tokens():
+    """Row (position j, depth m) drafts token j + 1 after the drafts of tokens j - m + 1 .. j: the
+    target keeps them with probability confidence[j - m] x ... x confidence[j - 1]."""
+    confidence = torch.tensor([0.5, 0.8, 0.9, 1.0, 0.6])
+    positions, depth = torch.tensor([2, 2, 2, 3, 4, 4]), torch.tensor([0, 1, 2, 2, 4, 1])
+    want = torch.tensor([1.0, 0.8, 0.8 * 0.5, 0.9 * 0.8, 1.0 * 0.9 * 0.8 * 0.5, 1.0])
+    torch.testing.assert_close(cat_weights(confidence, positions, depth), want)
+
+
+def test_pard2_row_losses_mix_cross_entropy_and_kl_and_weigh_each_row_by_its_cat_weight():
+    """Three rows, by hand: loss_i = 0.1 CE_i + 1.0 KL(target_i || drafter_i), weights 1, c[1] and
+    c[1] c[2]; the batch's loss is their weighted mean, which a uniform mean misses."""
+    family = FAMILIES["pard2"]
+    assert (family.ce, family.kd, family.temperature) == (0.1, 1.0, 1.0)  # its code's configs, via the registry
+    logits = torch.tensor([[2.0, 0.0, -1.0], [0.0, 1.0, 0.0], [1.0, 1.0, -2.0]], dtype=torch.float64)
+    labels, positions, depth = torch.tensor([0, 2, 1]), torch.tensor([1, 2, 3]), torch.tensor([0, 1, 2])
+    target = [[1 / 3, 1 / 3, 1 / 3], [0.7, 0.2, 0.1], [0.1, 0.1, 0.8], [0.3, 0.6, 0.1]]  # by position
+    teacher = Teacher(torch.tensor([0.9, 0.5, 0.25, 1.0]), torch.tensor(target, dtype=torch.float64).log())
+    losses, weights = family.row_losses(logits, labels, positions, depth, teacher)
+
+    def by_hand(row: int) -> float:
+        z = [math.exp(x) for x in logits[row].tolist()]
+        q = [x / sum(z) for x in z]
+        p = target[int(positions[row])]
+        return 0.1 * -math.log(q[int(labels[row])]) + sum(a * math.log(a / b) for a, b in zip(p, q))
+
+    want = [by_hand(row) for row in range(3)]
+    torch.testing.assert_close(losses, torch.tensor(want, dtype=torch.float64))
+    torch.testing.assert_close(weights, torch.tensor([1.0, 0.5, 0.5 * 0.25]))
+    weighted = (want[0] + 0.5 * want[1] + 0.125 * want[2]) / 1.625
+    assert float((losses * weights).sum() / weights.sum()) == pytest.approx(weighted)
+    assert abs(weighted - sum(want) / 3) > 0.04  # the example tells CAT weights from uniform ones
+    assert torch.equal(FAMILIES["pard"].row_losses(logits, labels, positions, depth, None)[1], torch.ones(3))
+
+
+def test_pard2_teacher_is_the_targets_probability_of_each_next_data_token_and_its_distribution_on_the_vocabulary():
+    target = tiny_llama(6, layers=2, vocab=16)
+    tokens = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6])
+    with torch.no_grad():
+        out = target(input_ids=tokens[None])
+    features = Features([tokens], [2], {}, [tokens])
+    vocab = torch.tensor([1, 2, 3, 4, 5, 6, 9])
+    teacher = FAMILIES["pard2"].teacher(target, features, 0, vocab)
+    probs = out.logits[0].softmax(-1)
+    want = torch.cat([probs[:-1].gather(1, tokens[1:, None])[:, 0], torch.ones(1)])
+    torch.testing.assert_close(teacher.confidence, want.to(teacher.confidence.dtype), atol=1e-5, rtol=1e-5)
+    restricted = out.logits[0][:, vocab].log_softmax(-1)
+    torch.testing.assert_close(teacher.log_probs, restricted.to(teacher.log_probs.dtype), atol=1e-5, rtol=1e-5)
+
+
+def test_pard_and_pard2_heads_share_a_layout_their_configs_tell_apart(tmp_path):
+    """Each method loads its own family's head and refuses the other's in one line."""
+    target = tiny_llama(5, layers=3, vocab=16)
+    folders = {family: FAMILIES[family].save(ParallelDraft(target, 1, 10), tmp_path / family, target, "tiny")
+               for family in ("pard", "pard2")}
+    assert checkpoints.load(folders["pard2"], target).family == "pard2"
+    assert checkpoints.load(folders["pard"], target).family == "pard"
+    assert "PARD-2 drafter" in heads.pard2(target, drafter_checkpoint=folders["pard2"]).drafter.label
+    with pytest.raises(ModelLoadError, match="is a pard2 checkpoint, this method needs pard$"):
+        heads.pard(target, drafter_checkpoint=folders["pard2"])
+    with pytest.raises(ModelLoadError, match="is a pard checkpoint, this method needs pard2$"):
+        heads.pard2(target, drafter_checkpoint=folders["pard"])
+
+
+def test_pard2_without_a_shipped_head_fails_in_one_line(tmp_path, monkeypatch):
+    target = tiny_llama(5, layers=3, vocab=16)
+    monkeypatch.setattr(checkpoints, "SHIPPED_HEADS", tmp_path)
+    monkeypatch.setattr(target.config, "_name_or_path", EMBEDDED)
+    with pytest.raises(HeadNotShipped, match="^no trained pard2 head is shipped yet; train one with `specatlas train "
+                                             "pard2` or pass --drafter-checkpoint$"):
+        heads.pard2(target)

@@ -109,8 +109,8 @@ def test_features_of_every_shard_are_the_states_of_their_layer_after_slices_and_
             torch.testing.assert_close(features.hidden[layer][i].float(), states[layer][0], atol=2e-3, rtol=1e-2)
 
 
-HEADS = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter", "pard", "dflash",
-         "dflash-cpu"]  # every family but FR-Spec (not a head)
+HEADS = ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter", "pard", "pard2",
+         "dflash", "dflash-cpu"]  # every family but FR-Spec (not a head)
 LOADED_AS = {"dflash-cpu": "dflash"}  # a variant's checkpoints that its paper's family loads
 
 
@@ -121,6 +121,8 @@ def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0,
     `epochs`: what `steps` was resolved from."""
     trainer = FAMILIES[family]
     monkeypatch.setattr(trainer, "off_policy_warmup", 2, raising=False)  # DistillSpec: on-policy batches from step 2
+    if family == "pard2":  # its block of 16 outruns the tiny answers: no whole block would be evaluated
+        monkeypatch.setattr(trainer, "block", 8)
     features = training.features(loaded, tiny_shards(loaded), trainer.layers(loaded.model), cache)
     budget = 1e9
     if stop_after_steps is not None:
@@ -234,7 +236,7 @@ def test_shipped_cards_of_stopped_runs_print_the_command_that_remakes_them():
 
 def test_epochs_resolve_to_the_steps_that_draw_the_training_data_that_often(tmp_path, loaded):
     """Each family's epoch is counted in what its step draws: whole conversations (EAGLE 4, EAGLE-3 1,
-    Kangaroo, DistillSpec, SpecDec++ and PARD 2), positions after the shared prompt (Medusa, Hydra,
+    Kangaroo, DistillSpec, SpecDec++, PARD and PARD-2 2), positions after the shared prompt (Medusa, Hydra,
     ReDrafter: 256), answer positions (PaSS: 48); steps = ceil(epochs x data / per step)."""
     import math
 
@@ -247,7 +249,8 @@ def test_epochs_resolve_to_the_steps_that_draw_the_training_data_that_often(tmp_
     conversations, positions = "conversations", "positions"
     drawn = {"eagle": (7, 4, conversations), "eagle3": (7, 1, conversations), "kangaroo": (7, 2, conversations),
              "distillspec": (7, 2, conversations), "specdecpp": (7, 2, conversations), "pard": (7, 2, conversations),
-             "dflash": (7, 2, conversations), "dflash-cpu": (7, 2, conversations), "medusa": (rows, 256, positions),
+             "pard2": (7, 2, conversations), "dflash": (7, 2, conversations), "dflash-cpu": (7, 2, conversations),
+             "medusa": (rows, 256, positions),
              "hydra": (rows, 256, positions), "redrafter": (rows, 256, positions), "pass": (answers, 48, "answer positions")}
     assert set(drawn) == set(HEADS) and rows > answers > 7
     for family, (examples, per_step, unit) in drawn.items():

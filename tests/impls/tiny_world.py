@@ -62,7 +62,7 @@ class TinyWorld:
         self.draft_model = tiny_llama(seed=12, layers=1, vocab=VOCAB)
         self.heads = {family: self._write_head(family, seed) for seed, family in enumerate(
             ["medusa", "hydra", "eagle", "eagle3", "kangaroo", "distillspec", "pass", "specdecpp", "redrafter", "pard",
-             "dflash"], start=20)}
+             "pard2", "dflash"], start=20)}
         self._write_frequent_tokens()
         self.datastore = folder / "datastore.npz"
         Datastore.from_documents([self.greedy([3, 5, 7], 48), self.greedy([9, 2], 48)], separator=0,
@@ -96,6 +96,7 @@ class TinyWorld:
                 "kangaroo": lambda: KangarooAdapter(layer, draft_vocab_size=VOCAB // 2),
                 "distillspec": lambda: DraftLayers(target, 2, VOCAB // 2),
                 "pard": lambda: ParallelDraft(target, 2, VOCAB // 2),
+                "pard2": lambda: ParallelDraft(target, 2, VOCAB // 2),
                 "dflash": lambda: DFlashDraft(layer, 2, 2, VOCAB // 2),
                 "pass": lambda: LookAheadTokens(config.hidden_size, 6),
                 "specdecpp": lambda: AcceptanceHead(self.draft_model.config.hidden_size),
