@@ -45,6 +45,6 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(scope="session")
 def embedded():
     """The embedded SmolLM2-135M-Instruct, loaded once per test process (converted once per machine)."""
-    from specatlas.impls.engine.models import load_model, pick_device
+    from specatlas.impls.engine.models import load_model, machine_kernels, pick_device
 
-    return load_model(None, device=pick_device("cpu"))
+    return load_model(None, device=pick_device("cpu"), kernels=machine_kernels())  # as the commands load it

@@ -312,11 +312,12 @@ def execute(args: argparse.Namespace) -> int:
 
 def loaded_target(args: argparse.Namespace):
     """(device, the target model) as the arguments ask; a model that cannot load is a CommandError."""
-    from specatlas.impls.engine.models import ModelLoadError, load_model, pick_device, pick_dtype
+    from specatlas.impls.engine.models import ModelLoadError, load_model, machine_kernels, pick_device, pick_dtype
 
     try:
         device = pick_device(args.device)
-        return device, load_model(args.model, device, pick_dtype(args.dtype, device), args.trust_remote_code)
+        return device, load_model(args.model, device, pick_dtype(args.dtype, device), args.trust_remote_code,
+                                  machine_kernels())
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1) from None
 

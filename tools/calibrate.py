@@ -33,10 +33,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     from specatlas.impls.engine import cpu_kernels
     from specatlas.impls.engine.draft_length import calibrate, relative
-    from specatlas.impls.engine.models import ModelLoadError, load_model, pick_device
+    from specatlas.impls.engine.models import ModelLoadError, load_model, machine_kernels, pick_device
 
     try:
-        loaded = load_model(args.model, device=pick_device(args.device), trust_remote_code=args.trust_remote_code)
+        loaded = load_model(args.model, device=pick_device(args.device), trust_remote_code=args.trust_remote_code,
+                            kernels=machine_kernels())
     except (ModelLoadError, ValueError) as exc:
         raise CommandError(str(exc), status=1) from None
     model = loaded.model

@@ -69,14 +69,14 @@ def execute(args: argparse.Namespace) -> int:
     missing = [str(path) for path in args.inputs if not path.is_file()]
     if missing:
         raise CommandError(f"no such file: {', '.join(missing)}")
-    from specatlas.impls.engine.models import ModelLoadError, load_model
+    from specatlas.impls.engine.models import ModelLoadError, load_model, machine_kernels
     from specatlas.impls.methods.retrieval import DEFAULT_DATASTORE
 
     try:  # before the model and the corpus pass
         output = output_file(default_output(args), "the datastore", _earlier_output, allowed=DEFAULT_DATASTORE)
         writable_dir(output.parent, "output folder")
         texts = [text for path in args.inputs for text in read_corpus(path)]
-        loaded = load_model(args.model, trust_remote_code=args.trust_remote_code)
+        loaded = load_model(args.model, trust_remote_code=args.trust_remote_code, kernels=machine_kernels())
     except (WriteError, CorpusError, ModelLoadError) as exc:
         raise CommandError(str(exc), status=1)
     tokenizer, started = loaded.tokenizer, time.perf_counter()

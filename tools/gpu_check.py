@@ -93,12 +93,12 @@ def identical_outputs(args: argparse.Namespace, method_ids: list[str]) -> list[s
     """Each method on the embedded model on `args.device` against plain decoding there: a line per
     method that failed, diverged or never drafted."""
     from specatlas.impls.engine.errors import ModelLoadError, first_line
-    from specatlas.impls.engine.models import encode_chats, eos_ids, load_model, pick_device, pick_dtype
+    from specatlas.impls.engine.models import encode_chats, eos_ids, load_model, machine_kernels, pick_device, pick_dtype
     from specatlas.impls.registry import METHODS
 
     try:
         device = pick_device(args.device)
-        target = load_model(None, device, pick_dtype(args.dtype, device))
+        target = load_model(None, device, pick_dtype(args.dtype, device), kernels=machine_kernels())
         prompts = encode_chats(target.tokenizer, list(PROMPTS))
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1) from None

@@ -135,14 +135,15 @@ def execute(args: argparse.Namespace) -> int:
 
 def _loaded(spec, args: argparse.Namespace, policy):
     """(device, dtype, target, decoder) as the arguments ask; a model that cannot load is a CommandError."""
-    from specatlas.impls.engine.models import ModelLoadError, load_model, pick_device, pick_dtype
+    from specatlas.impls.engine.models import ModelLoadError, load_model, machine_kernels, pick_device, pick_dtype
     from specatlas.impls.methods.retrieval import datastore_for
 
     try:
         device = pick_device(args.device)
         dtype = pick_dtype(args.dtype, device)
-        target = load_model(args.model, device, dtype, args.trust_remote_code)
-        draft = (load_model(args.draft_model, device, dtype, args.trust_remote_code)
+        kernels = machine_kernels()
+        target = load_model(args.model, device, dtype, args.trust_remote_code, kernels)
+        draft = (load_model(args.draft_model, device, dtype, args.trust_remote_code, kernels)
                  if args.draft_model and spec.uses_draft_model else None)
         if draft and draft.model.config.vocab_size != target.model.config.vocab_size:
             raise ModelLoadError(f"draft model {draft.name!r} has a different vocabulary from {target.name!r}")

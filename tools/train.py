@@ -43,7 +43,7 @@ from specatlas.impls.families import training
 from specatlas.impls.families.checkpoints import SHIPPED_HEADS, shipped_head_folder
 from specatlas.impls.families import FAMILIES, Family
 from specatlas.impls.families.base import HEAD_MARKER, earlier_head
-from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model, pick_device
+from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model, machine_kernels, pick_device
 from specatlas.impls.methods.core import default_draft_model
 
 
@@ -111,7 +111,8 @@ def execute(args: argparse.Namespace) -> int:
     output = args.output and checked(args.output, next(iter(trainers.values())))  # a given folder before the model loads
     code = checkout_state()  # now: a multi-hour run may outlive the checkout's state
     try:
-        loaded = load_model(args.model, pick_device(args.device), torch.float32, args.trust_remote_code)
+        loaded = load_model(args.model, pick_device(args.device), torch.float32, args.trust_remote_code,
+                            machine_kernels())
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     try:  # one training job per target at a time: they share its cached states and checkpoints
@@ -195,7 +196,7 @@ def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: P
             raise CommandError(f"--epochs {epochs} is {steps:,} steps on this data, more than {MAX_STEPS:,}")
         if stop is not None and stop > steps:
             raise CommandError(f"--stop-at {stop} is past the schedule's {steps} steps (--epochs {epochs})")
-    draft_model = default_draft_model(loaded.model, None) if trainer.uses_draft_model else None
+    draft_model = default_draft_model(loaded.model, None)[:2] if trainer.uses_draft_model else None  # (model, label)
     return trainer.train(loaded, features, folder, output, budget_minutes, steps, seed, command, tqdm, draft_model, stop,
                          epochs, code, replace_anyway)
 

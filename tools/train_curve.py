@@ -49,7 +49,7 @@ def execute(args: argparse.Namespace) -> int:
     import torch
 
     from specatlas import data_shards
-    from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, cache_root, load_model
+    from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, cache_root, load_model, machine_kernels
     from specatlas.bench.provenance import checkout_state
     from specatlas.train import train_one
     from specatlas.train_eval import plain_outputs
@@ -68,7 +68,7 @@ def execute(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     code = checkout_state()  # now: the run may outlive the checkout's state
     try:
-        loaded = load_model(None, torch.device("cpu"), torch.float32)
+        loaded = load_model(None, torch.device("cpu"), torch.float32, kernels=machine_kernels())
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     from specatlas.impls.families.training import training_lock

@@ -53,10 +53,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    import os
-
     import torch
 
+    from specatlas.impls.engine.cpu_kernels import TORCH_KERNELS
     from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model, pick_device
 
     if args.status:
@@ -66,10 +65,8 @@ def execute(args: argparse.Namespace) -> int:
         return 0
     if args.threads:
         torch.set_num_threads(args.threads)
-    # Batched decoding is many rows per forward: the few-row kernels `load_model` picks do not pay.
-    os.environ["SPECATLAS_PACKED_LINEARS"] = "0"
-    try:
-        loaded = load_model(args.model, pick_device(args.device), torch.float32)
+    try:  # batched decoding is many rows per forward: the few-row kernels measured here do not pay
+        loaded = load_model(args.model, pick_device(args.device), torch.float32, kernels=TORCH_KERNELS)
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     try:

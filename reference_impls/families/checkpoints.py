@@ -8,16 +8,14 @@ model. Any problem is a `CheckpointError` with one line naming the missing or un
 the mismatched shape: a checkpoint never half-loads onto random weights. Each layout's detection
 and building is its family's (`families/`), which also writes it (`Family.save`, with a model
 card; matrices int8, `weight_storage`). `load_head` is what methods call:
-the given checkpoint, else the head shipped for the embedded model in `SHIPPED_HEADS`; while
-`recording` is open it also notes the weight file of each head it loads, which `specatlas bench`
-records per result row (a shipped head is retrained from time to time: a row must say which
-weights it measured).
+the given checkpoint, else the head shipped for the embedded model in `SHIPPED_HEADS`. A loaded
+checkpoint names the weight file it was read from (`DraftCheckpoint.files`), which the method's
+builder returns on its decoder (`SpeculativeDecoder.weights`) and `specatlas bench` records per
+result row (a shipped head is retrained from time to time: a row must say which weights it measured).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +46,11 @@ class DraftCheckpoint:
     hidden_layers: tuple[int, ...]  # the target states the head reads (`kv.forward`'s numbering)
     source: str
     weights: Path  # the file its weights were read from
+
+    @property
+    def files(self) -> dict[str, Path]:
+        """The file it was loaded from, by its name: what a method built on it returns as its provenance."""
+        return {self.name: self.weights}
 
     @property
     def shipped(self) -> bool:
@@ -107,30 +110,7 @@ def load_head(target, family: str, drafter_checkpoint=None, folder: str = "") ->
         raise ModelLoadError(f"{exc}{hint}") from None
     if checkpoint.family != family:
         raise ModelLoadError(f"{source} is a {checkpoint.family} checkpoint, this method needs {family}")
-    record(checkpoint.name, checkpoint.weights)
     return checkpoint
-
-
-_recordings: list[dict[str, Path]] = []  # one per open `recording`
-
-
-def record(name: str, path: Path) -> None:
-    """Add a trained file a method loaded (a head's weights, FR-Spec's ranking) to every open `recording`."""
-    for loaded in _recordings:
-        loaded[name] = path
-
-
-@contextmanager
-def recording() -> Iterator[dict[str, Path]]:
-    """While open, the weight file of every head `load_head` loads, by its name (`DraftCheckpoint.name`),
-    and every other trained file a builder `record`s: what a method's builder loaded, for its result
-    row (`specatlas.bench.run.built`) and `specatlas train-eval`."""
-    loaded: dict[str, Path] = {}
-    _recordings.append(loaded)
-    try:
-        yield loaded
-    finally:
-        _recordings.remove(loaded)
 
 
 def _locate(source: str) -> Path:

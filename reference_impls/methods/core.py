@@ -2,13 +2,18 @@
 
 Every builder takes the target model, an optional draft model and a `DraftLengthPolicy` (the
 paper's settings by default, a fixed depth on the paper's structure, or the cost-aware policy
-with structures sized for the device) and returns a `SpeculativeDecoder`. Greedy decoding
+with structures sized for the device) and returns a `SpeculativeDecoder`, which carries the
+trained files the build loaded (`weights`: its provenance, nothing recorded elsewhere). Greedy decoding
 verifies by exact match; sampling by rejection sampling, which is lossless for every drafter.
 """
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
+from typing import NamedTuple
+
+from torch import nn
 
 from specatlas.impls.families.checkpoints import load_head, shipped_head_folder
 from specatlas.impls.engine.decoding import SpeculativeDecoder
@@ -48,9 +53,9 @@ def block_verification(target, draft_model=None, policy=DraftLengthPolicy.paper(
 
 
 def _draft_model_method(target, draft_model, policy, paper_depth, verifier: Verifier | None = None):
-    model, label = default_draft_model(target, draft_model)
+    model, label, weights = default_draft_model(target, draft_model)
     return SpeculativeDecoder(target, ModelDrafter(model, label=label), sampling_verifier=verifier or RejectionSampling(),
-                              draft_length=policy.controller(target, paper_depth))
+                              draft_length=policy.controller(target, paper_depth), weights=weights)
 
 
 def specinfer(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -64,11 +69,11 @@ def specinfer(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> Spe
 def _expansion_tree(target, draft_model, policy, spec, verifier: Verifier | None = None, hub: bool = False):
     """A draft model expanding `spec`'s tree of `widths` (the paper's, or the cost-aware policy's
     sized one), siblings drawn without replacement when sampling."""
-    model, label = default_draft_model(target, draft_model)
+    model, label, weights = default_draft_model(target, draft_model)
     widths = spec.constants_for(policy, target).widths
     length = policy.controller(target, len(spec.paper.widths), expansion_nodes(widths))
     return SpeculativeDecoder(target, ModelDrafter(model, widths, label, hub=hub),
-                              sampling_verifier=verifier or RejectionSampling(), draft_length=length)
+                              sampling_verifier=verifier or RejectionSampling(), draft_length=length, weights=weights)
 
 
 def multi_candidate(target, draft_model=None, policy=DraftLengthPolicy.paper(), replacement=False) -> SpeculativeDecoder:
@@ -78,12 +83,13 @@ def multi_candidate(target, draft_model=None, policy=DraftLengthPolicy.paper(), 
     with probability min(1, p/q), else p <- norm(max(p - q, 0)): `RejectionSampling`). Defaults
     of its code: k_d by depth (`k_config`), candidates drawn without replacement (`replacement`
     draws them independently)."""
-    model, label = default_draft_model(target, draft_model)
+    model, label, weights = default_draft_model(target, draft_model)
     k_config = METHODS["yang2024multi"].paper.k_config
     drafter = ModelDrafter(model, k_config, label, replacement)
     depth = len(k_config)
     return SpeculativeDecoder(target, drafter,
-                              draft_length=policy.controller(target, depth, expansion_nodes(k_config), max_depth=depth))
+                              draft_length=policy.controller(target, depth, expansion_nodes(k_config), max_depth=depth),
+                              weights=weights)
 
 
 def traversal_verification(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -98,11 +104,12 @@ def spectr(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> Specul
     whose root has k i.i.d. children, each continued by a chain), the target scores them in one
     forward, and K-SEQ draft selection (`KSequential`) keeps a token among the agreeing drafts'
     next tokens at each position."""
-    model, label = default_draft_model(target, draft_model)
+    model, label, weights = default_draft_model(target, draft_model)
     paper = METHODS["sun2023spectr"].paper
     drafter = ModelDrafter(model, (paper.drafts,), label, replacement=True)
     return SpeculativeDecoder(target, drafter, sampling_verifier=KSequential(),
-                              draft_length=policy.controller(target, paper.length, expansion_nodes((paper.drafts,))))
+                              draft_length=policy.controller(target, paper.length, expansion_nodes((paper.drafts,))),
+                              weights=weights)
 
 
 def spechub(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -120,12 +127,12 @@ def sequoia(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> Specu
     rejection with q conditioned on the earlier siblings. Paper defaults (its code): acceptance
     over 16 children, trees of at most 128 nodes and 10 levels; a fixed draft length bounds the
     tree's depth instead."""
-    model, label = default_draft_model(target, draft_model)
+    model, label, weights = default_draft_model(target, draft_model)
     verifier = RejectionSampling()
     levels = policy.depth + 1 if policy.name == FIXED else MAX_LEVELS
     drafter = SequoiaDrafter(target, model, verifier, label, levels)
     length = policy.controller(target, levels - 1, drafter.nodes, levels - 1, source="at most Sequoia's")
-    return SpeculativeDecoder(target, drafter, sampling_verifier=verifier, draft_length=length)
+    return SpeculativeDecoder(target, drafter, sampling_verifier=verifier, draft_length=length, weights=weights)
 
 
 def online_speculative_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -134,7 +141,7 @@ def online_speculative_decoding(target, draft_model=None, policy=DraftLengthPoli
     rejected, a forward-KL step every 8 requests). Its code's defaults: 5 proposed tokens. The
     drafter learns in memory: a given draft model is copied first, a shallow slice of the target
     gets layers of its own, the shipped drafter's file is never written."""
-    model, label = default_draft_model(target, None if draft_model is None else copy.deepcopy(draft_model))
+    model, label, weights = default_draft_model(target, None if draft_model is None else copy.deepcopy(draft_model))
     shared = {id(parameter) for parameter in target.parameters()}
     trainable = [parameter for parameter in model.parameters() if id(parameter) not in shared]
     if not trainable:  # the shallow slice shares the target's layers: it learns on a copy of them
@@ -142,15 +149,15 @@ def online_speculative_decoding(target, draft_model=None, policy=DraftLengthPoli
         model = shallow_slice(target, layers, copy.deepcopy(target.model.layers[:layers]))
         trainable = list(model.model.layers.parameters())
     return SpeculativeDecoder(target, OnlineDistillation(model, trainable, label),
-                              draft_length=policy.controller(target, METHODS["liu2024online"].paper.proposed))
+                              draft_length=policy.controller(target, METHODS["liu2024online"].paper.proposed), weights=weights)
 
 
 def pearl(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
     """Liu et al. 2025 (PEARL): the draft model drafts γ tokens while the target verifies the previous
     round's, pre-verify and post-verify (`pipeline.Pearl`), speculative sampling on each token."""
-    model, label = default_draft_model(target, draft_model)
+    model, label, weights = default_draft_model(target, draft_model)
     return Pearl(target, ModelDrafter(model, label=label),
-                 draft_length=policy.controller(target, METHODS["liu2025parallel"].paper.gamma))
+                 draft_length=policy.controller(target, METHODS["liu2025parallel"].paper.gamma), weights=weights)
 
 
 def prompt_lookup(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -165,23 +172,31 @@ def shallow_layers(target) -> int:
     return max(1, target.config.num_hidden_layers // 5)
 
 
-def default_draft_model(target, draft_model):
-    """(drafter, what it is): `draft_model` when given, else the default for `target`."""
+class DraftModel(NamedTuple):
+    model: nn.Module
+    label: str  # what it is, as results name it
+    weights: dict[str, Path]  # the trained files loaded for it (the shipped drafter's), by name
+
+
+def default_draft_model(target, draft_model) -> DraftModel:
+    """`draft_model` when given, else the default for `target`."""
     if draft_model is not None:
-        return draft_model, "draft model"
+        return DraftModel(draft_model, "draft model", {})
     # No checkpoint of the embedded model's family is small enough to be a drafter: the default is
     # the distilled drafter shipped for it (DistillSpec), else an early exit from the target's first layers.
     distilled = shipped_drafter(target)
     if distilled is not None:
         return distilled
     layers = shallow_layers(target)
-    return shallow_slice(target, layers), f"shallow slice of the target (first {layers} layers + its norm and head)"
+    return DraftModel(shallow_slice(target, layers),
+                      f"shallow slice of the target (first {layers} layers + its norm and head)", {})
 
 
-def shipped_drafter(target):
-    """(the distilled drafter shipped for the embedded model, what it is) when `target` is that
-    model and the drafter is shipped; else None."""
+def shipped_drafter(target) -> DraftModel | None:
+    """The distilled drafter shipped for the embedded model when `target` is that model and the
+    drafter is shipped; else None."""
     if not is_embedded(target) or not shipped_head_folder("distillspec").is_dir():
         return None
     checkpoint = load_head(target, "distillspec")
-    return checkpoint.head.drafter(target), f"DistillSpec drafter ({checkpoint.head.describe()}; {checkpoint.describe()})"
+    return DraftModel(checkpoint.head.drafter(target),
+                      f"DistillSpec drafter ({checkpoint.head.describe()}; {checkpoint.describe()})", checkpoint.files)

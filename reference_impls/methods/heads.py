@@ -28,7 +28,7 @@ import torch
 
 from specatlas.impls.engine import kv
 from specatlas.impls.families import FAMILIES
-from specatlas.impls.families.checkpoints import HeadNotShipped, load_head, record, shipped_head_folder
+from specatlas.impls.families.checkpoints import HeadNotShipped, load_head, shipped_head_folder
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.drafting import ModelDrafter
@@ -61,7 +61,8 @@ def medusa(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_c
     drafter = MedusaDrafter(checkpoint.head, target.lm_head.weight, checkpoint.hidden_layers[0], label=checkpoint.describe())
     return SpeculativeDecoder(target, drafter, sampling_verifier=TypicalAcceptance(),
                               draft_length=policy.controller(target, max(map(len, MEDUSA_TREE)),
-                                                             template_nodes(MEDUSA_TREE), max(map(len, MEDUSA_TREE))))
+                                                             template_nodes(MEDUSA_TREE), max(map(len, MEDUSA_TREE))),
+                              weights=checkpoint.files)
 
 
 BLOCKWISE_CHAIN = tuple((0,) * depth for depth in range(1, METHODS["stern2018blockwise"].paper.block + 1))
@@ -79,7 +80,7 @@ def blockwise(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafte
     greedy = TopKAcceptance(top_k_acceptance) if top_k_acceptance > 1 else GreedyMatch()
     depth = len(BLOCKWISE_CHAIN)
     return SpeculativeDecoder(target, drafter, greedy_verifier=greedy,
-                              draft_length=policy.controller(target, depth, max_depth=depth))
+                              draft_length=policy.controller(target, depth, max_depth=depth), weights=checkpoint.files)
 
 
 def eagle(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -93,16 +94,19 @@ def eagle2(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_c
     return _eagle(target, policy, drafter_checkpoint, spec=METHODS["li2024eagle2"])
 
 
-def _eagle(target, policy, drafter_checkpoint, tree=None, spec=None, vocabulary=None):
-    """The EAGLE head drafting a static `tree`, or else the dynamic tree `spec` defines."""
+def _eagle(target, policy, drafter_checkpoint, tree=None, spec=None, vocabulary=None, weights=None):
+    """The EAGLE head drafting a static `tree`, or else the dynamic tree `spec` defines; `weights`:
+    the other trained files its drafter reads (FR-Spec's ranking `vocabulary`)."""
     checkpoint = load_head(target, "eagle", drafter_checkpoint)
+    weights = {**checkpoint.files, **(weights or {})}
     drafter = EagleDrafter(checkpoint.head, target.model.embed_tokens.weight, target.lm_head.weight,
                            checkpoint.hidden_layers[0], tree=tree, label=checkpoint.describe(), vocabulary=vocabulary,
                            **({} if tree else {"dynamic": _dynamic_tree(spec)}))
     if tree is None:
-        return SpeculativeDecoder(target, drafter, draft_length=_dynamic_length(target, policy, spec))
+        return SpeculativeDecoder(target, drafter, draft_length=_dynamic_length(target, policy, spec), weights=weights)
     depth = max(map(len, tree))
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, template_nodes(tree), depth))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, template_nodes(tree), depth),
+                              weights=weights)
 
 
 def _dynamic_tree(spec) -> tuple[int, int, int]:
@@ -124,7 +128,8 @@ def hydra(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_ch
     drafter = HydraDrafter(checkpoint.head, target.model.embed_tokens.weight, target.lm_head.weight,
                            checkpoint.hidden_layers[0], label=checkpoint.describe())
     depth = max(map(len, HYDRA_TREE))
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, template_nodes(HYDRA_TREE), depth))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, template_nodes(HYDRA_TREE), depth),
+                              weights=checkpoint.files)
 
 
 def eagle3(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -134,7 +139,7 @@ def eagle3(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_c
     spec = METHODS["li2025eagle"]
     drafter = Eagle3Drafter(checkpoint.head, target.model.embed_tokens.weight, checkpoint.hidden_layers,
                             dynamic=_dynamic_tree(spec), label=checkpoint.describe())
-    return SpeculativeDecoder(target, drafter, draft_length=_dynamic_length(target, policy, spec))
+    return SpeculativeDecoder(target, drafter, draft_length=_dynamic_length(target, policy, spec), weights=checkpoint.files)
 
 
 def fr_spec(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -143,12 +148,13 @@ def fr_spec(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_
     the output is unchanged. The ranking is FR-Spec's `freq_{V}.pt` (token ids, most frequent
     first) beside the EAGLE head, computed once from the training data by `specatlas train fr-spec`."""
     folder = Path(drafter_checkpoint) if drafter_checkpoint else shipped_head_folder("eagle")
+    ranked, ranking = frequent_tokens(folder, target.config.vocab_size // FR_SPEC_FRACTION, drafter_checkpoint is None)
     return _eagle(target, policy, drafter_checkpoint, spec=METHODS["zhao2025fr"],
-                  vocabulary=frequent_tokens(folder, target.config.vocab_size // FR_SPEC_FRACTION, drafter_checkpoint is None)
-                  .to(target.lm_head.weight.device))
+                  vocabulary=ranked.to(target.lm_head.weight.device), weights=ranking)
 
 
-def frequent_tokens(folder: Path, size: int, is_shipped: bool) -> torch.Tensor:
+def frequent_tokens(folder: Path, size: int, is_shipped: bool) -> tuple[torch.Tensor, dict[str, Path]]:
+    """FR-Spec's ranking beside the head in `folder` (token ids, most frequent first), and its file by name."""
     path = folder / f"freq_{size}.pt"
     if not path.is_file():
         error = HeadNotShipped if is_shipped else ModelLoadError
@@ -161,8 +167,7 @@ def frequent_tokens(folder: Path, size: int, is_shipped: bool) -> torch.Tensor:
     except Exception as exc:  # noqa: BLE001 - unpickling refused, truncated, wrong content...
         raise ModelLoadError(f"{path}: cannot read FR-Spec's token ranking ({unpickle_failure(exc)})") from None
     # Named as its head is (`DraftCheckpoint.name`): retraining the ranking changes what the method runs.
-    record(f"{folder.name}/{path.name}" if is_shipped else str(path), path)
-    return ranked
+    return ranked, {f"{folder.name}/{path.name}" if is_shipped else str(path): path}
 
 
 def kangaroo(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -173,7 +178,8 @@ def kangaroo(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter
     paper = METHODS["liu2024kangaroo"].paper
     checkpoint = load_head(target, "kangaroo", drafter_checkpoint)
     drafter = Kangaroo(target, checkpoint.head, checkpoint.hidden_layers[0], paper.threshold, checkpoint.describe())
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, paper.steps, max_depth=paper.steps))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, paper.steps, max_depth=paper.steps),
+                              weights=checkpoint.files)
 
 
 def pass_tokens(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -185,7 +191,8 @@ def pass_tokens(target, draft_model=None, policy=DraftLengthPolicy.paper(), draf
     drafter = PassDrafter(embeddings.num_embeddings, len(tokens), checkpoint.describe())
     # Each draft node brings a look-ahead row with it: a depth-d step verifies d drafts and d look-ahead rows.
     return SpeculativeDecoder(target, drafter, forward=partial(kv.forward, embed=tokens.embed(embeddings)),
-                              draft_length=policy.controller(target, len(tokens), lambda d: 2 * d, len(tokens)))
+                              draft_length=policy.controller(target, len(tokens), lambda d: 2 * d, len(tokens)),
+                              weights=checkpoint.files)
 
 
 def pard(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -212,7 +219,8 @@ def parallel_drafting(target, method: str, depth: int, max_depth: int, source: s
     head = checkpoint.head
     drafter = ParallelDrafter(head.drafter(target), head.mask_id(target), head.embed(target),
                               label=f"{FAMILIES[checkpoint.family].title} drafter ({head.describe()}; {checkpoint.describe()})")
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, max_depth=max_depth, source=source))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, max_depth=max_depth, source=source),
+                              weights=checkpoint.files)
 
 
 def dflash(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -234,7 +242,7 @@ def _dflash(target, method: str, folder: str, policy, drafter_checkpoint) -> Spe
     drafter = DFlashDrafter(checkpoint.head, target, checkpoint.hidden_layers,
                             label=f"DFlash drafter ({checkpoint.head.describe()}; {checkpoint.describe()})")
     return SpeculativeDecoder(target, drafter, draft_length=policy.controller(
-        target, block - 1, max_depth=block - 1, source=f"DFlash's block of {block}"))
+        target, block - 1, max_depth=block - 1, source=f"DFlash's block of {block}"), weights=checkpoint.files)
 
 
 def specdec_pp(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -242,7 +250,7 @@ def specdec_pp(target, draft_model=None, policy=DraftLengthPolicy.paper(), draft
     it once the predicted chance that some token is rejected exceeds h (`PredictedRejection`);
     speculative sampling verifies it. The head is trained for the default draft model."""
     paper = METHODS["huang2024specdec"].paper
-    model, label = default_draft_model(target, draft_model)
+    model, label, weights = default_draft_model(target, draft_model)
     checkpoint = load_head(target, "specdecpp", drafter_checkpoint)
     if checkpoint.head.hidden != model.config.hidden_size:
         raise ModelLoadError(f"the SpecDec++ head reads states of width {checkpoint.head.hidden}; the draft model's "
@@ -252,7 +260,8 @@ def specdec_pp(target, draft_model=None, policy=DraftLengthPolicy.paper(), draft
                            stop=stop)
     return SpeculativeDecoder(target, drafter,
                               draft_length=policy.controller(target, paper.max_length, max_depth=paper.max_length,
-                                                             source="SpecDec++'s largest"))
+                                                             source="SpecDec++'s largest"),
+                              weights={**weights, **checkpoint.files})
 
 
 def redrafter(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
@@ -267,4 +276,5 @@ def redrafter(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafte
                                label=checkpoint.describe())
     paper = METHODS["zhang2024recurrent"].paper
     depth = paper.length - 1
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, lambda d: paper.width * d, depth))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, lambda d: paper.width * d, depth),
+                              weights=checkpoint.files)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specatlas.impls.families.checkpoints import load_head, record
+from specatlas.impls.families.checkpoints import load_head
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.errors import first_line
@@ -45,9 +45,10 @@ def rest(target, draft_model=None, policy=DraftLengthPolicy.paper(), datastore: 
     matching suffix, verified as one token tree."""
     sizes = METHODS["he2024rest"].constants_for(policy, target)
     nodes = node_budget(sizes)
-    drafter = RetrievalTree(used(target, datastore), nodes, sizes.longest_suffix, sizes.shortest_suffix,
-                            sizes.retrieved)
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, sizes.depth, nodes))
+    datastore = used(target, datastore)
+    drafter = RetrievalTree(datastore, nodes, sizes.longest_suffix, sizes.shortest_suffix, sizes.retrieved)
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, sizes.depth, nodes),
+                              weights=datastore_files(datastore))
 
 
 def sam_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper(),
@@ -58,9 +59,10 @@ def sam_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper(),
     paper = METHODS["hu2025sam"].paper
     auxiliary = TokenRecycling(recycling_template(target, policy))
     length = policy.controller(target, paper.tokens)
-    drafter = SuffixAutomatonDraft(used(target, datastore), paper.bias, auxiliary=auxiliary, threshold=paper.threshold,
+    datastore = used(target, datastore)
+    drafter = SuffixAutomatonDraft(datastore, paper.bias, auxiliary=auxiliary, threshold=paper.threshold,
                                    draft_length=length)
-    return SpeculativeDecoder(target, drafter, draft_length=length)
+    return SpeculativeDecoder(target, drafter, draft_length=length, weights=datastore_files(datastore))
 
 
 def sam_decoding_eagle2(target, draft_model=None, policy=DraftLengthPolicy.paper(),
@@ -77,9 +79,10 @@ def sam_decoding_eagle2(target, draft_model=None, policy=DraftLengthPolicy.paper
     length = policy.controller(target, paper.tokens, lambda d: min(paper.total, paper.top_k * min(d, paper.depth)),
                                paper.tokens)
     # The controller gates the EAGLE head as it gates EAGLE-2 alone: no head forward on a step it makes plain.
-    drafter = SuffixAutomatonDraft(used(target, datastore), paper.bias, auxiliary=auxiliary,
+    datastore = used(target, datastore)
+    drafter = SuffixAutomatonDraft(datastore, paper.bias, auxiliary=auxiliary,
                                    threshold=paper.threshold, draft_length=length)
-    return SpeculativeDecoder(target, drafter, draft_length=length)
+    return SpeculativeDecoder(target, drafter, draft_length=length, weights={**checkpoint.files, **datastore_files(datastore)})
 
 
 def suffix_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:
@@ -114,11 +117,14 @@ def datastore_for(target, path: Path | None = None) -> Datastore:
 
 
 def used(target, datastore: Datastore | None) -> Datastore:
-    """The datastore a builder was given, else the shipped one. Another than the shipped one is
-    recorded as a trained file the method loaded (`checkpoints.record`), so a result row names its
-    digest and the leaderboard never averages runs over different datastores."""
-    if datastore is None:
-        return datastore_for(target)
-    if datastore.label is not None and datastore.path is not None:
-        record(f"datastore {datastore.label}", datastore.path)
-    return datastore
+    """The datastore a builder was given, else the shipped one."""
+    return datastore_for(target) if datastore is None else datastore
+
+
+def datastore_files(datastore: Datastore) -> dict[str, Path]:
+    """A datastore other than the shipped one as a trained file the method loaded (its decoder's
+    `weights`), so a result row names its digest and the leaderboard never averages runs over
+    different datastores; {} for the shipped one."""
+    if datastore.label is None or datastore.path is None:
+        return {}
+    return {f"datastore {datastore.label}": datastore.path}

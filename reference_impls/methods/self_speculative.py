@@ -44,8 +44,8 @@ def staged(target, draft_model=None, policy=DraftLengthPolicy.paper(), tree_node
     the definition's `nodes` unless given; 0: the chain alone)."""
     paper, lookup = METHODS["spector2023accelerating"].paper, METHODS["saxena2023prompt"].paper
     tree_nodes = paper.nodes if tree_nodes is None else tree_nodes
-    model, label = default_draft_model(target, draft_model)
+    model, label, weights = default_draft_model(target, draft_model)
     inner = SpeculativeDecoder(model, PromptLookup(lookup.ngram), draft_length=FixedLength(lookup.tokens, "prompt lookup's"))
     length = policy.controller(target, paper.depth, lambda k: min(tree_nodes, 2 * k) if tree_nodes else k,
                                source="this project's")
-    return SpeculativeDecoder(target, InnerDecoder(inner, tree_nodes, label), draft_length=length)
+    return SpeculativeDecoder(target, InnerDecoder(inner, tree_nodes, label), draft_length=length, weights=weights)

@@ -98,4 +98,5 @@ class LinearDrafter(Drafter):
 def linear_method(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:
     checkpoint = load_head(target, "linear", drafter_checkpoint)
     drafter = LinearDrafter(checkpoint.head, target.lm_head.weight, checkpoint.hidden_layers[0])
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, 1, max_depth=1))
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, 1, max_depth=1),
+                              weights=checkpoint.files)

@@ -179,3 +179,22 @@ def test_calibrate_times_the_curve_on_default_and_measured_kernels(tmp_path, mon
     rows = [[cell.strip() for cell in line.split("|")] for line in out[4:]]
     assert [row[0] for row in rows] == ["1", "2", "3"] and all(len(row) == 5 for row in rows)
     assert rows[0][2] == rows[0][4] == "1.00"  # each curve relative to its own one-token forward
+
+
+def test_load_model_runs_the_kernels_its_caller_names(tmp_path, every_row_packed, monkeypatch):
+    """torch's own unless the caller names the measured choice; the commands' choice
+    (`machine_kernels`) is the measured one, torch's own under SPECATLAS_PACKED_LINEARS=0."""
+    from specatlas.impls.engine import models
+
+    from .tiny_world import model_folder
+
+    folder = str(model_folder(tmp_path / "model"))
+    monkeypatch.setenv("SPECATLAS_CACHE", str(tmp_path / "cache"))
+    cpu = torch.device("cpu")
+    assert cpu_kernels.packed_layers(models.load_model(folder, cpu, torch.float32).model) == 0
+    measured = cpu_kernels.KernelChoice(measured=True, cache_dir=tmp_path / "cache")
+    assert cpu_kernels.packed_layers(models.load_model(folder, cpu, torch.float32, kernels=measured).model) > 0
+    monkeypatch.delenv("SPECATLAS_PACKED_LINEARS", raising=False)
+    assert models.machine_kernels() == measured
+    monkeypatch.setenv("SPECATLAS_PACKED_LINEARS", "0")
+    assert not models.machine_kernels().measured

@@ -130,7 +130,7 @@ def train(loaded, tmp_path, family, monkeypatch, cache, output, steps=6, seed=0,
         calls_per_step = 2  # the loop's budget check and its save check read the clock once each
         monkeypatch.setattr(training, "clock", lambda: next(ticks) * 60 / calls_per_step)
         budget = stop_after_steps + 0.5
-    draft_model = default_draft_model(loaded.model, None) if trainer.uses_draft_model else None
+    draft_model = default_draft_model(loaded.model, None)[:2] if trainer.uses_draft_model else None  # (model, label)
     summary = trainer.train(loaded, features, cache, output, budget, steps, seed, "specatlas train x", None, draft_model,
                             stop, epochs, code)
     monkeypatch.setattr(training, "clock", training.time.monotonic)
@@ -380,10 +380,12 @@ def test_the_shipped_distilled_drafter_is_the_embedded_models_default_draft_mode
     FAMILIES["distillspec"].save(DraftLayers.from_target(model, 2, torch.arange(12)), tmp_path / f"{EMBEDDED}-distillspec",
                                  model, EMBEDDED, {"num_hidden_layers": 2, "draft_vocab_size": 12})
     monkeypatch.setattr(checkpoints, "SHIPPED_HEADS", tmp_path)
-    assert methods.speculative_sampling(model).drafter.describe().startswith("shallow slice")  # another target
+    sliced = methods.speculative_sampling(model)  # another target
+    assert sliced.drafter.describe().startswith("shallow slice") and sliced.weights == {}
     monkeypatch.setattr(model.config, "_name_or_path", f"/cache/specatlas/models/{EMBEDDED}")
     decoder = methods.speculative_sampling(model)
     assert decoder.drafter.describe().startswith("DistillSpec drafter (2 distilled layers of the target, its head over 12 tokens")
+    assert decoder.weights == {f"{EMBEDDED}-distillspec": tmp_path / f"{EMBEDDED}-distillspec" / "model.safetensors"}
     for prompt in ([1], [3, 3, 0, 7], [2, 14, 9, 9, 2]):
         assert decoder.generate(prompt, 10).tokens == SpeculativeDecoder(model).generate(prompt, 10).tokens
 
@@ -396,7 +398,9 @@ def test_fr_spec_ranking_is_the_training_answers_most_frequent_tokens_with_eos(t
     summary = FAMILIES["fr-spec"].train(loaded, features, tmp_path, tmp_path / "eagle", 1.0, None, 0, "x", None)
     size = loaded.model.config.vocab_size // 4  # FR-Spec's quarter of the vocabulary
     assert f"freq_{size}.pt" in summary and default_output(FAMILIES["fr-spec"], "tiny").name == "eagle-head"
-    ranked = frequent_tokens(tmp_path / "eagle", size, False).tolist()
+    ranked, ranking = frequent_tokens(tmp_path / "eagle", size, False)
+    assert ranking == {str(tmp_path / "eagle" / f"freq_{size}.pt"): tmp_path / "eagle" / f"freq_{size}.pt"}
+    ranked = ranked.tolist()
     train_ids, _ = training.split(features)
     expected = training.frequency_ranked(features, train_ids, 16).tolist()[:size]
     assert 15 in ranked and len(ranked) == len(set(ranked)) <= size  # the end-of-sequence token always

@@ -82,7 +82,10 @@ class Contender:
     error: str | None = None  # why it could not run; it then has no samples
     policy: str | None = None  # draft-length policy: "paper", "cost-aware" or "fixed" (None: no drafter)
     relative_to: str | None = None  # the row its speedup is over (results.Method.relative_to); None: the baseline
-    weights: dict[str, str] = field(default_factory=dict)  # the trained weights it loaded (results.Method.weights)
+    # The sha256 of every trained head, adapter, drafter or datastore its build returned (the decoder's
+    # `weights`), by name: shipped heads are retrained, and the leaderboard averages only runs of the
+    # same weights (results.Method.weights). {} for a row that could not be built.
+    weights: dict[str, str] = field(default_factory=dict)
 
     @property
     def record(self) -> dict:
@@ -142,14 +145,15 @@ def specatlas_method(spec: MethodSpec, target, draft_model, policy: DraftLengthP
     if sized := spec.sized_for(policy, target):
         setup += f"; {sized.describe()}"
     return Contender(contender_id(spec.id, policy), spec.name, "specatlas", spec.lossless, setup, generate,
-                     policy=policy_of(spec.id, policy))
+                     policy=policy_of(spec.id, policy), weights=loaded_weights(decoder.weights))
 
 
 def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
+    weights = {}  # the trained files it runs (our default drafter's, as assistant)
     if peer_id == "hf-prompt-lookup":
         extra, setup = {"prompt_lookup_num_tokens": 10}, "prompt_lookup_num_tokens=10, max_matching_ngram_size=2 (default)"
     elif peer_id == "hf-assisted":
-        assistant, described = default_draft_model(target, draft_model)
+        assistant, described, weights = default_draft_model(target, draft_model)
         if draft_model is None:
             # Our default drafter shares the target's generation config, which transformers'
             # assistant schedule mutates: give it its own.
@@ -176,7 +180,7 @@ def peer(peer_id: str, target, draft_model, pad_token_id: int) -> Contender:
 
     if packed_layers(target):
         setup += "; transformers' default kernels, as shipped (SpecAtlas decoders: packed oneDNN linears)"
-    return Contender(peer_id, PEERS[peer_id], "peer", True, setup, generate)
+    return Contender(peer_id, PEERS[peer_id], "peer", True, setup, generate, weights=loaded_weights(weights))
 
 
 def llamacpp_problem(model_name: str | None) -> str | None:
@@ -257,18 +261,11 @@ def failure_reason(exc: Exception) -> str:
 def built(build, method_id: str, name: str, kind: str, lossless: bool, policy: str | None = None,
           relative_to: str | None = None):
     """The contender, or one that records why it could not be built (a peer transformers refuses,
-    a method that needs what this model lacks): a long run must not die for one row. Either way
-    with the sha256 of every trained head, adapter or drafter its build loaded, by name: shipped
-    heads are retrained, and the leaderboard averages only runs of the same weights."""
-    from specatlas.impls.families.checkpoints import recording
-
-    with recording() as loaded:
-        try:
-            contender = build()
-        except Exception as exc:  # noqa: BLE001 - any failure is reported in the result row
-            contender = Contender(method_id, name, kind, lossless, "", None, failure_reason(exc), policy, relative_to)
-    contender.weights = loaded_weights(loaded)
-    return contender
+    a method that needs what this model lacks): a long run must not die for one row."""
+    try:
+        return build()
+    except Exception as exc:  # noqa: BLE001 - any failure is reported in the result row
+        return Contender(method_id, name, kind, lossless, "", None, failure_reason(exc), policy, relative_to)
 
 
 def attempt(contender, call):

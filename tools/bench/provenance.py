@@ -137,7 +137,7 @@ def weights_sha256(model) -> str | None:
 
 
 def loaded_weights(loaded: dict[str, Path]) -> dict[str, str]:
-    """The sha256 of each trained file a `checkpoints.recording` saw loaded, by its name."""
+    """The sha256 of each trained file a build loaded (`SpeculativeDecoder.weights`), by its name."""
     names = sorted(loaded)
     return dict(zip(names, file_digests([loaded[name] for name in names]))) if names else {}
 

@@ -112,7 +112,7 @@ class Method(_Strict):
     # None: the baseline. Another engine's rows (llama.cpp) are measured against its own greedy
     # decoding, that row itself against our baseline's tokens (see `references`).
     relative_to: str | None = None
-    # The trained weights it ran (heads, adapters, drafters: `checkpoints.recording`); {} when it loaded
+    # The trained weights it ran (heads, adapters, drafters: its decoder's `weights`); {} when it loaded
     # none. None in files written before it was recorded: results/provenance/weights-of-earlier-runs.json then
     # holds them, derived from git (`specatlas.bench.earlier_weights`).
     weights: Weights | None = None

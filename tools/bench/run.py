@@ -201,15 +201,15 @@ def _measure(args, out: Path, prompt_set, chosen, chosen_policies, method_ids, p
     from transformers.utils import logging as hf_logging
 
     from specatlas.bench import contenders as cs
-    from specatlas.impls.engine.cpu_kernels import describe as describe_kernels
-    from specatlas.impls.engine.cpu_kernels import packed_layers
-    from specatlas.impls.engine.models import eos_ids, load_model, pick_device, pick_dtype
+    from specatlas.impls.engine.cpu_kernels import describe as describe_kernels, packed_layers
+    from specatlas.impls.engine.models import eos_ids, load_model, machine_kernels, pick_device, pick_dtype
 
     hf_logging.set_verbosity_error()  # generate()'s deprecation notices would tear the progress bar
     device = pick_device(args.device)
     dtype = pick_dtype(args.dtype, device)
-    target = load_model(args.model, device, dtype, args.trust_remote_code)
-    drafter = load_model(args.draft_model, device, dtype, args.trust_remote_code) if args.draft_model else None
+    kernels = machine_kernels()  # measured on this machine: the run records the choice (`kernel_choice`)
+    target = load_model(args.model, device, dtype, args.trust_remote_code, kernels)
+    drafter = load_model(args.draft_model, device, dtype, args.trust_remote_code, kernels) if args.draft_model else None
     chosen, left_out = fitting(chosen, target, args.max_new_tokens)
     datastore = chosen_store(args.datastore, target)
     versions, git = provenance.packages(), provenance.git_state()
