@@ -19,14 +19,6 @@ from .tiny_world import VOCAB, TinyWorld
 PAPER = DraftLengthPolicy.paper()
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    world = TinyWorld(tmp_path_factory.mktemp("tiny-world"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECATLAS_CACHE", str(world.cache))
-        yield world
-
-
 def expected(world: TinyWorld, spec) -> dict[str, Path]:
     """What `spec`'s build on the world reads besides the target and the given draft model: its
     head's weight file (named as given), FR-Spec's ranking beside it, the world's datastore."""

@@ -14,20 +14,11 @@ from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.registry import METHODS
 from specatlas.impls.engine.sampling import Randomness, Sampling
 
-from .tiny_world import TinyWorld
 
 PROMPTS = [[3, 5, 7, 9, 3, 5, 7], [12, 40, 12, 40, 8, 1, 12, 40]]
 NEW_TOKENS = 24
 POLICIES = [DraftLengthPolicy.paper(), DraftLengthPolicy.fixed(3), DraftLengthPolicy.cost_aware()]
 SPECULATIVE = [spec for spec in METHODS.values() if spec.id != "baseline"]
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    world = TinyWorld(tmp_path_factory.mktemp("tiny-world"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECATLAS_CACHE", str(world.cache))
-        yield world
 
 
 @pytest.fixture(scope="module")
