@@ -16,7 +16,6 @@ FOLDERS = ("tools", "reference_impls")
 OVERSIZE = {
     "reference_impls/families/answers.py::generate": 119,
     "tools/bench/run.py::_measure": 81,
-    "reference_impls/families/distillspec.py::DistillFamily.fit": 63,
 }
 
 

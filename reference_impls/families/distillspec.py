@@ -13,6 +13,8 @@ matched exactly; a sampled one goes through rejection sampling with that q).
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -146,13 +148,8 @@ class DistillFamily(Family):
         def batches(step, generator):
             return on_policy(generator) if step >= self.off_policy_warmup and step % 2 else off_policy(generator)
 
-        def loss_fn(batch):
-            tokens, mask, scored, p = batch
-            hidden = drafter.model(input_ids=tokens, attention_mask=mask.long(), position_ids=positions(mask)).last_hidden_state
-            q = F.linear(hidden[scored], head).softmax(-1)
-            return 0.5 * ((p - q).abs().sum(-1) + 1 - p.sum(-1)).mean()
-
-        state = train_loop(student, optimizer, batches, loss_fn, run, budget_minutes, progress)
+        state = train_loop(student, optimizer, batches, partial(total_variation, drafter, head), run, budget_minutes,
+                           progress)
         accuracy = self.evaluate(drafter, features, test_ids) | {"untrained": untrained}
         return finish(self, run, student, loaded, features, train_ids, test_ids, state, accuracy, output, command, {},
                       {"trained_on": "by distillation: on the target's greedy answers, then alternately on sequences "
@@ -172,3 +169,13 @@ class DistillFamily(Family):
 def positions(mask: torch.Tensor) -> torch.Tensor:
     """Position ids of a padded batch: each row counts its own tokens (padding repeats 0)."""
     return (mask.long().cumsum(1) - 1).clamp(min=0)
+
+
+def total_variation(drafter, head: torch.Tensor, batch) -> torch.Tensor:
+    """DistillSpec's loss on a batch (tokens, mask, scored, p): the total variation distance between
+    the target's p over the draft vocabulary and the drafter's q at the scored positions; the target's
+    mass outside the vocabulary counts wholly as distance, as the drafter can never match it."""
+    tokens, mask, scored, p = batch
+    hidden = drafter.model(input_ids=tokens, attention_mask=mask.long(), position_ids=positions(mask)).last_hidden_state
+    q = F.linear(hidden[scored], head).softmax(-1)
+    return 0.5 * ((p - q).abs().sum(-1) + 1 - p.sum(-1)).mean()
