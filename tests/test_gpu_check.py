@@ -57,7 +57,7 @@ def fails(target, *args, **kwargs):
 def test_each_method_that_diverges_never_drafts_or_fails_is_one_line(monkeypatch, capsys):
     target = tiny_llama(3, layers=4).float()
     asked = []
-    monkeypatch.setattr(models, "load_model", lambda name, device, dtype: asked.append((name, device, dtype)) or
+    monkeypatch.setattr(models, "load_model", lambda name, device, dtype, kernels: asked.append((name, device, dtype)) or
                         models.LoadedModel(target, Tokenizer(), "tiny"))
     builders = dict(zip(["saxena2023prompt", "fu2024break", "cai2024medusa", "li2024eagle2"],
                         [drafts_plain, never_drafts, diverges, fails]))

@@ -10,7 +10,7 @@ from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.sampling import POINT_MASS_BELOW, Randomness, Sampling
 from specatlas.impls.registry import METHODS
 
-from .test_every_method import NEW_TOKENS, PROMPTS, baseline, world  # noqa: F401 - fixtures
+from .test_every_method import NEW_TOKENS, PROMPTS, baseline  # noqa: F401 - a fixture
 
 TINY = [1e-40, 5e-324, 1e-35]
 # One method per way of sampling: plain decoding, a draft model's chain (rejection sampling), a
