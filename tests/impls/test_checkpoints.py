@@ -500,7 +500,7 @@ def test_a_broken_int8_file_fails_in_one_line_naming_the_key(tmp_path, target, c
              target)
 
 
-HEADS_BUDGET_MB = 72  # CONTRIBUTING.md states it (DFlash's five draft layers, its paper's depth, are 19 MB)
+HEADS_BUDGET_MB = 80  # CONTRIBUTING.md states it (DFlash's five draft layers, its paper's depth, are 19 MB)
 
 
 def test_the_shipped_heads_stay_small():
