@@ -32,7 +32,7 @@ NARRATION = re.compile(
     ("October 2026 digest (read_file 70913805574, row 251)", "'read_file': names a search tool"),
     ("search (pages): 'speculative decoding edge device' -> https://arxiv.org/abs/2510.15312", "'search (pages)': names a search tool"),
     ("quoted by two notes (code corpus)", "'code corpus': names a search corpus"),
-    ("checked in the fifth session", "'fifth session': describes a work session"),
+    ("checked in the fifth session", "'fifth session': narrates when the work was done"),
     ("cn-chat-arxiv page, id 70899475109", "'id 70899475109': names an internal file id"),
     ("a digest, row 364", "'row 364': names a row of a working copy"),
     ("as a reading note quotes it", "'reading note': cites working notes instead of a public address"),
