@@ -433,6 +433,19 @@ METHODS: dict[str, MethodSpec] = {
                    source="its code at 061897e, the commit of its Spec-Bench table: evaluation/inference_samd.py, "
                           "Eagle2Model's defaults",
                    draft=lambda c: (c.tokens, c.total), draft_exact=False),
+        MethodSpec(id="hu2025sam-pard",
+                   name="SAM-Decoding[PARD]: suffix automaton drafts, PARD blocks after short matches",
+                   aliases=("sam-decoding-pard",),
+                   drafting=("retrieval-drafting", "context-copy", "token-tree"),
+                   verification=("greedy-verification", "token-tree-verification"),
+                   lossless=True, builder="retrieval:sam_decoding_pard", trained_head="pard",
+                   variant_of="hu2025sam", uses_datastore=True,
+                   constants={"tokens": 10, "threshold": 4, "bias": 4},
+                   settings="a composition in SAM-Decoding[EAGLE-2]'s pattern: {tokens} draft tokens, "
+                            "l_threshold = {threshold}, l_bias = {bias} (SAM-Decoding's code defaults); below the "
+                            "threshold a block from one forward of the trained PARD drafter, at most PARD's K",
+                   source="SAM-Decoding's code defaults; PARD's block from its own definition",
+                   draft=chain("tokens"), draft_exact=False),
         MethodSpec(id="monea2023pass", name="PaSS: parallel speculative sampling with look-ahead tokens",
                    aliases=("pass",), drafting=("learnable-draft-tokens",), verification=("speculative-sampling",),
                    lossless=True, builder="heads:pass_tokens", trained_head="pass",

@@ -215,12 +215,18 @@ def parallel_drafting(target, method: str, depth: int, max_depth: int, source: s
                       drafter_checkpoint) -> SpeculativeDecoder:
     """A parallel drafter's block of `depth` drafts (up to `max_depth` under the cost-aware policy)
     from one forward over mask tokens, on `method`'s trained head."""
+    drafter, files = parallel_drafter(target, method, drafter_checkpoint)
+    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, max_depth=max_depth, source=source),
+                              weights=files)
+
+
+def parallel_drafter(target, method: str, drafter_checkpoint) -> tuple[ParallelDrafter, dict]:
+    """`method`'s trained parallel drafter and the weight files it loaded."""
     checkpoint = load_head(target, METHODS[method].trained_head, drafter_checkpoint)
     head = checkpoint.head
     drafter = ParallelDrafter(head.drafter(target), head.mask_id(target), head.embed(target),
                               label=f"{FAMILIES[checkpoint.family].title} drafter ({head.describe()}; {checkpoint.describe()})")
-    return SpeculativeDecoder(target, drafter, draft_length=policy.controller(target, depth, max_depth=max_depth, source=source),
-                              weights=checkpoint.files)
+    return drafter, checkpoint.files
 
 
 def dflash(target, draft_model=None, policy=DraftLengthPolicy.paper(), drafter_checkpoint=None) -> SpeculativeDecoder:

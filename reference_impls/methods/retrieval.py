@@ -1,7 +1,7 @@
 """Retrieval-based methods (LLMA, REST, SAM-Decoding, SuffixDecoding) as compositions on the shared loop.
 
-Same builder signature as `methods/core.py`; none uses a draft model (SAM-Decoding[EAGLE-2] hands
-short matches to a trained EAGLE head). REST and SAM-Decoding read a
+Same builder signature as `methods/core.py`; none uses a draft model (SAM-Decoding[EAGLE-2] and
+SAM-Decoding[PARD] hand short matches to a trained EAGLE head or PARD drafter). REST and SAM-Decoding read a
 datastore: the loaded one their builder is given (`datastore_for`: a file the command names with
 --datastore), else the one shipped for the embedded model, built by
 `specatlas datastore build --self-generate` from the model's own answers to our instructions.
@@ -15,6 +15,7 @@ from specatlas.impls.families.checkpoints import load_head
 from specatlas.impls.engine.decoding import SpeculativeDecoder
 from specatlas.impls.engine.draft_length import DraftLengthPolicy
 from specatlas.impls.engine.errors import first_line
+from specatlas.impls.methods.heads import parallel_drafter
 from specatlas.impls.methods.parallel import recycling_template
 from specatlas.impls.drafters.model_free.recycling import TokenRecycling
 from specatlas.impls.engine.models import EMBEDDED, ModelLoadError
@@ -83,6 +84,21 @@ def sam_decoding_eagle2(target, draft_model=None, policy=DraftLengthPolicy.paper
     drafter = SuffixAutomatonDraft(datastore, paper.bias, auxiliary=auxiliary,
                                    threshold=paper.threshold, draft_length=length)
     return SpeculativeDecoder(target, drafter, draft_length=length, weights={**checkpoint.files, **datastore_files(datastore)})
+
+
+def sam_decoding_pard(target, draft_model=None, policy=DraftLengthPolicy.paper(),
+                      drafter_checkpoint=None, datastore: Datastore | None = None) -> SpeculativeDecoder:
+    """SAM-Decoding[PARD], a labelled composition: SAM-Decoding's drafts while its match holds
+    l_threshold tokens, else one forward of the trained PARD drafter drafts a block of at most
+    PARD's K (the block it is trained for). Retrieval drafts cost nothing; the block drafter pays
+    only on the steps where retrieval has nothing to propose."""
+    paper = METHODS["hu2025sam-pard"].paper
+    auxiliary, files = parallel_drafter(target, "an2025pard", drafter_checkpoint)
+    length = policy.controller(target, paper.tokens)
+    datastore = used(target, datastore)
+    drafter = SuffixAutomatonDraft(datastore, paper.bias, auxiliary=auxiliary, threshold=paper.threshold,
+                                   draft_length=length, auxiliary_depth=METHODS["an2025pard"].paper.block)
+    return SpeculativeDecoder(target, drafter, draft_length=length, weights={**files, **datastore_files(datastore)})
 
 
 def suffix_decoding(target, draft_model=None, policy=DraftLengthPolicy.paper()) -> SpeculativeDecoder:

@@ -175,6 +175,24 @@ def test_sam_hands_short_matches_to_its_auxiliary_drafter_which_learns_from_ever
     assert drafter.propose(context + [1, 2, 7], 2, GREEDY, RNG).tokens == [5]
 
 
+def test_sam_asks_a_block_auxiliary_for_no_more_than_its_block():
+    """SAM-Decoding[PARD]: a step handed to the block drafter asks for at most the block it was
+    trained for, whatever SAM-Decoding's own draft length; a match still drafts its full length."""
+    asked = []
+
+    class Block(TokenRecycling):
+        def propose(self, context, depth, sampling, rng):
+            asked.append(depth)
+            return super().propose(context, depth, sampling, rng)
+
+    drafter = SuffixAutomatonDraft(None, auxiliary=Block(tree=((0,),), k=1), threshold=3, auxiliary_depth=3)
+    context = [7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    drafter.start(context, Prefill(tuple(context)))
+    assert len(drafter.propose(context, 8, GREEDY, RNG).tokens) == 8 and asked == []
+    drafter.propose(context + [40], 8, GREEDY, RNG)
+    assert asked == [3]
+
+
 def test_datastore_round_trip(tmp_path):
     store = Datastore.from_documents([[3, 1, 2], [1, 2]], separator=0, meta={"model": "toy"})
     store.save(tmp_path / "store.npz")

@@ -327,9 +327,11 @@ class SuffixAutomatonDraft(Drafter):
     """
 
     def __init__(self, datastore: Datastore | None = None, bias: int = 4, longest_static: int = 64,
-                 auxiliary: Drafter | None = None, threshold: int = 4, draft_length=None):
+                 auxiliary: Drafter | None = None, threshold: int = 4, draft_length=None,
+                 auxiliary_depth: int | None = None):
         self.datastore, self.bias, self.longest_static = datastore, bias, longest_static
         self.auxiliary, self.threshold, self.draft_length = auxiliary, threshold, draft_length
+        self.auxiliary_depth = auxiliary_depth  # the deepest auxiliary draft (a block drafter's block)
         self.automaton = SuffixAutomaton()
 
     @property
@@ -353,6 +355,8 @@ class SuffixAutomatonDraft(Drafter):
                 draft, key = self.datastore.tokens[start : start + depth], ("datastore", match_key(length))
                 matched = length - self.bias
         if self.auxiliary is not None and matched < self.threshold:
+            if self.auxiliary_depth is not None:
+                depth = min(depth, self.auxiliary_depth)
             if self.draft_length is not None:
                 depth = self.draft_length.depth_for(AUXILIARY, depth)
             auxiliary = self.auxiliary.propose(context, depth, sampling, rng) if depth else Draft()
