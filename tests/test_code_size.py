@@ -13,10 +13,7 @@ MODULE_LINES, FUNCTION_LINES = 600, 60
 FOLDERS = ("tools", "reference_impls")
 
 # Still over the bound: path (and function, by its qualified name) -> lines now.
-OVERSIZE = {
-    "reference_impls/families/answers.py::generate": 119,
-    "tools/bench/run.py::_measure": 81,
-}
+OVERSIZE: dict[str, int] = {}
 
 
 def sizes() -> dict[str, int]:

@@ -65,21 +65,3 @@ def test_no_import_cycles():
                 if other not in seen:
                     seen.add(other)
                     stack.append((other, (*path, other)))
-
-
-# train-curve is train and train-eval run for each data size: it reuses their training and
-# measuring steps. The list may only shrink.
-COMMAND_IMPORTS_LEFT = {"specatlas.train_curve": {"specatlas.train", "specatlas.train_eval"},
-                        # gpu-check runs a bench slice as `specatlas bench` does: the bench's body is its command's
-                        "specatlas.gpu_check": {"specatlas.bench.run"}}
-
-
-def test_commands_do_not_import_one_another():
-    """A command's module imports libraries and `specatlas.cli` (errors, argument checks), never
-    another command's: what two commands share belongs in a library or in cli."""
-    from specatlas.cli import COMMANDS
-
-    graph, commands = module_imports(), {module for module, _ in COMMANDS.values()}
-    found = {module: {other for other in graph[module] if other in commands} for module in sorted(commands)}
-    found = {module: others for module, others in found.items() if others}
-    assert found == COMMAND_IMPORTS_LEFT

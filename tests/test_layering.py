@@ -1,5 +1,6 @@
 """Layers import downward only, imports inside functions included: the engine knows no drafter,
-family or method (they compose it); the bench library knows no other command and not the site."""
+family or method (they compose it); the bench library knows no other command and not the site;
+no command knows another."""
 
 import ast
 
@@ -36,6 +37,27 @@ def upward(layer: str, above) -> list[str]:
                          ids=["engine", "bench"])
 def test_no_layer_imports_upward(layer, above):
     assert not upward(layer, above), f"{layer} imports from above it: " + "; ".join(upward(layer, above))
+
+
+def command_imports(graph: dict[str, set[str]]) -> list[str]:
+    """`module -> imported` for each import of a command's module from another command's."""
+    return sorted(f"{module} -> {other}" for module in COMMAND_MODULES for other in graph.get(module, ())
+                  if other in COMMAND_MODULES)
+
+
+def test_no_command_imports_another():
+    """A command's module imports libraries and `specatlas.cli` (errors, argument checks), never
+    another command's: what two commands share belongs in a library below them (`specatlas.heads`,
+    `specatlas.bench_arguments`) or in cli."""
+    found = command_imports(module_imports())
+    assert not found, "a command imports another command (move what they share to a library): " + "; ".join(found)
+
+
+def test_a_command_importing_another_is_seen():
+    graph = {"specatlas.gpu_check": {"specatlas.bench.run", "specatlas.cli", "specatlas.bench_arguments"},
+             "specatlas.train_curve": {"specatlas.heads", "specatlas.train_eval"}, "specatlas.heads": {"specatlas.cli"}}
+    assert command_imports(graph) == ["specatlas.gpu_check -> specatlas.bench.run",
+                                      "specatlas.train_curve -> specatlas.train_eval"]
 
 
 def test_every_import_form_is_seen():

@@ -125,16 +125,18 @@ def identical_outputs(args: argparse.Namespace, method_ids: list[str]) -> list[s
 
 def bench_slice(args: argparse.Namespace, method_ids: list[str]) -> Path:
     """`specatlas bench` of `method_ids` at their papers' settings on the slice: the result file."""
-    from specatlas.bench import questions, run
+    from specatlas.bench import questions
+    from specatlas.bench.protocol import BenchError
+    from specatlas.bench_arguments import add_arguments, bench
     from specatlas.fsutil import WriteError
     from specatlas.impls.engine.errors import ModelLoadError
 
     parser = argparse.ArgumentParser(prog="specatlas bench")
-    run.configure(parser)
+    add_arguments(parser)
     argv = [*method_ids, "--device", args.device, "--dtype", args.dtype, "--draft-length", "paper",
             "--limit-per-category", str(args.limit_per_category), "--max-new-tokens", str(args.bench_tokens),
             *(["--questions", str(args.questions)] if args.questions else []), *(["--out", str(args.out)] if args.out else [])]
     try:
-        return run.bench(parser.parse_args(argv))
-    except (run.BenchError, questions.QuestionsError, ModelLoadError, WriteError) as exc:
+        return bench(parser.parse_args(argv))
+    except (BenchError, questions.QuestionsError, ModelLoadError, WriteError) as exc:
         raise CommandError(f"bench: {exc}") from None

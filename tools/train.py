@@ -39,12 +39,12 @@ from specatlas.bench.provenance import checkout_state
 from specatlas.cli import (MAX_EPOCHS, MAX_MINUTES, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError, add_trust_remote_code,
                            disk_error, epochs_given, number)
 from specatlas.fsutil import WriteError, output_dir
+from specatlas.heads import resolve, train_one
 from specatlas.impls.families import training
 from specatlas.impls.families.checkpoints import SHIPPED_HEADS, shipped_head_folder
 from specatlas.impls.families import FAMILIES, Family
 from specatlas.impls.families.base import HEAD_MARKER, earlier_head
 from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, load_model, machine_kernels, pick_device
-from specatlas.impls.methods.core import default_draft_model
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -74,12 +74,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="write over the shipped head even when the retrained one's held-out acceptance is no better "
                              "than its model card's (without it such a head is refused, the shipped one kept)")
     add_trust_remote_code(parser)
-
-
-def resolve(name: str) -> Family | None:
-    """The family `specatlas train NAME` trains: NAME is its paper id or an alias."""
-    key = name.strip().lower()
-    return next((family for family in FAMILIES.values() if key == family.paper or key in family.aliases), None)
 
 
 def default_output(family: Family, model_name: str) -> Path:
@@ -169,36 +163,6 @@ def resolved(name: str) -> Family:
         raise CommandError(f"no trainable head for {name!r}{hint}; trainable: "
                            f"{', '.join(family.paper for family in FAMILIES.values())}")
     return trainer
-
-
-def train_one(trainer: Family, loaded, data: Path, tokens: int | None, output: Path, budget_minutes: float,
-              steps: int | None, seed: int, command: str, stop: int | None = None, epochs: float | None = None,
-              code: dict | None = None, replace_anyway: bool = False) -> str:
-    """Train `trainer`'s module on the data in `data` (its first `tokens` answer tokens) and save it
-    to `output`; `epochs` (instead of `steps`) resolves to steps on that data. `code`: the checkout
-    the command started in (`provenance.checkout_state`), for the model card. A shipped head is
-    replaced only by a better one, unless `replace_anyway` (`head_folders.keep_better`)."""
-    print(f"specatlas train: {trainer.paper} ({trainer.name}) for {loaded.name}; data in {data}", file=sys.stderr)
-    shards, held_out = data_shards.load(data, loaded.tokenizer, tokens)
-    folder = training.features_folder(loaded.name)
-    features = training.features(loaded, shards, trainer.layers(loaded.model), folder, tqdm)
-    features.source = data_shards.describe(data, shards, held_out)
-    features.held_out = list(range(sum(len(conversations) for _, conversations in shards[:held_out])))
-    answer_tokens = sum(len(t) - p for t, p in zip(features.tokens, features.prompt_lengths))
-    print(f"specatlas train: data: {len(features.tokens)} conversations ({len(features.held_out)} held out), "
-          f"{answer_tokens} answer tokens, {sum(map(len, features.tokens))} tokens", file=sys.stderr)
-    if epochs is not None:
-        steps = trainer.epoch_steps(features, epochs, seed)
-        examples, per_step, unit = trainer.epoch(features, training.split(features, seed)[0])
-        print(f"specatlas train: {epochs} epochs = {steps} steps ({examples} training {unit}, {per_step} a step)",
-              file=sys.stderr)
-        if steps > MAX_STEPS:
-            raise CommandError(f"--epochs {epochs} is {steps:,} steps on this data, more than {MAX_STEPS:,}")
-        if stop is not None and stop > steps:
-            raise CommandError(f"--stop-at {stop} is past the schedule's {steps} steps (--epochs {epochs})")
-    draft_model = default_draft_model(loaded.model, None)[:2] if trainer.uses_draft_model else None  # (model, label)
-    return trainer.train(loaded, features, folder, output, budget_minutes, steps, seed, command, tqdm, draft_model, stop,
-                         epochs, code, replace_anyway)
 
 
 def card_command(args: argparse.Namespace, method: str) -> str:

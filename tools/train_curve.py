@@ -51,8 +51,7 @@ def execute(args: argparse.Namespace) -> int:
     from specatlas import data_shards
     from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, cache_root, load_model, machine_kernels
     from specatlas.bench.provenance import checkout_state
-    from specatlas.train import train_one
-    from specatlas.train_eval import plain_outputs
+    from specatlas.heads import plain_outputs, train_one
 
     family, sizes = _family_and_sizes(args)
     epochs = epochs_given(args)
@@ -106,8 +105,8 @@ def execute(args: argparse.Namespace) -> int:
 
 def _family_and_sizes(args: argparse.Namespace):
     """(the head family, the training data sizes in tokens, ascending) the arguments ask for, or a CommandError."""
+    from specatlas.heads import resolve
     from specatlas.impls.registry import resolve as method
-    from specatlas.train import resolve
 
     family = resolve(args.method)
     if family is None or getattr(method(family.paper), "trained_head", None) != family.name:
@@ -142,7 +141,7 @@ def _is_curve(curve, family: str) -> bool:
 
 def read_curve(path: Path, family: str, model: str, schedule: dict) -> dict:
     """The curve file at `path`, labelled with its `schedule` (a file from before the label is fixed-steps, as its name says)."""
-    from specatlas.train_eval import read_checked
+    from specatlas.heads import read_checked
 
     empty = {"family": family, "model": model, "what": "held-out acceptance by training data size "
              "(`specatlas train-curve`)"} | schedule | {"points": []}
@@ -153,9 +152,9 @@ def read_curve(path: Path, family: str, model: str, schedule: dict) -> dict:
 def paper_method_acceptance(family, loaded, checkpoint: Path, prompts: list[list[int]], plain: list[list[int]],
                             max_new_tokens: int) -> dict:
     """The family's paper method with this head, greedy on `prompts` against their `plain` outputs
-    (`train_eval.accepted_on`)."""
+    (`heads.accepted_on`)."""
+    from specatlas.heads import accepted_on, build
     from specatlas.impls.registry import resolve
-    from specatlas.train_eval import accepted_on, build
 
     spec = resolve(family.paper)
     decoder, _ = build(spec, loaded.model, heads={family.name: checkpoint})

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from specatlas.cli import MAX_NEW_TOKENS, CommandError, number
 from specatlas.fsutil import WriteError, update_json, writable_dir
+from specatlas.heads import accepted_on, build, plain_outputs, read_checked
 
 # Speculative decoding (Leviathan et al.) at its paper's γ = 7: the draft-model method that measures
 # the distilled drafter (the DistillSpec family has no method of its own in the registry).
@@ -101,49 +102,6 @@ def execute(args: argparse.Namespace) -> int:
     return 0
 
 
-def build(spec, target, draft_model=None, heads: dict[str, Path] | None = None):
-    """`spec` at its paper's settings on `target` with the shipped heads (or `heads`' folders, by
-    family, and `draft_model`), and the sha256 of every weight file it loaded (by checkpoint name),
-    which say whether an earlier measurement still holds."""
-    from specatlas.bench.provenance import loaded_weights
-    from specatlas.impls.engine.draft_length import DraftLengthPolicy
-    from specatlas.impls.engine.models import ModelLoadError
-
-    try:
-        given = {"drafter_checkpoint": str(heads[spec.trained_head])} if heads and spec.trained_head else {}
-        decoder = spec.build(target, draft_model if spec.uses_draft_model else None, policy=DraftLengthPolicy.paper(),
-                             **given)
-    except ModelLoadError as exc:
-        raise CommandError(f"{spec.id}: {exc}", status=1) from None
-    # No trained file behind a draft-model method's default drafter: it fell back to a slice of the target.
-    if spec.uses_draft_model and draft_model is None and not decoder.weights:
-        raise CommandError(f"{spec.id}: no distilled drafter is shipped for this model (`specatlas train distillspec`); "
-                           "its default drafter would be an untrained slice of the target", status=1)
-    return decoder, loaded_weights(decoder.weights)
-
-
-def plain_outputs(target, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
-    from specatlas.impls.engine.decoding import SpeculativeDecoder
-
-    plain = SpeculativeDecoder(target)
-    return [plain.generate(prompt, max_new_tokens).tokens for prompt in prompts]
-
-
-def accepted_on(decoder, prompts: list[list[int]], plain: list[list[int]], max_new_tokens: int) -> dict:
-    """`decoder` run greedily on `prompts`: mean accepted tokens per step over all steps (each step's
-    accepted drafts plus its bonus token), the steps by accepted length, and whether every output
-    equals plain decoding's (`plain`, the same prompts' outputs)."""
-    accepted, identical = [], True
-    for prompt, expected in zip(prompts, plain, strict=True):
-        out = decoder.generate(prompt, max_new_tokens)
-        accepted += out.stats.accepted_lengths
-        identical &= out.tokens == expected
-    spread = {str(length): accepted.count(length) for length in sorted(set(accepted))}
-    mean = round(sum(accepted) / len(accepted), 3) if accepted else None  # no step: every answer came from the prefill
-    return {"steps": len(accepted), "mean_accepted_tokens": mean, "steps_by_accepted_length": spread,
-            "identical_to_plain": identical}
-
-
 def results_file(model: str) -> Path:
     from specatlas.paths import training_results_dir
 
@@ -157,22 +115,6 @@ def read_results(path: Path) -> dict:
     """The results file at `path` (an empty one when missing); a damaged one is a one-line error."""
     return read_checked(path, {"what": WHAT, "methods": {}}, is_results, "not a held-out acceptance file (a \"methods\" "
                         f"object whose entries hold {', '.join(ENTRY_KEYS)})")
-
-
-def read_checked(path: Path, empty: dict, valid, what: str) -> dict:
-    """The JSON file at `path`, `empty` when missing; unreadable or not `valid`, a one-line error
-    naming the file and saying `what` it should be."""
-    if not path.exists():
-        return empty
-    from specatlas.fsutil import ReadError, read_json
-
-    try:
-        data = read_json(path, 4 << 20)
-    except ReadError as exc:
-        raise CommandError(f"{path}: {exc}") from None
-    if not valid(data):
-        raise CommandError(f"{path}: {what}")
-    return data
 
 
 def with_entry(current, saved: dict, method: str, entry: dict) -> dict:

@@ -89,45 +89,73 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, stop: set[int
     """Answer every prompt (token ids): greedily, or sampled at `temperature` (seeded), yielding
     each answer as it finishes (not in order). `rows`: the batch; `max_prompt`: the longest prompt
     that will come (default the longest given)."""
-    config, device = model.config, model.device
-    argument = cache_argument(type(model))
-    max_prompt = max_prompt or max(map(len, prompts))
-    # Columns: a prompt is placed right-aligned to the current column, which is therefore kept at
-    # >= max_prompt; compaction (shifting every row left) runs when the slab is full, every
-    # >= max_new_tokens steps.
-    width = 2 * max_prompt + max_new_tokens + 1
-    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    cache = DynamicCache(config=config)
-    cache.layers = [Slab(rows, heads, width, head_dim, model.dtype, device) for _ in range(config.num_hidden_layers)]
-    for layer in cache.layers:
-        layer.end = max_prompt
-    visible = torch.zeros(rows, width, dtype=torch.bool, device=device)
-    position = torch.zeros(rows, dtype=torch.long, device=device)
-    owner = [-1] * rows  # prompt index per slot, -1 when free
-    answers: list[list[int]] = [[] for _ in range(rows)]
-    last = torch.zeros(rows, dtype=torch.long, device=device)
-    generator = torch.Generator(device=device).manual_seed(seed)
-    queue = iter(range(len(prompts)))
-    pending = True
+    batch = _Batch(model, prompts, max_new_tokens, stop, rows, temperature, seed, max_prompt)
+    with _grouped_attention(model):
+        while True:
+            free = [slot for slot in range(rows) if batch.owner[slot] < 0]
+            # Refill in groups: a prefill of several prompts costs about what one costs.
+            if batch.pending and free and (len(free) >= max(1, rows // 8) or len(free) == rows):
+                batch.admit(free)
+            yield from batch.finished()
+            if not any(slot >= 0 for slot in batch.owner):
+                if batch.pending:
+                    continue
+                break
+            batch.step()
 
-    def pick(logits: torch.Tensor) -> torch.Tensor:
-        if temperature <= 0:
+
+class _Batch:
+    """`generate`'s state: `rows` slots, each answering one prompt at a time, over one KV slab."""
+
+    def __init__(self, model, prompts: list[list[int]], max_new_tokens: int, stop: set[int], rows: int,
+                 temperature: float, seed: int, max_prompt: int | None):
+        config, device = model.config, model.device
+        self.model, self.prompts, self.max_new_tokens, self.stop, self.rows = model, prompts, max_new_tokens, stop, rows
+        self.temperature, self.device = temperature, device
+        self.argument = cache_argument(type(model))
+        self.max_prompt = max_prompt or max(map(len, prompts))
+        # Columns: a prompt is placed right-aligned to the current column, which is therefore kept at
+        # >= max_prompt; compaction (shifting every row left) runs when the slab is full, every
+        # >= max_new_tokens steps.
+        self.width = 2 * self.max_prompt + max_new_tokens + 1
+        heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.cache = DynamicCache(config=config)
+        self.cache.layers = [Slab(rows, heads, self.width, head_dim, model.dtype, device)
+                             for _ in range(config.num_hidden_layers)]
+        for layer in self.cache.layers:
+            layer.end = self.max_prompt
+        self.visible = torch.zeros(rows, self.width, dtype=torch.bool, device=device)
+        self.position = torch.zeros(rows, dtype=torch.long, device=device)
+        self.owner = [-1] * rows  # prompt index per slot, -1 when free
+        self.answers: list[list[int]] = [[] for _ in range(rows)]
+        self.last = torch.zeros(rows, dtype=torch.long, device=device)
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+        self.queue = iter(range(len(prompts)))
+        self.pending = True  # prompts are left in the queue
+
+    def pick(self, logits: torch.Tensor) -> torch.Tensor:
+        if self.temperature <= 0:
             return logits.argmax(-1)
-        probs = torch.softmax(logits.float() / temperature, -1)
-        return torch.multinomial(probs, 1, generator=generator)[:, 0]
+        probs = torch.softmax(logits.float() / self.temperature, -1)
+        return torch.multinomial(probs, 1, generator=self.generator)[:, 0]
 
-    def admit(slots: list[int]) -> None:
-        nonlocal pending
+    def admit(self, slots: list[int]) -> None:
+        """The next prompts of the queue into the free `slots`, prefilled together."""
         batch = []
         for slot in slots:
-            index = next(queue, None)
+            index = next(self.queue, None)
             if index is None:
-                pending = False
+                self.pending = False
                 break
             batch.append((slot, index))
-        if not batch:
-            return
+        if batch:
+            self._prefill(batch)
+
+    def _prefill(self, batch: list[tuple[int, int]]) -> None:
+        """Each (slot, prompt index) of `batch`: its prompt's keys and values copied into its slot's
+        row, right-aligned to the current column, and its first answer token."""
+        model, prompts, device = self.model, self.prompts, self.device
         length = max(len(prompts[index]) for _, index in batch)
         ids = torch.tensor([[0] * (length - len(prompts[i])) + prompts[i] for _, i in batch], device=device)
         mask = torch.tensor([[0] * (length - len(prompts[i])) + [1] * len(prompts[i]) for _, i in batch], device=device)
@@ -135,69 +163,67 @@ def generate(model, prompts: list[list[int]], max_new_tokens: int, stop: set[int
         sees = torch.ones(length, length, dtype=torch.bool, device=device).tril() & mask.bool()[:, None, :]
         additive = torch.zeros(len(batch), 1, length, length, dtype=model.dtype, device=device)
         additive.masked_fill_(~sees[:, None], torch.finfo(model.dtype).min)
-        scratch = DynamicCache(config=config)
-        out = model(input_ids=ids, attention_mask=additive, position_ids=positions, **{argument: scratch},
+        scratch = DynamicCache(config=model.config)
+        out = model(input_ids=ids, attention_mask=additive, position_ids=positions, **{self.argument: scratch},
                     use_cache=True, logits_to_keep=1)
-        first = pick(out.logits[:, -1])
-        end = cache.layers[0].end
+        first = self.pick(out.logits[:, -1])
+        end = self.cache.layers[0].end
         index = torch.tensor([slot for slot, _ in batch], device=device)
-        for layer, filled in zip(cache.layers, scratch.layers):
+        for layer, filled in zip(self.cache.layers, scratch.layers):
             layer.keys[index, :, end - length : end] = filled.keys
             layer.values[index, :, end - length : end] = filled.values
-        visible[index] = False
-        visible[index, end - length : end] = mask.bool()
+        self.visible[index] = False
+        self.visible[index, end - length : end] = mask.bool()
         for row, (slot, i) in enumerate(batch):
-            owner[slot], answers[slot] = i, [int(first[row])]
-            position[slot], last[slot] = len(prompts[i]), first[row]
+            self.owner[slot], self.answers[slot] = i, [int(first[row])]
+            self.position[slot], self.last[slot] = len(prompts[i]), first[row]
 
-    def done(slot: int) -> bool:
-        tokens = answers[slot]
-        return tokens[-1] in stop or len(tokens) >= max_new_tokens
+    def finished(self) -> Iterator[Answer]:
+        """The answers that ended (on EOS or at the length cap), their slots freed."""
+        for slot in range(self.rows):
+            if self.owner[slot] >= 0 and self._done(slot):
+                tokens = self.answers[slot]
+                yield Answer(self.owner[slot], tokens, tokens[-1] in self.stop)
+                self.owner[slot] = -1
+                self.visible[slot] = False
 
-    def compact() -> None:
-        end = cache.layers[0].end
-        live = visible[[slot for slot in range(rows) if owner[slot] >= 0]]
+    def _done(self, slot: int) -> bool:
+        tokens = self.answers[slot]
+        return tokens[-1] in self.stop or len(tokens) >= self.max_new_tokens
+
+    def step(self) -> None:
+        """One forward of every row: each live slot's next token, appended to its answer."""
+        if self.cache.layers[0].end == self.width:
+            self._compact()
+        end = self.cache.layers[0].end
+        self.visible[:, end] = torch.tensor([slot >= 0 for slot in self.owner], device=self.device)
+        start = int(self.visible[:, : end + 1].any(0).nonzero()[0])
+        for layer in self.cache.layers:
+            layer.start = start
+        dtype = self.model.dtype
+        mask = torch.zeros(self.rows, 1, 1, end + 1 - start, dtype=dtype, device=self.device)
+        mask.masked_fill_(~self.visible[:, None, None, start : end + 1], torch.finfo(dtype).min)
+        out = self.model(input_ids=self.last[:, None], attention_mask=mask, position_ids=self.position[:, None],
+                         use_cache=True, **{self.argument: self.cache})
+        nxt = self.pick(out.logits[:, -1])
+        for slot in range(self.rows):
+            if self.owner[slot] >= 0:
+                self.answers[slot].append(int(nxt[slot]))
+        self.last, self.position = nxt, self.position + 1
+
+    def _compact(self) -> None:
+        """Every row shifted left as far as the live rows' earliest column allows, keeping the current
+        column at >= max_prompt."""
+        end = self.cache.layers[0].end
+        live = self.visible[[slot for slot in range(self.rows) if self.owner[slot] >= 0]]
         first = int(live.any(0).nonzero()[0]) if live.any() else end
-        shift = min(first, end - max_prompt)
-        for layer in cache.layers:
+        shift = min(first, end - self.max_prompt)
+        for layer in self.cache.layers:
             layer.keys[..., : end - shift, :] = layer.keys[..., shift:end, :].clone()
             layer.values[..., : end - shift, :] = layer.values[..., shift:end, :].clone()
             layer.end = end - shift
-        visible[:, : end - shift] = visible[:, shift:end].clone()
-        visible[:, end - shift :] = False
-
-    with _grouped_attention(model):
-        while True:
-            free = [slot for slot in range(rows) if owner[slot] < 0]
-            # Refill in groups: a prefill of several prompts costs about what one costs.
-            if pending and free and (len(free) >= max(1, rows // 8) or len(free) == rows):
-                admit(free)
-            for slot in range(rows):
-                if owner[slot] >= 0 and done(slot):
-                    tokens = answers[slot]
-                    yield Answer(owner[slot], tokens, tokens[-1] in stop)
-                    owner[slot] = -1
-                    visible[slot] = False
-            if not any(slot >= 0 for slot in owner):
-                if pending:
-                    continue
-                break
-            if cache.layers[0].end == width:
-                compact()
-            end = cache.layers[0].end
-            visible[:, end] = torch.tensor([slot >= 0 for slot in owner], device=device)
-            start = int(visible[:, : end + 1].any(0).nonzero()[0])
-            for layer in cache.layers:
-                layer.start = start
-            mask = torch.zeros(rows, 1, 1, end + 1 - start, dtype=model.dtype, device=device)
-            mask.masked_fill_(~visible[:, None, None, start : end + 1], torch.finfo(model.dtype).min)
-            out = model(input_ids=last[:, None], attention_mask=mask, position_ids=position[:, None],
-                        use_cache=True, **{argument: cache})
-            nxt = pick(out.logits[:, -1])
-            for slot in range(rows):
-                if owner[slot] >= 0:
-                    answers[slot].append(int(nxt[slot]))
-            last, position = nxt, position + 1
+        self.visible[:, : end - shift] = self.visible[:, shift:end].clone()
+        self.visible[:, end - shift :] = False
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from specatlas.bench import questions as qs
-from specatlas.bench.run import BenchError, fitting
+from specatlas.bench.protocol import BenchError, fitting
 
 
 class Words:

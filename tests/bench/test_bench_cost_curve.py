@@ -12,7 +12,7 @@ from specatlas.bench.leaderboard_page import measured_markdown
 from specatlas.bench.targets import targets_markdown
 from specatlas.bench.result_files import Checkpoint, dumps, load
 from specatlas.bench.results import CURVE_TOLERANCE, SCHEMA_VERSION, combine_curves, curve_warning, step_time
-from specatlas.bench.run import _assemble
+from specatlas.bench.protocol import _assemble
 from specatlas.paths import repo_root
 
 LOADED = {w: s * 1.4 for w, s in CURVE.items()}  # the same machine while another job ran: 40% slower

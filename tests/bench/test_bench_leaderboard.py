@@ -14,7 +14,7 @@ from benchruns import HARDWARE, build_run, sample, turn
 from specatlas.bench.leaderboard_page import measured_markdown, render_markdown
 from specatlas.bench.published import SPEC_BENCH_FILE, PublishedDataError
 from specatlas.bench.results import config_hash
-from specatlas.bench.run import _arguments
+from specatlas.bench.protocol import _arguments
 from specatlas.cli import main
 from specatlas.paths import repo_root
 

@@ -11,7 +11,7 @@ from specatlas.bench import contenders as cs
 from specatlas.bench.check import check
 from specatlas.bench.leaderboard_page import measured_markdown
 from specatlas.bench.measured import measured_rows
-from specatlas.bench.run import encode_conversation, llamacpp_ids
+from specatlas.bench.protocol import encode_conversation, llamacpp_ids
 from specatlas.cli import main
 
 LOOKUP = "llamacpp-prompt-lookup"

@@ -188,7 +188,7 @@ class Run(_Strict):
     schema_version: Literal[SCHEMA_VERSIONS]
     config_hash: str
     config: dict  # everything that must match for a checkpoint to be resumed (hashed); see RunConfig
-    provenance: dict  # packages, hardware, model digests, prompt set, command: see run.py
+    provenance: dict  # packages, hardware, model digests, prompt set, command: see protocol.py
     # The curve the metrics and the leaderboard price forwards with: in schema 1 the one timed at
     # the run's start; in schema 2 combined from the sessions' curves, as `cost_curve_source` says.
     cost_curve: CostCurve
