@@ -47,7 +47,7 @@ def command_imports(graph: dict[str, set[str]]) -> list[str]:
 
 def test_no_command_imports_another():
     """A command's module imports libraries and `specatlas.cli` (errors, argument checks), never
-    another command's: what two commands share belongs in a library below them (`specatlas.heads`,
+    another command's: what two commands share belongs in a library below them (`specatlas.head_training`,
     `specatlas.bench_arguments`) or in cli."""
     found = command_imports(module_imports())
     assert not found, "a command imports another command (move what they share to a library): " + "; ".join(found)
@@ -55,7 +55,7 @@ def test_no_command_imports_another():
 
 def test_a_command_importing_another_is_seen():
     graph = {"specatlas.gpu_check": {"specatlas.bench.run", "specatlas.cli", "specatlas.bench_arguments"},
-             "specatlas.train_curve": {"specatlas.heads", "specatlas.train_eval"}, "specatlas.heads": {"specatlas.cli"}}
+             "specatlas.train_curve": {"specatlas.head_training", "specatlas.train_eval"}, "specatlas.head_training": {"specatlas.cli"}}
     assert command_imports(graph) == ["specatlas.gpu_check -> specatlas.bench.run",
                                       "specatlas.train_curve -> specatlas.train_eval"]
 

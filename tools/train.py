@@ -39,7 +39,7 @@ from specatlas.bench.provenance import checkout_state
 from specatlas.cli import (MAX_EPOCHS, MAX_MINUTES, MAX_SEED, MAX_STEPS, MAX_TOKENS, CommandError, add_trust_remote_code,
                            disk_error, epochs_given, number)
 from specatlas.fsutil import WriteError, output_dir
-from specatlas.heads import resolve, train_one
+from specatlas.head_training import resolve, train_one
 from specatlas.impls.families import training
 from specatlas.impls.families.checkpoints import SHIPPED_HEADS, shipped_head_folder
 from specatlas.impls.families import FAMILIES, Family

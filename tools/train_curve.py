@@ -51,7 +51,7 @@ def execute(args: argparse.Namespace) -> int:
     from specatlas import data_shards
     from specatlas.impls.engine.models import EMBEDDED, ModelLoadError, cache_root, load_model, machine_kernels
     from specatlas.bench.provenance import checkout_state
-    from specatlas.heads import plain_outputs, train_one
+    from specatlas.head_training import plain_outputs, train_one
 
     family, sizes = _family_and_sizes(args)
     epochs = epochs_given(args)
@@ -105,7 +105,7 @@ def execute(args: argparse.Namespace) -> int:
 
 def _family_and_sizes(args: argparse.Namespace):
     """(the head family, the training data sizes in tokens, ascending) the arguments ask for, or a CommandError."""
-    from specatlas.heads import resolve
+    from specatlas.head_training import resolve
     from specatlas.impls.registry import resolve as method
 
     family = resolve(args.method)
@@ -141,7 +141,7 @@ def _is_curve(curve, family: str) -> bool:
 
 def read_curve(path: Path, family: str, model: str, schedule: dict) -> dict:
     """The curve file at `path`, labelled with its `schedule` (a file from before the label is fixed-steps, as its name says)."""
-    from specatlas.heads import read_checked
+    from specatlas.head_training import read_checked
 
     empty = {"family": family, "model": model, "what": "held-out acceptance by training data size "
              "(`specatlas train-curve`)"} | schedule | {"points": []}
@@ -153,7 +153,7 @@ def paper_method_acceptance(family, loaded, checkpoint: Path, prompts: list[list
                             max_new_tokens: int) -> dict:
     """The family's paper method with this head, greedy on `prompts` against their `plain` outputs
     (`heads.accepted_on`)."""
-    from specatlas.heads import accepted_on, build
+    from specatlas.head_training import accepted_on, build
     from specatlas.impls.registry import resolve
 
     spec = resolve(family.paper)

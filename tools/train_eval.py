@@ -28,7 +28,7 @@ from pathlib import Path
 
 from specatlas.cli import MAX_NEW_TOKENS, CommandError, number
 from specatlas.fsutil import WriteError, update_json, writable_dir
-from specatlas.heads import accepted_on, build, plain_outputs, read_checked
+from specatlas.head_training import ENTRY_KEYS, accepted_on, build, is_results, plain_outputs, read_checked
 
 # Speculative decoding (Leviathan et al.) at its paper's γ = 7: the draft-model method that measures
 # the distilled drafter (the DistillSpec family has no method of its own in the registry).
@@ -124,13 +124,3 @@ def with_entry(current, saved: dict, method: str, entry: dict) -> dict:
     return results | {"methods": results["methods"] | {method: entry}}
 
 
-ENTRY_KEYS = ("paper_settings", "prompts", "max_new_tokens", "steps", "mean_accepted_tokens", "steps_by_accepted_length",
-              "identical_to_plain", "weights")  # what the training page shows
-
-
-def is_results(results) -> bool:
-    """A held-out acceptance file: its methods' entries each with what the training page shows."""
-    return (isinstance(results, dict) and isinstance(results.get("methods"), dict)
-            and all(isinstance(entry, dict) and all(key in entry for key in ENTRY_KEYS)
-                    and isinstance(entry["steps_by_accepted_length"], dict) and isinstance(entry["weights"], dict)
-                    for entry in results["methods"].values()))

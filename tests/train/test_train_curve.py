@@ -7,7 +7,7 @@ import pytest
 from specatlas.impls.engine.models import LoadedModel
 from specatlas.impls.families import FAMILIES
 from specatlas.train_curve import paper_method_acceptance
-from specatlas.heads import plain_outputs
+from specatlas.head_training import plain_outputs
 from tests.impls.tiny_world import TinyWorld
 
 

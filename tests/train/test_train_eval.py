@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from specatlas import data_shards, heads, train_eval
+from specatlas import data_shards, head_training, train_eval
 from specatlas.cli import CommandError, main
 from specatlas.impls.engine import models
 from specatlas.impls.engine.models import LoadedModel
@@ -89,8 +89,8 @@ def test_the_results_folder_is_made_and_a_step_less_measurement_records_no_mean(
     assert main(["train-eval", "eagle2", "--max-new-tokens", "1"]) == 0
     entry = json.loads(path.read_text())["methods"]["li2024eagle2"]
     assert (entry["steps"], entry["mean_accepted_tokens"], entry["steps_by_accepted_length"]) == (3, 1.0, {"1": 3})
-    decoder, _ = heads.build(METHODS["li2024eagle2"], world.target, heads=world.heads)
-    assert heads.accepted_on(decoder, [], [], 8) == {
+    decoder, _ = head_training.build(METHODS["li2024eagle2"], world.target, heads=world.heads)
+    assert head_training.accepted_on(decoder, [], [], 8) == {
         "steps": 0, "mean_accepted_tokens": None, "steps_by_accepted_length": {}, "identical_to_plain": True}
 
 
@@ -99,11 +99,11 @@ def test_fr_specs_ranking_counts_among_the_weights_and_sd_needs_the_distilled_dr
     EAGLE head's; speculative decoding without a given or shipped distilled drafter would measure an
     untrained slice of the target, so it is refused in one line."""
     world = TinyWorld(tmp_path)
-    _, weights = heads.build(METHODS["zhao2025fr"], world.target, heads=world.heads)
+    _, weights = head_training.build(METHODS["zhao2025fr"], world.target, heads=world.heads)
     ranking = next(world.heads["eagle"].glob("freq_*.pt"))
     assert sorted(weights) == sorted([str(world.heads["eagle"]), str(ranking)])
     with pytest.raises(CommandError, match="no distilled drafter is shipped for this model"):
-        heads.build(METHODS["leviathan2023fast"], world.target)
+        head_training.build(METHODS["leviathan2023fast"], world.target)
 
 
 @pytest.mark.parametrize("args, message", [

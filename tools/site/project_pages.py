@@ -39,7 +39,7 @@ def repository_json(path: Path) -> dict:
 
 def _held_out_methods(path: Path) -> dict:
     """The methods' entries of a `specatlas train-eval` results file."""
-    from specatlas.train_eval import ENTRY_KEYS, is_results
+    from specatlas.head_training import ENTRY_KEYS, is_results
 
     results = repository_json(path)
     if not is_results(results):

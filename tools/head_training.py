@@ -115,3 +115,15 @@ def read_checked(path: Path, empty: dict, valid, what: str) -> dict:
     if not valid(data):
         raise CommandError(f"{path}: {what}")
     return data
+
+
+ENTRY_KEYS = ("paper_settings", "prompts", "max_new_tokens", "steps", "mean_accepted_tokens", "steps_by_accepted_length",
+              "identical_to_plain", "weights")  # what the training page shows
+
+
+def is_results(results) -> bool:
+    """A held-out acceptance file: its methods' entries each with what the training page shows."""
+    return (isinstance(results, dict) and isinstance(results.get("methods"), dict)
+            and all(isinstance(entry, dict) and all(key in entry for key in ENTRY_KEYS)
+                    and isinstance(entry["steps_by_accepted_length"], dict) and isinstance(entry["weights"], dict)
+                    for entry in results["methods"].values()))
