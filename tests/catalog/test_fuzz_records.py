@@ -16,7 +16,7 @@ from bibtexparser.middlewares import LatexDecodingMiddleware
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specatlas import bib
+from specatlas.catalog import bibtex
 from specatlas.catalog.records import Problem, read_record
 from specatlas.catalog.taxonomy import load_taxonomy
 from specatlas.catalog.validate import _cross_record_problems
@@ -113,7 +113,7 @@ def test_loader_and_validator_never_crash_on_generated_documents(tmp_path):
         for problem in _cross_record_problems([*base, record], taxonomy, dt.date(2026, 12, 1)):
             assert "\n" not in str(problem) and len(str(problem)) < 1000, problem
         # Whatever validates must build, and what builds must round-trip.
-        library = bibtexparser.parse_string(bib.render([record.paper]), append_middleware=[LatexDecodingMiddleware()])
+        library = bibtexparser.parse_string(bibtex.render([record.paper]), append_middleware=[LatexDecodingMiddleware()])
         assert not library.failed_blocks and len(library.entries) == 1
         assert library.entries[0].key == record.paper.id
         assert library.entries[0]["title"] == record.paper.title

@@ -513,7 +513,7 @@ def test_search_ranks_the_taxonomy_node_first_for_its_phrase(open_page, served):
 def test_the_catalog_downloads_the_bibtex_of_the_filtered_rows(open_page, served, tmp_path):
     """A node page opens the catalog filtered to it; a year range narrows it; "BibTeX of these N
     papers" downloads exactly those rows' entries, each as `specatlas bib` writes it."""
-    from specatlas import bib
+    from specatlas.catalog import bibtex
 
     base, catalog = served
     page = open_page()
@@ -531,7 +531,7 @@ def test_the_catalog_downloads_the_bibtex_of_the_filtered_rows(open_page, served
     path = tmp_path / download.value.suggested_filename
     download.value.save_as(path)
     text = path.read_text(encoding="utf-8")
-    entries = pages.bib_entries(bib.render(catalog.papers))
+    entries = pages.bib_entries(bibtex.render(catalog.papers))
     assert sorted(re.findall(r"^@\w+\{([^,]+),", text, re.MULTILINE)) == expected
     assert all(entries[i] in text for i in expected) and path.suffix == ".bib"
     shot(page, "catalog-bibtex")

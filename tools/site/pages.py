@@ -15,11 +15,11 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup
 
-from specatlas import bib
 from specatlas.bench.aggregate import load_all
 from specatlas.bench.leaderboard_page import page_context
 from specatlas.bench.measured import measured_by_method, measured_rows
 from specatlas.bench.published import load_spec_bench
+from specatlas.catalog.bibtex import render as render_bib
 from specatlas.catalog.citations import public_url
 from specatlas.catalog.recall import SweepError
 from specatlas.catalog.schema import ID_PATTERN, Paper
@@ -50,7 +50,7 @@ def generate(catalog: Catalog, *, directory_urls: bool = True, repo_url: str | N
         if not _NODE_ID.fullmatch(node.id) or node.id == "index":
             raise ValueError(f"taxonomy node id {node.id!r} cannot name a page")
     loaded = measured_results(catalog)
-    whole_bib = bib.render(catalog.papers)
+    whole_bib = render_bib(catalog.papers)
     entries = bib_entries(whole_bib)
     pages = {
         "index.md": home(catalog, loaded),
@@ -258,7 +258,7 @@ def _counter(catalog: Catalog):
 
 def catalog_page(catalog: Catalog, directory_urls: bool, entries: dict[str, str] | None = None) -> str:
     """`entries`: each record's BibTeX as papers.bib has it (`bib_entries`), for the filtered download."""
-    entries = entries if entries is not None else bib_entries(bib.render(catalog.papers))
+    entries = entries if entries is not None else bib_entries(render_bib(catalog.papers))
     href = "../papers/{}/" if directory_urls else "papers/{}.html"
     facets = []
     for facet_id in FACETS:
