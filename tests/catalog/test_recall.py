@@ -1,10 +1,11 @@
-"""`specatlas recall`: capture-recapture of two blind sweeps against the catalog, per quarter."""
+"""The catalog's recall (`specatlas recall`, the timeline page): capture-recapture of two blind sweeps
+against the catalog, per quarter."""
 
 import math
 
 import pytest
 
-from specatlas.catalog.recall import SweepError, chapman, estimate, read_sweep, read_sweeps, recall, wilson
+from specatlas.catalog.capture_recapture import SweepError, chapman, estimate, read_sweep, read_sweeps, recall, wilson
 
 HEADER = "sweep: {name}\nstrategy: test\nperiod: {{from: 2023-01, to: 2024-12}}\nended: 2026-12-06\npapers:\n"
 
@@ -67,7 +68,7 @@ def test_a_malformed_sweep_is_one_line_naming_the_entry_and_field(tmp_path, body
 
 
 def test_every_committed_round_reads_and_covers_the_whole_period():
-    from specatlas.catalog.recall import SWEEPS, latest_round
+    from specatlas.catalog.capture_recapture import SWEEPS, latest_round
 
     rounds = sorted(SWEEPS.glob("round-*"))
     assert len(rounds) >= 2 and latest_round() == SWEEPS / f"round-{len(rounds)}"
@@ -78,7 +79,7 @@ def test_every_committed_round_reads_and_covers_the_whole_period():
 
 
 def test_the_newest_round_is_the_one_measured(tmp_path):
-    from specatlas.catalog.recall import latest_round
+    from specatlas.catalog.capture_recapture import latest_round
 
     for name in ("round-1", "round-2", "round-10", "round-x", "notes"):
         (tmp_path / name).mkdir()

@@ -350,13 +350,13 @@ def test_learning_resources_link_public_addresses_from_the_catalog_and_the_paper
 
 
 def test_the_timeline_shows_the_measured_recall_of_every_quarter_the_sweeps_cover():
-    from specatlas.catalog import recall
+    from specatlas.catalog.capture_recapture import estimate, latest_round, read_sweeps
     from specatlas.paths import repo_root
     from specatlas.site.catalog import load_catalog
 
     catalog = load_catalog(repo_root())
     page = pages.timeline_page(catalog)
-    result = recall.estimate(catalog.papers, recall.read_sweeps(recall.latest_round()))
+    result = estimate(catalog.papers, read_sweeps(latest_round()))
     assert f"posted {result['period'][0]} to {result['period'][1]}" in page
     for quarter, row in result["quarters"].items():
         r, low, high = (round(100 * x) for x in row["recall"])

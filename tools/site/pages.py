@@ -20,8 +20,8 @@ from specatlas.bench.leaderboard_page import page_context
 from specatlas.bench.measured import measured_by_method, measured_rows
 from specatlas.bench.published import load_spec_bench
 from specatlas.catalog.bibtex import render as render_bib
+from specatlas.catalog.capture_recapture import SweepError
 from specatlas.catalog.citations import public_url
-from specatlas.catalog.recall import SweepError
 from specatlas.catalog.schema import ID_PATTERN, Paper
 from specatlas.catalog.taxonomy import FACETS, Node
 from specatlas.catalog.venues import VENUES

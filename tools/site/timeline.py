@@ -8,7 +8,7 @@ from datetime import date
 
 import yaml
 
-from specatlas.catalog import recall
+from specatlas.catalog.capture_recapture import SWEEPS, estimate, latest_round, read_sweep
 from specatlas.escaping import attr
 from specatlas.site.catalog import Catalog, posted
 
@@ -206,9 +206,9 @@ def _svg(families: list[str], rows: list[tuple[str, list[int]]], row_status: lis
 
 def measured_recall(catalog: Catalog) -> dict | None:
     """The catalog's recall per quarter from the newest round of committed capture-recapture sweeps
-    (`catalog.recall`); None when the repository holds no pair of sweeps."""
-    folder = recall.latest_round(catalog.root / recall.SWEEPS.relative_to(recall.SWEEPS.parents[2]))
+    (`catalog.capture_recapture`); None when the repository holds no pair of sweeps."""
+    folder = latest_round(catalog.root / SWEEPS.relative_to(SWEEPS.parents[2]))
     sweeps = sorted(folder.glob("sweep-*.yaml")) if folder else []
     if len(sweeps) != 2:
         return None
-    return recall.estimate(catalog.papers, [recall.read_sweep(path) for path in sweeps]) | {"round": folder.name}
+    return estimate(catalog.papers, [read_sweep(path) for path in sweeps]) | {"round": folder.name}
