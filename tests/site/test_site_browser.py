@@ -20,9 +20,9 @@ import pytest
 
 from sitecatalog import make_root
 from specatlas.paths import repo_root
-from specatlas.site.build import build
 from specatlas.site import pages
 from specatlas.site.catalog import load_catalog
+from specatlas.site.mkdocs_build import build
 
 pytestmark = pytest.mark.browser
 

@@ -54,7 +54,7 @@ def test_a_tag_outside_the_taxonomy_fails_the_build(tmp_path):
     """tags_allowed comes from the taxonomy: a page tagged with anything else is refused."""
     from mkdocs.config import load_config
 
-    from specatlas.site.build import config_file
+    from specatlas.site.mkdocs_build import config_file
 
     config = load_config(str(config_file()), site_dir=str(tmp_path))
     config.plugins.run_event("config", config)

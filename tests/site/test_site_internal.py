@@ -12,9 +12,9 @@ from sitecatalog import make_root
 from specatlas.catalog.citations import source_text
 from specatlas.catalog.schema import ReportedResult
 from specatlas.catalog.sources import narration, public
-from specatlas.site.build import build
 from specatlas.site.catalog import load_catalog
 from specatlas.site.internal import check_page
+from specatlas.site.mkdocs_build import build
 
 
 def plant(root, paper_id, **fields):

@@ -13,8 +13,8 @@ from sitecatalog import FIXTURE_PAPERS, make_root
 from specatlas.bench.aggregate import load_all
 from specatlas.bench.measured import measured_by_method
 from specatlas.paths import repo_root
-from specatlas.site.build import build
 from specatlas.site.catalog import load_catalog
+from specatlas.site.mkdocs_build import build
 
 RUN = "2026-12-03-smollm2-135m-instruct-cpu-9abfbd69.json"
 MEASURED = ("li2025eagle", "hu2025sam", "ankner2024hydra")

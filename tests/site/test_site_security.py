@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from sitecatalog import FIXTURE_PAPERS, load_unvalidated, make_root
-from specatlas.site.build import build
+from specatlas.site.mkdocs_build import build
 
 TITLE = 'Evil <script>alert("title")</script><img src=x onerror=alert(1)> Decoding'
 EVIL = {

@@ -10,8 +10,8 @@ import pytest
 
 from sitecatalog import make_root
 from specatlas.bench.published import SPEC_BENCH_FILE, PublishedDataError, load_spec_bench
-from specatlas.site.build import build
 from specatlas.site.catalog import load_catalog
+from specatlas.site.mkdocs_build import build
 
 DECOY = {"source": "decoy", "url": "https://example.org/decoy", "licence": "none", "settings": "decoy",
          "hardware": {"X": "Decoy GPU"},

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 
 from sitecatalog import make_root
-from specatlas.site.build import build
 from specatlas.site.catalog import load_catalog
+from specatlas.site.mkdocs_build import build
 from specatlas.site.urls import Addresses, resolve
 
 ENVIRONMENT = ("SPECATLAS_SITE_URL", "SPECATLAS_REPO_URL", "SPECATLAS_EDIT_URI")

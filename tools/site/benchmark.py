@@ -16,8 +16,8 @@ from pathlib import Path
 from specatlas.catalog.schema import Paper
 from specatlas.catalog.taxonomy import FACETS
 from specatlas.paths import repo_root
-from specatlas.site.build import build
 from specatlas.site.catalog import Catalog, load_catalog
+from specatlas.site.mkdocs_build import build
 from specatlas.site.pages import generate
 
 WORDS = ("speculative decoding draft tree verification fast lossless adaptive parallel token heads "

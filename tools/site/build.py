@@ -1,5 +1,5 @@
-"""`specatlas site build|serve`: the website, built with MkDocs from mkdocs.yml at the repository
-root. `build()` is also what the tests and the benchmark call."""
+"""`specatlas site build|serve`: the website (`specatlas.site.mkdocs_build` builds it), built beside
+the output folder and swapped in, or served with live reload."""
 
 from __future__ import annotations
 
@@ -9,28 +9,7 @@ from pathlib import Path
 
 from specatlas.fsutil import WriteError, build_dir, output_dir
 from specatlas.paths import repo_root
-from specatlas.site.catalog import Catalog
-
-
-def config_file() -> Path:
-    """mkdocs.yml of this checkout (the site's templates, not data, so not under SPECATLAS_ROOT)."""
-    return Path(__file__).resolve().parent.parent.parent / "mkdocs.yml"
-
-
-def build(site_dir: Path, catalog: Catalog | None = None) -> None:
-    """Build the site into `site_dir` (strictly, as mkdocs.yml says), from `catalog` if given,
-    else from the repository."""
-    from mkdocs.commands.build import build as mkdocs_build
-    from mkdocs.config import load_config
-
-    config = load_config(str(config_file()), site_dir=str(site_dir))
-    if catalog is not None:
-        config.plugins["specatlas"].catalog = catalog
-    config.plugins.on_startup(command="build", dirty=False)
-    try:
-        mkdocs_build(config)
-    finally:
-        config.plugins.on_shutdown()
+from specatlas.site.mkdocs_build import build, config_file
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
