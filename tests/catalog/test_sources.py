@@ -28,9 +28,9 @@ NARRATION = re.compile(
 
 
 @pytest.mark.parametrize("text, said", [
-    ("find_string '2610.02251' (2026-12-05, fourth session): arXiv RSS copy", "'find_string': names a search tool"),
-    ("October 2026 digest (read_file 70913805574, row 251)", "'read_file': names a search tool"),
-    ("search (pages): 'speculative decoding edge device' -> https://arxiv.org/abs/2510.15312", "'search (pages)': names a search tool"),
+    ("find_string '2610.02251' (2026-12-05, fourth session): arXiv RSS copy", "'find_string': names a look-up tool"),
+    ("October 2026 digest (read_file 70913805574, row 251)", "'read_file': names a look-up tool"),
+    ("search (pages): 'speculative decoding edge device' -> https://arxiv.org/abs/2510.15312", "'search (pages)': names a look-up tool"),
     ("quoted by two notes (code corpus)", "'code corpus': names a search corpus"),
     ("checked in the fifth session", "'fifth session': narrates when the work was done"),
     ("cn-chat-arxiv page, id 70899475109", "'id 70899475109': names an internal file id"),
@@ -98,7 +98,7 @@ def test_public_addresses_accepted(value):
     ("found on a digest: http://example.org/x", "is not a public address"),  # not https
     ("https://arxiv.org/abs/2401.10774 (v1 01 May 2026; byline from the HTML)", "is not a public address"),
     ("a long description of where the paper was seen first: https://arxiv.org/abs/2401.10774", "is not a public address"),
-    ("find_string '2401.10774': https://arxiv.org/abs/2401.10774", "describes how the fact was looked up ('find_string': names a search tool)"),
+    ("find_string '2401.10774': https://arxiv.org/abs/2401.10774", "describes how the fact was looked up ('find_string': names a look-up tool)"),
 ])
 def test_narrated_or_bare_found_via_rejected(value, says):
     with pytest.raises(ValueError, match=says.replace("(", r"\(").replace(")", r"\)")):
