@@ -436,7 +436,7 @@ def cases() -> list[Case]:
                    check=_report(lambda r: None if r["prompts"]["count"] == 1 else f"{r['prompts']['count']} prompts")),
         EngineCase("advise-latin-1", [*advise[:2], "--prompts", "{tmp}/p.txt", *advise[2:]],
                    {"../p.txt": "ok\ncaf\u00e9\n".encode("latin-1")}, message="p.txt:2: byte 0xe9 at offset 6 is not UTF-8"),
-        EngineCase("advise-large-prompt-file", [*advise[:2], "--prompts", "{tmp}/many.txt", *advise[2:-2], "0.5",
+        EngineCase("advise-large-prompt-file", [*advise[:2], "--prompts", "{tmp}/many.txt", *advise[2:-2], "0.25",
                                                 "--json"], timeout=90,
                    prepare=lambda root, tmp: (_model(_template(CHAT))(root, tmp), _big_prompt_file(root, tmp)),
                    fails=False, check=_report(lambda r: None if r["prompts"]["measured"] >= 1 and r["prompts"]["count"]
