@@ -55,13 +55,13 @@ demo: setup
 # settings, and runs the llama.cpp peers (so it installs them); `test-full` adds the whole
 # real-model matrix (every method x policy x prompt): run it before landing engine changes.
 test: setup peers
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not full" --durations=25 tests
+	$(BIN)/python -m pytest -n 2 -m "not full" --durations=25 tests
 
 test-full: setup peers
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=25 tests
+	$(BIN)/python -m pytest -n 2 --durations=25 tests
 
 test-quick: setup
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not model and not browser and not full" tests
+	$(BIN)/python -m pytest -n 2 -m "not model and not browser and not full" tests
 
 # On a GPU machine, `make gpu-check QUESTIONS=path/to/spec_bench/question.jsonl` (the defaults are
 # sized for under 10 minutes on one GPU): every method on DEVICE against plain decoding (identical

@@ -24,8 +24,7 @@ from specatlas.site import pages
 from specatlas.site.catalog import load_catalog
 from specatlas.site.mkdocs_build import build
 
-# One worker runs every page test: the served site is built once (about 30 s), not once per worker.
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
+pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Headless Chromium as root in a container, with nothing that phones home.
