@@ -18,6 +18,9 @@ from specatlas.impls.engine import models
 from specatlas.impls.registry import METHODS
 from tests.impls.toy import tiny_llama
 
+QUESTIONS = [{"question_id": "chat", "category": "writing", "turns": ["Name a colour.", "Name another one."]},
+             {"question_id": "fact", "category": "qa", "turns": ["What is the capital of France?"]}]
+
 
 class Tokenizer:
     chat_template = None
@@ -90,9 +93,13 @@ def test_a_device_that_is_not_there_is_one_line(monkeypatch, capsys):
 
 @pytest.mark.model
 def test_on_the_cpu_every_output_is_identical_and_the_result_file_is_fit(tmp_path, capsys):
-    """The make target's command on the CPU, with two methods, one bench method and few tokens."""
+    """The make target's command on the CPU, with two methods, one bench method, two questions and
+    few tokens."""
+    questions = tmp_path / "prompts" / "questions.jsonl"
+    questions.parent.mkdir()
+    questions.write_text("".join(json.dumps(q) + "\n" for q in QUESTIONS))
     code = main(["gpu-check", "--device", "cpu", "--methods", "pld,medusa", "--max-new-tokens", "8",
-                 "--bench-methods", "pld", "--bench-tokens", "8", "--out", str(tmp_path)])
+                 "--bench-methods", "pld", "--bench-tokens", "8", "--questions", str(questions), "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert "saxena2023prompt: identical" in err and "cai2024medusa: identical" in err
     assert "2 of 2 methods identical to plain decoding on cpu" in err
