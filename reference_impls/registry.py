@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import string
 from dataclasses import dataclass, field
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 from typing import Callable, Mapping
 
 
@@ -151,6 +151,8 @@ TWO_BY_TWO = Sized("2x2-then-chains", "2 x 2 candidates at the first two depths,
 # REST's node budget on the cost-aware policy: k levels of up to 3 branches each on average (the
 # paper's 64 nodes suit a GPU, where width is nearly free; a CPU is not).
 THREE_PER_LEVEL = Sized("3-nodes-per-level", "at most 3 tree nodes per drafted level", {"nodes_per_level": 3})
+# SAM-Decoding's code defaults, which its SAM-Decoding[PARD] composition keeps.
+SAM_DEFAULTS = MappingProxyType({"bias": 4, "threshold": 4, "tokens": 10})
 
 METHODS: dict[str, MethodSpec] = {
     spec.id: spec
@@ -237,7 +239,7 @@ METHODS: dict[str, MethodSpec] = {
                    drafting=("retrieval-drafting", "context-copy", "token-tree"),
                    verification=("greedy-verification", "token-tree-verification"),
                    lossless=True, builder="retrieval:sam_decoding", uses_datastore=True,
-                   constants={"bias": 4, "threshold": 4, "tokens": 10},
+                   constants=SAM_DEFAULTS,
                    settings="l_bias = {bias}, l_threshold = {threshold}, {tokens} draft tokens, Token Recycling's "
                             "{draft_nodes}-node tree",
                    source="its code", draft=lambda c: (c.tokens, 80), draft_exact=False),
@@ -440,7 +442,7 @@ METHODS: dict[str, MethodSpec] = {
                    verification=("greedy-verification", "token-tree-verification"),
                    lossless=True, builder="retrieval:sam_decoding_pard", trained_head="pard",
                    variant_of="hu2025sam", uses_datastore=True,
-                   constants={"tokens": 10, "threshold": 4, "bias": 4},
+                   constants=SAM_DEFAULTS,
                    settings="a composition in SAM-Decoding[EAGLE-2]'s pattern: {tokens} draft tokens, "
                             "l_threshold = {threshold}, l_bias = {bias} (SAM-Decoding's code defaults); below the "
                             "threshold a block from one forward of the trained PARD drafter, at most PARD's K",
